@@ -1,0 +1,242 @@
+//! Epochs (Silo §4.1, §4.8, §4.9).
+//!
+//! One advancer thread bumps the global epoch `E` every `epoch_interval`.
+//! Each worker has a slot with its local epoch `e_w` and snapshot epoch
+//! `se_w`, set when it enters a transaction and cleared (quiescent) when it
+//! leaves, so an idle worker never holds the system back.
+//!
+//! Invariants:
+//! - `E` only grows, and `E - e_w <= 1` for every active worker: the advancer
+//!   bumps `E` only when every active `e_w >= E`.
+//! - `SE = snap(E - k)`, with `snap(e) = k * floor(e / k)`; a worker's `se_w`
+//!   is the `SE` it saw when its transaction began.
+//! - Reclamation bounds: an object unlinked from the index and stamped with
+//!   the `E` read *after* unlinking, `r`, may be freed once
+//!   `r < tree_bound`, where `tree_bound = min(E, active e_w)` as computed by
+//!   the advancer (reading `E` before the slots). A snapshot version stamped
+//!   `snap(e)` may be freed once `snap(e) < snapshot_bound =
+//!   min(SE, active se_w)`.
+//!
+//! Why `tree_bound` is safe: a worker whose `e_w > r` loaded `E > r` after
+//! `E` moved past `r`, which was after the unlink, so it cannot hold a
+//! pointer to the object. Entering uses a store-then-recheck loop (SeqCst) so
+//! that the advancer either sees the new `e_w` or the worker sees the newer
+//! `E`.
+
+use crate::sync::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// `e_w` / `se_w` of a worker that is not inside a transaction.
+const QUIESCENT: u64 = u64::MAX;
+
+/// A worker's epoch slot, on its own cache line.
+#[repr(align(128))]
+#[derive(Debug)]
+pub struct EpochSlot {
+    e_w: AtomicU64,
+    se_w: AtomicU64,
+}
+
+impl EpochSlot {
+    fn new() -> EpochSlot {
+        EpochSlot { e_w: AtomicU64::new(QUIESCENT), se_w: AtomicU64::new(QUIESCENT) }
+    }
+}
+
+#[repr(align(128))]
+#[derive(Debug)]
+struct Padded<T>(T);
+
+#[derive(Debug)]
+pub struct Epochs {
+    global: Padded<AtomicU64>,
+    snapshot: Padded<AtomicU64>,
+    tree_bound: AtomicU64,
+    snapshot_bound: AtomicU64,
+    k: u64,
+    slots: Mutex<Vec<Arc<EpochSlot>>>,
+}
+
+impl Epochs {
+    /// Epoch numbering starts at 1 so that TID 0 means "never committed".
+    pub fn new(k: u64) -> Epochs {
+        assert!(k >= 2, "snapshot epochs must trail by at least two epochs");
+        Epochs {
+            global: Padded(AtomicU64::new(1)),
+            snapshot: Padded(AtomicU64::new(0)),
+            tree_bound: AtomicU64::new(0),
+            snapshot_bound: AtomicU64::new(0),
+            k,
+            slots: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The global epoch `E`.
+    #[inline]
+    pub fn current(&self) -> u64 {
+        self.global.0.load(Ordering::SeqCst)
+    }
+
+    /// The global snapshot epoch `SE`.
+    #[inline]
+    pub fn snapshot(&self) -> u64 {
+        self.snapshot.0.load(Ordering::SeqCst)
+    }
+
+    /// `snap(e)`: the snapshot epoch boundary at or below `e`.
+    #[inline]
+    pub fn snap(&self, e: u64) -> u64 {
+        e / self.k * self.k
+    }
+
+    #[inline]
+    pub fn tree_bound(&self) -> u64 {
+        self.tree_bound.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn snapshot_bound(&self) -> u64 {
+        self.snapshot_bound.load(Ordering::Acquire)
+    }
+
+    pub fn register(&self) -> Arc<EpochSlot> {
+        let slot = Arc::new(EpochSlot::new());
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).push(slot.clone());
+        slot
+    }
+
+    pub fn unregister(&self, slot: &Arc<EpochSlot>) {
+        slot.e_w.store(QUIESCENT, Ordering::SeqCst);
+        slot.se_w.store(QUIESCENT, Ordering::SeqCst);
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).retain(|s| !Arc::ptr_eq(s, slot));
+    }
+
+    /// Marks the worker active: `e_w = E`, `se_w = SE`. Returns `(e_w, se_w)`.
+    #[inline]
+    pub fn enter(&self, slot: &EpochSlot) -> (u64, u64) {
+        let mut e = self.current();
+        loop {
+            slot.e_w.store(e, Ordering::SeqCst);
+            let again = self.current();
+            if again == e {
+                break;
+            }
+            e = again;
+        }
+        let mut se = self.snapshot();
+        loop {
+            slot.se_w.store(se, Ordering::SeqCst);
+            let again = self.snapshot();
+            if again == se {
+                break;
+            }
+            se = again;
+        }
+        (e, se)
+    }
+
+    /// Marks the worker quiescent.
+    #[inline]
+    pub fn exit(&self, slot: &EpochSlot) {
+        slot.e_w.store(QUIESCENT, Ordering::Release);
+        slot.se_w.store(QUIESCENT, Ordering::Release);
+    }
+
+    /// One step of the advancer: publish reclamation bounds, then bump `E`
+    /// unless an active worker is still in an older epoch. Returns whether
+    /// `E` advanced.
+    pub fn tick(&self) -> bool {
+        let e = self.current();
+        let se = self.snapshot();
+        let (mut min_e, mut min_se) = (e, se);
+        {
+            let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            for s in slots.iter() {
+                min_e = min_e.min(s.e_w.load(Ordering::SeqCst));
+                min_se = min_se.min(s.se_w.load(Ordering::SeqCst));
+            }
+        }
+        self.tree_bound.fetch_max(min_e, Ordering::AcqRel);
+        self.snapshot_bound.fetch_max(min_se, Ordering::AcqRel);
+        if min_e < e {
+            return false; // someone still runs in e - 1: E - e_w <= 1
+        }
+        self.global.0.store(e + 1, Ordering::SeqCst);
+        let se_new = self.snap((e + 1).saturating_sub(self.k));
+        self.snapshot.0.fetch_max(se_new, Ordering::SeqCst);
+        true
+    }
+}
+
+/// The thread that advances epochs; stopped and joined on drop.
+#[derive(Debug)]
+pub struct Advancer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Advancer {
+    pub fn start(epochs: Arc<Epochs>, interval: Duration) -> std::io::Result<Advancer> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new().name("epochdb-epoch".into()).spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                std::thread::park_timeout(interval);
+                if flag.load(Ordering::Acquire) {
+                    break;
+                }
+                epochs.tick();
+            }
+        })?;
+        Ok(Advancer { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for Advancer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advance_waits_for_lagging_workers() {
+        let ep = Epochs::new(4);
+        let slot = ep.register();
+        assert!(ep.tick());
+        assert_eq!(ep.current(), 2);
+        let (e, _) = ep.enter(&slot);
+        assert_eq!(e, 2);
+        assert!(ep.tick()); // e_w == E: may advance once
+        assert_eq!(ep.current(), 3);
+        assert!(!ep.tick()); // E - e_w would become 2
+        assert_eq!(ep.current(), 3);
+        assert_eq!(ep.tree_bound(), 2);
+        ep.exit(&slot);
+        assert!(ep.tick());
+        assert_eq!(ep.current(), 4);
+        ep.unregister(&slot);
+    }
+
+    #[test]
+    fn snapshot_epoch_trails_by_k() {
+        let ep = Epochs::new(4);
+        for _ in 0..20 {
+            ep.tick();
+        }
+        let e = ep.current();
+        assert_eq!(e, 21);
+        assert_eq!(ep.snapshot(), ep.snap(e - 4));
+        assert_eq!(ep.snapshot() % 4, 0);
+    }
+}

@@ -1,0 +1,106 @@
+//! Typed errors. Nothing a caller can do through the API panics.
+
+use crate::catalog::TableId;
+use std::fmt;
+
+/// Why a transaction aborted (Silo §4.4–§4.6). Aborts are retryable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AbortReason {
+    /// A record read changed, was superseded, or was locked by another
+    /// transaction at commit time.
+    ReadValidation,
+    /// A leaf in the node set changed: a key was inserted or removed in a
+    /// range this transaction scanned or looked up (a phantom).
+    NodeValidation,
+    /// A record to be written stayed locked by another committer too long.
+    WriteLockConflict,
+    /// This transaction's own insert met a leaf that another transaction had
+    /// changed since this transaction observed it.
+    InsertConflict,
+}
+
+impl AbortReason {
+    pub const ALL: [AbortReason; 4] = [
+        AbortReason::ReadValidation,
+        AbortReason::NodeValidation,
+        AbortReason::WriteLockConflict,
+        AbortReason::InsertConflict,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The transaction aborted; running it again may succeed.
+    Aborted(AbortReason),
+    KeyTooLarge { len: usize, max: usize },
+    ValueTooLarge { len: usize, max: usize },
+    UnknownTable(TableId),
+    NoSuchTable(String),
+    TableExists(String),
+    NoSuchIndex { table: String, index: String },
+    /// `insert` of a key that is present.
+    KeyExists,
+    /// A value does not match its table's column schema, or a schema is bad.
+    Schema(String),
+    InvalidOptions(String),
+    /// The database was dropped while this handle still existed.
+    Closed,
+    Io(std::io::Error),
+    /// An error returned by application code inside `Worker::run`.
+    User(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl Error {
+    /// True for aborts, which `Worker::run` retries.
+    pub fn is_abort(&self) -> bool {
+        matches!(self, Error::Aborted(_))
+    }
+
+    /// Wraps an application error (for `?` inside `run` closures).
+    pub fn user(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+        Error::User(e.into())
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Aborted(r) => write!(f, "transaction aborted: {r:?}"),
+            Error::KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds the limit of {max}"),
+            Error::ValueTooLarge { len, max } => write!(f, "value of {len} bytes exceeds the limit of {max}"),
+            Error::UnknownTable(id) => write!(f, "no table with id {}", id.0),
+            Error::NoSuchTable(n) => write!(f, "no table named {n:?}"),
+            Error::TableExists(n) => write!(f, "a table named {n:?} exists"),
+            Error::NoSuchIndex { table, index } => write!(f, "table {table:?} has no index {index:?}"),
+            Error::KeyExists => write!(f, "key exists"),
+            Error::Schema(m) => write!(f, "schema: {m}"),
+            Error::InvalidOptions(m) => write!(f, "invalid options: {m}"),
+            Error::Closed => write!(f, "the database is closed"),
+            Error::Io(e) => write!(f, "I/O: {e}"),
+            Error::User(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            Error::User(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,679 @@
+//! The ordered concurrent index: a Masstree-inspired B+-tree on byte-string
+//! keys (Silo §3, §4.6).
+//!
+//! - Lookups and scans write no shared memory: they descend with optimistic
+//!   reads of node versions (`node_version.rs`) and restart if a version
+//!   changed under them.
+//! - Writers lock only the nodes they change, top-down, with try-locks that
+//!   restart instead of waiting, so there is no deadlock. Inserts split full
+//!   inner nodes on the way down, so a leaf split finds room in its parent.
+//! - Every key insertion or removal, split or node removal bumps the version
+//!   of each leaf involved; transactions keep `(leaf, version)` pairs in their
+//!   node set to detect phantoms.
+//! - A leaf that becomes empty is cut out of the tree together with any
+//!   chain of single-child inner nodes above it; removed nodes and keys are
+//!   handed to the caller's garbage list, never freed in place.
+//!
+//! Memory safety rests on epochs: every caller is inside an epoch
+//! ([`crate::epoch`]) while it holds node or record pointers, and everything
+//! this module unlinks is freed only after all such callers have left.
+
+mod node;
+mod node_version;
+
+pub use node::{Inner as InnerNode, Leaf, LEAF_WIDTH};
+pub use node_version::Restart;
+
+use crate::gc::Retired;
+use crate::record::Record;
+use crate::sync::{AtomicPtr, Ordering};
+use node::{new_sep_key, prefix, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
+use std::ops::Bound;
+use std::ptr::NonNull;
+
+/// Deep enough for 8^24 keys; a descent past it is a corrupted tree.
+const MAX_DEPTH: usize = 24;
+
+pub struct Tree {
+    root: AtomicPtr<NodeHeader>,
+}
+
+// SAFETY: all shared state is reached through atomics; nodes and records are
+// freed only by epoch reclamation (see the module docs).
+unsafe impl Send for Tree {}
+// SAFETY: as above.
+unsafe impl Sync for Tree {}
+
+/// The result of a lookup: the record, if the key is present, and the leaf
+/// that holds (or would hold) the key with the version that was read.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup {
+    pub record: Option<NonNull<Record>>,
+    pub leaf: *const Leaf,
+    pub version: u64,
+}
+
+/// What an insert-if-absent did.
+#[derive(Debug, Clone, Copy)]
+pub enum Insert {
+    /// The key was already present; nothing changed.
+    Existing(NonNull<Record>),
+    /// The record was added to `leaf`, whose version went from `old_version`
+    /// to `new_version`; if the leaf split, `sibling` is the new right leaf
+    /// and its version.
+    Inserted { leaf: *const Leaf, old_version: u64, new_version: u64, sibling: Option<(*const Leaf, u64)> },
+}
+
+#[derive(Clone, Copy)]
+struct Step {
+    node: *const Inner,
+    version: u64,
+    index: usize,
+    count: usize,
+}
+
+const NO_STEP: Step = Step { node: std::ptr::null(), version: 0, index: 0, count: 0 };
+
+/// The inner nodes visited on the way to a leaf.
+struct Path {
+    steps: [Step; MAX_DEPTH],
+    len: usize,
+}
+
+impl Path {
+    fn new() -> Path {
+        Path { steps: [NO_STEP; MAX_DEPTH], len: 0 }
+    }
+}
+
+/// A leaf reached by a descent, with the fences of its key range
+/// (`lo <= key < hi`, null = unbounded) taken from its ancestors.
+struct Descent<'t> {
+    leaf: &'t Leaf,
+    version: u64,
+    lo: *mut SepKey,
+    hi: *mut SepKey,
+}
+
+/// # Safety
+/// `n` is a live leaf (reachable within the caller's epoch).
+#[inline]
+unsafe fn leaf<'a>(n: *const NodeHeader) -> &'a Leaf {
+    // SAFETY: per the contract, and `Leaf` starts with `NodeHeader` (repr C).
+    unsafe { &*(n as *const Leaf) }
+}
+
+/// # Safety
+/// `n` is a live inner node (reachable within the caller's epoch).
+#[inline]
+unsafe fn inner<'a>(n: *const NodeHeader) -> &'a Inner {
+    // SAFETY: per the contract, and `Inner` starts with `NodeHeader` (repr C).
+    unsafe { &*(n as *const Inner) }
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree::new()
+    }
+}
+
+impl Tree {
+    pub fn new() -> Tree {
+        Tree { root: AtomicPtr::new(Leaf::new_boxed() as *mut NodeHeader) }
+    }
+
+    fn root_begin(&self) -> Result<(*const NodeHeader, u64), Restart> {
+        let root = self.root.load(Ordering::Acquire);
+        // SAFETY: the root is live while we are in an epoch.
+        let v = unsafe { &*root }.version.read_begin()?;
+        // A root split installs the new root before unlocking the old one.
+        if self.root.load(Ordering::Acquire) != root {
+            return Err(Restart);
+        }
+        Ok((root, v))
+    }
+
+    /// Optimistic descent to the leaf for `target`, recording the inner
+    /// nodes in `path` if given.
+    fn descend(&self, target: Target<'_>, mut path: Option<&mut Path>) -> Result<Descent<'_>, Restart> {
+        let (mut node, mut v) = self.root_begin()?;
+        let (mut lo, mut hi) = (std::ptr::null_mut(), std::ptr::null_mut());
+        if let Some(p) = path.as_deref_mut() {
+            p.len = 0;
+        }
+        loop {
+            // SAFETY: `node` was read from the root or a validated parent
+            // within our epoch, so it is live; `is_leaf` never changes.
+            if unsafe { &*node }.is_leaf {
+                // SAFETY: as above.
+                return Ok(Descent { leaf: unsafe { leaf(node) }, version: v, lo, hi });
+            }
+            // SAFETY: as above.
+            let n = unsafe { inner(node) };
+            let count = n.count();
+            let index = n.child_index(target)?;
+            if index > 0 {
+                lo = n.keys[index - 1].load(Ordering::Acquire);
+            }
+            if index < count {
+                hi = n.keys[index].load(Ordering::Acquire);
+            }
+            let child = n.child(index)?;
+            // SAFETY: a non-null child of a live node is live in our epoch.
+            let cv = unsafe { &*child }.version.read_begin()?;
+            if !n.hdr.version.validate(v) {
+                return Err(Restart);
+            }
+            if let Some(p) = path.as_deref_mut() {
+                assert!(p.len < MAX_DEPTH, "index deeper than {MAX_DEPTH}: corrupted tree");
+                p.steps[p.len] = Step { node: n, version: v, index, count };
+                p.len += 1;
+            }
+            node = child;
+            v = cv;
+        }
+    }
+
+    /// Finds `key`. Writes no shared memory.
+    pub fn lookup(&self, key: &[u8]) -> Lookup {
+        let kp = prefix(key);
+        loop {
+            if let Ok(found) = self.try_lookup(key, kp) {
+                return found;
+            }
+        }
+    }
+
+    fn try_lookup(&self, key: &[u8], kp: u64) -> Result<Lookup, Restart> {
+        let d = self.descend(Target::Key(key), None)?;
+        let (i, found) = d.leaf.search(key, kp)?;
+        let record = if found { Some(NonNull::new(d.leaf.entry(i).1).ok_or(Restart)?) } else { None };
+        if !d.leaf.hdr.version.validate(d.version) {
+            return Err(Restart);
+        }
+        Ok(Lookup { record, leaf: d.leaf, version: d.version })
+    }
+
+    /// Maps `key` to `rec` unless the key is present.
+    pub fn insert_if_absent(&self, key: &[u8], rec: NonNull<Record>) -> Insert {
+        debug_assert_eq!(
+            // SAFETY: the caller passes a live record.
+            unsafe { rec.as_ref() }.key(),
+            key
+        );
+        let kp = prefix(key);
+        loop {
+            if let Ok(done) = self.try_insert(key, kp, rec) {
+                return done;
+            }
+        }
+    }
+
+    fn try_insert(&self, key: &[u8], kp: u64, rec: NonNull<Record>) -> Result<Insert, Restart> {
+        let (mut node, mut v) = self.root_begin()?;
+        let mut parent: Option<(&Inner, u64, usize)> = None;
+        loop {
+            // SAFETY: live within our epoch (see `descend`).
+            if !unsafe { &*node }.is_leaf {
+                // SAFETY: as above.
+                let n = unsafe { inner(node) };
+                if n.count() == INNER_WIDTH {
+                    // Split on the way down so that a leaf split below always
+                    // finds room; then start over.
+                    self.split_inner(n, v, parent)?;
+                    return Err(Restart);
+                }
+                let index = n.child_index(Target::Key(key))?;
+                let child = n.child(index)?;
+                // SAFETY: a non-null child of a live node is live.
+                let cv = unsafe { &*child }.version.read_begin()?;
+                if !n.hdr.version.validate(v) {
+                    return Err(Restart);
+                }
+                parent = Some((n, v, index));
+                node = child;
+                v = cv;
+                continue;
+            }
+            // SAFETY: as above.
+            let l = unsafe { leaf(node) };
+            let (pos, found) = l.search(key, kp)?;
+            if found {
+                let existing = NonNull::new(l.entry(pos).1).ok_or(Restart)?;
+                if !l.hdr.version.validate(v) {
+                    return Err(Restart);
+                }
+                return Ok(Insert::Existing(existing));
+            }
+            let n = l.count();
+            if n == LEAF_WIDTH {
+                return self.split_leaf(l, v, parent, pos, kp, rec);
+            }
+            // An unchanged version means `pos` is still right.
+            if !l.hdr.version.try_upgrade(v) {
+                return Err(Restart);
+            }
+            for i in (pos..n).rev() {
+                let (p, r) = l.entry(i);
+                l.set(i + 1, p, r);
+            }
+            l.set(pos, kp, rec.as_ptr());
+            l.hdr.count.store(n as u32 + 1, Ordering::Release);
+            let new_version = l.hdr.version.next_after_modify();
+            l.hdr.version.unlock_modified();
+            return Ok(Insert::Inserted { leaf: l, old_version: v, new_version, sibling: None });
+        }
+    }
+
+    /// Locks `parent` (or claims the root) and then `node`, both at the
+    /// versions the descent read. On failure nothing stays locked.
+    fn lock_for_split(
+        &self,
+        node: &NodeHeader,
+        v: u64,
+        parent: Option<(&Inner, u64, usize)>,
+    ) -> Result<(), Restart> {
+        if let Some((p, pv, _)) = parent {
+            if !p.hdr.version.try_upgrade(pv) {
+                return Err(Restart);
+            }
+        }
+        if !node.version.try_upgrade(v) {
+            if let Some((p, _, _)) = parent {
+                p.hdr.version.unlock_unmodified();
+            }
+            return Err(Restart);
+        }
+        debug_assert!(parent.is_some() || std::ptr::eq(self.root.load(Ordering::Relaxed), node));
+        Ok(())
+    }
+
+    /// Hangs `right` (separated by `sep`) to the right of the node that the
+    /// descent reached through `parent`, or grows a new root above `left`.
+    /// The caller holds the locks taken by `lock_for_split`.
+    fn link_right(
+        &self,
+        left: *const NodeHeader,
+        sep: *mut SepKey,
+        right: *const NodeHeader,
+        parent: Option<(&Inner, u64, usize)>,
+    ) {
+        // SAFETY: `sep` is a fresh or moved separator that we own here.
+        let sep_prefix = prefix(unsafe { &*sep });
+        match parent {
+            Some((p, _, index)) => {
+                let n = p.count();
+                debug_assert!(n < INNER_WIDTH, "parents are split on the way down");
+                for i in (index..n).rev() {
+                    p.set_key(i + 1, p.prefixes[i].load(Ordering::Relaxed), p.keys[i].load(Ordering::Relaxed));
+                }
+                for i in (index + 1..=n).rev() {
+                    p.children[i + 1].store(p.children[i].load(Ordering::Relaxed), Ordering::Release);
+                }
+                p.set_key(index, sep_prefix, sep);
+                p.children[index + 1].store(right as *mut NodeHeader, Ordering::Release);
+                p.hdr.count.store(n as u32 + 1, Ordering::Release);
+                p.hdr.version.unlock_modified();
+            }
+            None => {
+                let root = Inner::new_boxed();
+                // SAFETY: fresh allocation, not yet shared.
+                let r = unsafe { &*root };
+                r.set_key(0, sep_prefix, sep);
+                r.children[0].store(left as *mut NodeHeader, Ordering::Relaxed);
+                r.children[1].store(right as *mut NodeHeader, Ordering::Relaxed);
+                r.hdr.count.store(1, Ordering::Relaxed);
+                self.root.store(root as *mut NodeHeader, Ordering::Release);
+            }
+        }
+    }
+
+    fn split_leaf(
+        &self,
+        l: &Leaf,
+        v: u64,
+        parent: Option<(&Inner, u64, usize)>,
+        pos: usize,
+        kp: u64,
+        rec: NonNull<Record>,
+    ) -> Result<Insert, Restart> {
+        self.lock_for_split(&l.hdr, v, parent)?;
+        let mut entries = [(0u64, std::ptr::null_mut::<Record>()); LEAF_WIDTH + 1];
+        for (i, e) in entries.iter_mut().enumerate().take(pos) {
+            *e = l.entry(i);
+        }
+        entries[pos] = (kp, rec.as_ptr());
+        for i in pos..LEAF_WIDTH {
+            entries[i + 1] = l.entry(i);
+        }
+        let mid = entries.len() / 2;
+        let right = Leaf::new_boxed();
+        // SAFETY: fresh allocation, published only by `link_right`.
+        let r = unsafe { &*right };
+        for (i, &(p, rp)) in entries[mid..].iter().enumerate() {
+            r.set(i, p, rp);
+        }
+        r.hdr.count.store((entries.len() - mid) as u32, Ordering::Relaxed);
+        for (i, &(p, rp)) in entries[..mid].iter().enumerate() {
+            l.set(i, p, rp);
+        }
+        for i in mid..LEAF_WIDTH {
+            l.set(i, 0, std::ptr::null_mut());
+        }
+        l.hdr.count.store(mid as u32, Ordering::Release);
+        // SAFETY: entries come from a locked leaf or the caller; all live.
+        let sep = new_sep_key(unsafe { &*entries[mid].1 }.key());
+        let new_version = l.hdr.version.next_after_modify();
+        self.link_right(&l.hdr, sep, &r.hdr, parent);
+        l.hdr.version.unlock_modified();
+        Ok(Insert::Inserted { leaf: l, old_version: v, new_version, sibling: Some((right, r.hdr.version.load())) })
+    }
+
+    fn split_inner(&self, n: &Inner, v: u64, parent: Option<(&Inner, u64, usize)>) -> Result<(), Restart> {
+        self.lock_for_split(&n.hdr, v, parent)?;
+        let mid = INNER_WIDTH / 2;
+        let right = Inner::new_boxed();
+        // SAFETY: fresh allocation, published only by `link_right`.
+        let r = unsafe { &*right };
+        for i in mid + 1..INNER_WIDTH {
+            r.set_key(i - mid - 1, n.prefixes[i].load(Ordering::Relaxed), n.keys[i].load(Ordering::Relaxed));
+        }
+        for i in mid + 1..=INNER_WIDTH {
+            r.children[i - mid - 1].store(n.children[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        r.hdr.count.store((INNER_WIDTH - mid - 1) as u32, Ordering::Relaxed);
+        let up = n.keys[mid].load(Ordering::Relaxed);
+        for i in mid..INNER_WIDTH {
+            n.set_key(i, 0, std::ptr::null_mut());
+        }
+        for i in mid + 1..=INNER_WIDTH {
+            n.children[i].store(std::ptr::null_mut(), Ordering::Release);
+        }
+        n.hdr.count.store(mid as u32, Ordering::Release);
+        self.link_right(&n.hdr, up, &r.hdr, parent);
+        n.hdr.version.unlock_modified();
+        Ok(())
+    }
+
+    /// Points `key` at `new` if it maps to `old`. Used when a record is
+    /// reallocated to grow; does not bump the leaf version (the key set is
+    /// the same, and `old` is marked not-latest by the caller).
+    pub fn replace(&self, key: &[u8], old: NonNull<Record>, new: NonNull<Record>) -> bool {
+        let kp = prefix(key);
+        loop {
+            let Ok(d) = self.descend(Target::Key(key), None) else { continue };
+            let Ok((i, found)) = d.leaf.search(key, kp) else { continue };
+            if !found || d.leaf.entry(i).1 != old.as_ptr() {
+                if d.leaf.hdr.version.validate(d.version) {
+                    return false;
+                }
+                continue;
+            }
+            if !d.leaf.hdr.version.try_upgrade(d.version) {
+                continue;
+            }
+            d.leaf.records[i].store(new.as_ptr(), Ordering::Release);
+            d.leaf.hdr.version.unlock_unmodified();
+            return true;
+        }
+    }
+
+    /// Removes `key` if it maps to `rec`. The record itself is not freed.
+    /// Nodes that become unreachable are pushed to `retired`.
+    pub fn remove_if(&self, key: &[u8], rec: NonNull<Record>, retired: &mut Vec<Retired>) -> bool {
+        let kp = prefix(key);
+        loop {
+            let Ok(d) = self.descend(Target::Key(key), None) else { continue };
+            let Ok((i, found)) = d.leaf.search(key, kp) else { continue };
+            if !found || d.leaf.entry(i).1 != rec.as_ptr() {
+                if d.leaf.hdr.version.validate(d.version) {
+                    return false;
+                }
+                continue;
+            }
+            if !d.leaf.hdr.version.try_upgrade(d.version) {
+                continue;
+            }
+            let n = d.leaf.count();
+            for j in i + 1..n {
+                let (p, r) = d.leaf.entry(j);
+                d.leaf.set(j - 1, p, r);
+            }
+            d.leaf.set(n - 1, 0, std::ptr::null_mut());
+            d.leaf.hdr.count.store(n as u32 - 1, Ordering::Release);
+            d.leaf.hdr.version.unlock_modified();
+            if n == 1 {
+                self.remove_empty_leaf(key, retired);
+            }
+            return true;
+        }
+    }
+
+    /// Cuts the (empty) leaf for `key` out of the tree, with the chain of
+    /// single-child inner nodes above it, below the lowest ancestor that has
+    /// another child. Gives up after a few contended attempts: the leaf then
+    /// stays, empty but reachable, and is reused by later inserts.
+    fn remove_empty_leaf(&self, key: &[u8], retired: &mut Vec<Retired>) {
+        let mut path = Path::new();
+        for _attempt in 0..8 {
+            let Ok(d) = self.descend(Target::Key(key), Some(&mut path)) else { continue };
+            if d.leaf.count() != 0 || !d.leaf.hdr.version.validate(d.version) {
+                return;
+            }
+            let Some(anchor) = (0..path.len).rev().find(|&i| path.steps[i].count > 0) else {
+                return; // a single chain from the root: keep it
+            };
+            // Lock top-down: the anchor, the chain below it, the leaf.
+            let mut locked = 0;
+            for s in &path.steps[anchor..path.len] {
+                // SAFETY: nodes on the path are live in our epoch.
+                if !unsafe { &*s.node }.hdr.version.try_upgrade(s.version) {
+                    break;
+                }
+                locked += 1;
+            }
+            let all = locked == path.len - anchor && d.leaf.hdr.version.try_upgrade(d.version);
+            if !all {
+                for s in &path.steps[anchor..anchor + locked] {
+                    // SAFETY: as above; we hold this lock.
+                    unsafe { &*s.node }.hdr.version.unlock_unmodified();
+                }
+                continue;
+            }
+            let step = path.steps[anchor];
+            // SAFETY: locked and live.
+            let a = unsafe { &*step.node };
+            let n = a.count();
+            // Drop the child and the separator on its left (or, for the
+            // first child, on its right): a neighbour absorbs its range.
+            let gone_key = step.index.saturating_sub(1);
+            retired.push(Retired::Key(a.keys[gone_key].load(Ordering::Relaxed)));
+            for i in gone_key + 1..n {
+                a.set_key(i - 1, a.prefixes[i].load(Ordering::Relaxed), a.keys[i].load(Ordering::Relaxed));
+            }
+            a.set_key(n - 1, 0, std::ptr::null_mut());
+            for i in step.index + 1..=n {
+                a.children[i - 1].store(a.children[i].load(Ordering::Relaxed), Ordering::Release);
+            }
+            a.children[n].store(std::ptr::null_mut(), Ordering::Release);
+            a.hdr.count.store(n as u32 - 1, Ordering::Release);
+            a.hdr.version.unlock_modified();
+            for s in &path.steps[anchor + 1..path.len] {
+                // SAFETY: locked, live, and now unreachable.
+                unsafe { &*s.node }.hdr.version.unlock_obsolete();
+                retired.push(Retired::Inner(s.node as *mut Inner));
+            }
+            d.leaf.hdr.version.unlock_obsolete();
+            retired.push(Retired::Leaf(d.leaf as *const Leaf as *mut Leaf));
+            return;
+        }
+    }
+
+    /// Visits the entries with keys in `(lower, upper)` in key order (or
+    /// reverse), calling `on_leaf(leaf, version)` for every leaf whose
+    /// entries were visited (for the node set) and `visit(key, record)` for
+    /// each entry until it returns false. Writes no shared memory.
+    pub fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        mut on_leaf: impl FnMut(*const Leaf, u64),
+        mut visit: impl FnMut(&[u8], NonNull<Record>) -> bool,
+    ) {
+        // The cursor: where the next leaf starts (forward) or ends (reverse).
+        let mut cursor: Vec<u8> = Vec::new();
+        let mut cursor_bound = if reverse { bound_kind(upper, &mut cursor) } else { bound_kind(lower, &mut cursor) };
+        let mut fence: Vec<u8> = Vec::new();
+        let mut entries = [(0u64, std::ptr::null_mut::<Record>()); LEAF_WIDTH];
+        loop {
+            let target = match (cursor_bound, reverse) {
+                (BoundKind::Unbounded, false) => Target::First,
+                (BoundKind::Unbounded, true) => Target::Last,
+                (BoundKind::Excluded, true) => Target::Below(&cursor),
+                _ => Target::Key(&cursor),
+            };
+            let Ok(d) = self.descend(target, None) else { continue };
+            let n = d.leaf.count();
+            for (i, e) in entries.iter_mut().enumerate().take(n) {
+                *e = d.leaf.entry(i);
+            }
+            let next = if reverse { d.lo } else { d.hi };
+            fence.clear();
+            // SAFETY: fences come from validated ancestors; separator keys
+            // are freed only by epoch reclamation.
+            if let Some(k) = unsafe { next.as_ref() } {
+                fence.extend_from_slice(k);
+            }
+            if !d.leaf.hdr.version.validate(d.version) || entries[..n].iter().any(|e| e.1.is_null()) {
+                continue;
+            }
+            on_leaf(d.leaf, d.version);
+            for i in 0..n {
+                let (_, rp) = entries[if reverse { n - 1 - i } else { i }];
+                // SAFETY: read from a validated leaf: live in our epoch.
+                let rec = unsafe { NonNull::new_unchecked(rp) };
+                // SAFETY: as above.
+                let key = unsafe { rec.as_ref() }.key();
+                let (behind, ahead) = if reverse { (upper, lower) } else { (lower, upper) };
+                let cursor_b = bound_of(cursor_bound, &cursor);
+                if !passes_start(key, cursor_b, reverse) || !passes_start(key, behind, reverse) {
+                    continue;
+                }
+                if !passes_end(key, ahead, reverse) || !visit(key, rec) {
+                    return;
+                }
+            }
+            if next.is_null() || !passes_end(&fence, if reverse { lower } else { upper }, reverse) {
+                return;
+            }
+            std::mem::swap(&mut cursor, &mut fence);
+            cursor_bound = if reverse { BoundKind::Excluded } else { BoundKind::Included };
+        }
+    }
+
+    /// Counts `(leaves, inner nodes)`. For tests; call with no writers.
+    pub fn node_counts(&self) -> (usize, usize) {
+        fn walk(n: *const NodeHeader, acc: &mut (usize, usize)) {
+            // SAFETY: the caller guarantees no concurrent writers.
+            if unsafe { &*n }.is_leaf {
+                acc.0 += 1;
+                return;
+            }
+            // SAFETY: as above.
+            let i = unsafe { inner(n) };
+            acc.1 += 1;
+            for c in 0..=i.count() {
+                walk(i.children[c].load(Ordering::Acquire), acc);
+            }
+        }
+        let mut acc = (0, 0);
+        walk(self.root.load(Ordering::Acquire), &mut acc);
+        acc
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum BoundKind {
+    Included,
+    Excluded,
+    Unbounded,
+}
+
+fn bound_kind(b: Bound<&[u8]>, into: &mut Vec<u8>) -> BoundKind {
+    match b {
+        Bound::Included(k) => {
+            into.extend_from_slice(k);
+            BoundKind::Included
+        }
+        Bound::Excluded(k) => {
+            into.extend_from_slice(k);
+            BoundKind::Excluded
+        }
+        Bound::Unbounded => BoundKind::Unbounded,
+    }
+}
+
+fn bound_of(kind: BoundKind, key: &[u8]) -> Bound<&[u8]> {
+    match kind {
+        BoundKind::Included => Bound::Included(key),
+        BoundKind::Excluded => Bound::Excluded(key),
+        BoundKind::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Is `key` on the far side of the bound the scan starts from?
+#[inline]
+fn passes_start(key: &[u8], b: Bound<&[u8]>, reverse: bool) -> bool {
+    match (b, reverse) {
+        (Bound::Unbounded, _) => true,
+        (Bound::Included(s), false) => key >= s,
+        (Bound::Excluded(s), false) => key > s,
+        (Bound::Included(s), true) => key <= s,
+        (Bound::Excluded(s), true) => key < s,
+    }
+}
+
+/// Is `key` before the bound the scan ends at?
+#[inline]
+fn passes_end(key: &[u8], b: Bound<&[u8]>, reverse: bool) -> bool {
+    match (b, reverse) {
+        (Bound::Unbounded, _) => true,
+        (Bound::Included(e), false) => key <= e,
+        (Bound::Excluded(e), false) => key < e,
+        (Bound::Included(e), true) => key >= e,
+        (Bound::Excluded(e), true) => key > e,
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        fn free(n: *mut NodeHeader) {
+            // SAFETY: `&mut Tree`: no other thread can reach these nodes,
+            // and each reachable node, key and record is owned by the tree
+            // exactly once.
+            unsafe {
+                if (*n).is_leaf {
+                    let l = Box::from_raw(n as *mut Leaf);
+                    for i in 0..l.count() {
+                        if let Some(r) = NonNull::new(l.entry(i).1) {
+                            Record::free(r);
+                        }
+                    }
+                } else {
+                    let i = Box::from_raw(n as *mut Inner);
+                    for k in 0..i.count() {
+                        drop(Box::from_raw(i.keys[k].load(Ordering::Relaxed)));
+                    }
+                    for c in 0..=i.count() {
+                        free(i.children[c].load(Ordering::Relaxed));
+                    }
+                }
+            }
+        }
+        free(self.root.load(Ordering::Relaxed));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,296 @@
+//! Index tests: a model comparison against `BTreeMap` and a concurrent
+//! stress test. Unlinked records and nodes are kept until the end of each
+//! test (no epochs here), so every pointer stays valid.
+
+use super::*;
+use crate::tid::LATEST_BIT;
+use std::collections::BTreeMap;
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Keys that share long prefixes, vary in length, and include zero bytes,
+/// so that comparisons past the 8-byte prefix matter.
+fn key_of(rng: &mut Rng, space: u64) -> Vec<u8> {
+    let n = rng.below(space);
+    match n % 4 {
+        0 => format!("user{n:08}").into_bytes(),
+        1 => n.to_be_bytes().to_vec(),
+        2 => {
+            let mut k = b"shared-prefix-0123456789/".to_vec();
+            k.extend_from_slice(&n.to_be_bytes());
+            k
+        }
+        _ => vec![0u8; (n % 300) as usize],
+    }
+}
+
+fn rec(key: &[u8]) -> NonNull<Record> {
+    Record::alloc(key, key, 0, LATEST_BIT, std::ptr::null_mut())
+}
+
+fn free_retired(retired: Vec<Retired>, records: Vec<NonNull<Record>>) {
+    for r in retired {
+        // SAFETY: single owner, no readers left.
+        unsafe {
+            match r {
+                Retired::Leaf(l) => drop(Box::from_raw(l)),
+                Retired::Inner(i) => drop(Box::from_raw(i)),
+                Retired::Key(k) => drop(Box::from_raw(k)),
+                Retired::Record(r) => Record::free(r),
+            }
+        }
+    }
+    for r in records {
+        // SAFETY: unlinked from the tree, freed once.
+        unsafe { Record::free(r) };
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Included(k) => Included(&k[..]),
+        Excluded(k) => Excluded(&k[..]),
+        Unbounded => Unbounded,
+    }
+}
+
+fn collect(tree: &Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool, limit: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    tree.scan(lo, hi, rev, |_, _| {}, |k, _| {
+        out.push(k.to_vec());
+        out.len() < limit
+    });
+    out
+}
+
+fn model_range(m: &BTreeMap<Vec<u8>, ()>, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool, limit: usize) -> Vec<Vec<u8>> {
+    let own = |b: Bound<&[u8]>| match b {
+        Included(k) => Included(k.to_vec()),
+        Excluded(k) => Excluded(k.to_vec()),
+        Unbounded => Unbounded,
+    };
+    let (lo, hi) = (own(lo), own(hi));
+    if matches!((&lo, &hi), (Included(a) | Excluded(a), Included(b) | Excluded(b)) if a > b) {
+        return Vec::new();
+    }
+    if let (Excluded(a), Excluded(b)) = (&lo, &hi) {
+        if a == b {
+            return Vec::new();
+        }
+    }
+    let it = m.range((lo, hi)).map(|(k, _)| k.clone());
+    if rev {
+        it.rev().take(limit).collect()
+    } else {
+        it.take(limit).collect()
+    }
+}
+
+#[test]
+fn matches_a_btreemap_model() {
+    let tree = Tree::new();
+    let mut model: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let (mut retired, mut unlinked) = (Vec::new(), Vec::new());
+    for step in 0..40_000 {
+        let key = key_of(&mut rng, 3000);
+        match rng.below(10) {
+            0..=4 => {
+                let r = rec(&key);
+                match tree.insert_if_absent(&key, r) {
+                    Insert::Existing(_) => {
+                        assert!(model.contains_key(&key));
+                        // SAFETY: never published.
+                        unsafe { Record::free(r) };
+                    }
+                    Insert::Inserted { .. } => assert!(model.insert(key, ()).is_none()),
+                }
+            }
+            5..=7 => {
+                let found = tree.lookup(&key).record;
+                assert_eq!(found.is_some(), model.contains_key(&key), "step {step}");
+                if let Some(r) = found {
+                    assert!(tree.remove_if(&key, r, &mut retired));
+                    assert!(!tree.remove_if(&key, r, &mut retired));
+                    model.remove(&key);
+                    unlinked.push(r);
+                }
+            }
+            _ => {
+                let a = key_of(&mut rng, 3000);
+                let b = key_of(&mut rng, 3000);
+                let pick = |r: &mut Rng, k: &[u8]| -> u8 { (r.below(3) as u8) + if k.is_empty() { 0 } else { 0 } };
+                let (ka, kb) = (pick(&mut rng, &a), pick(&mut rng, &b));
+                let mk = |kind: u8, k: &Vec<u8>| -> Bound<Vec<u8>> {
+                    match kind {
+                        0 => Included(k.clone()),
+                        1 => Excluded(k.clone()),
+                        _ => Unbounded,
+                    }
+                };
+                let (lo, hi) = (mk(ka, &a), mk(kb, &b));
+                let rev = rng.below(2) == 0;
+                let limit = [1, 5, 40, usize::MAX][rng.below(4) as usize];
+                let got = collect(&tree, as_ref(&lo), as_ref(&hi), rev, limit);
+                let want = model_range(&model, as_ref(&lo), as_ref(&hi), rev, limit);
+                assert_eq!(got, want, "step {step}: scan {lo:?}..{hi:?} rev={rev} limit={limit}");
+            }
+        }
+    }
+    // Everything left is found, in order.
+    let all = collect(&tree, Unbounded, Unbounded, false, usize::MAX);
+    assert_eq!(all, model.keys().cloned().collect::<Vec<_>>());
+    free_retired(retired, unlinked);
+}
+
+#[test]
+fn versions_change_exactly_when_keys_come_and_go() {
+    let tree = Tree::new();
+    let before = tree.lookup(b"k");
+    assert!(before.record.is_none());
+    let r = rec(b"k");
+    let Insert::Inserted { leaf, old_version, new_version, .. } = tree.insert_if_absent(b"k", r) else {
+        panic!("fresh key")
+    };
+    assert_eq!((leaf, old_version), (before.leaf, before.version));
+    assert_ne!(old_version, new_version);
+    // SAFETY: the leaf is live (no removals).
+    assert_eq!(unsafe { &*leaf }.hdr.version.load(), new_version);
+    // Replacing the record pointer leaves the version alone.
+    let r2 = rec(b"k");
+    assert!(tree.replace(b"k", r, r2));
+    // SAFETY: as above.
+    assert_eq!(unsafe { &*leaf }.hdr.version.load(), new_version);
+    let mut retired = Vec::new();
+    assert!(tree.remove_if(b"k", r2, &mut retired));
+    // SAFETY: the root leaf is never removed.
+    assert_ne!(unsafe { &*leaf }.hdr.version.load(), new_version);
+    free_retired(retired, vec![r, r2]);
+}
+
+#[test]
+fn emptied_leaves_are_cut_out() {
+    let tree = Tree::new();
+    let (mut retired, mut unlinked) = (Vec::new(), Vec::new());
+    let key = |i: u32| format!("q{i:09}").into_bytes();
+    // A queue: insert at the tail, delete at the head, as TPC-C's NEW-ORDER.
+    let mut recs = std::collections::VecDeque::new();
+    for i in 0..200_000u32 {
+        let k = key(i);
+        let r = rec(&k);
+        assert!(matches!(tree.insert_if_absent(&k, r), Insert::Inserted { .. }));
+        recs.push_back((k, r));
+        if recs.len() > 1000 {
+            let (k, r) = recs.pop_front().expect("non-empty");
+            assert!(tree.remove_if(&k, r, &mut retired));
+            unlinked.push(r);
+        }
+    }
+    let (leaves, inners) = tree.node_counts();
+    // 1000 live keys need ~70-140 leaves; without removal there would be
+    // over 13,000.
+    assert!(leaves < 400, "{leaves} leaves for 1000 keys");
+    assert!(inners < 100, "{inners} inner nodes");
+    free_retired(retired, unlinked);
+}
+
+#[test]
+fn concurrent_inserts_removes_lookups_and_scans() {
+    const THREADS: u64 = 4;
+    const OPS: u64 = 60_000;
+    let tree = Tree::new();
+    let results: Vec<(Vec<Retired>, Vec<Addr>, BTreeMap<Vec<u8>, Addr>)> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let tree = &tree;
+                    s.spawn(move || {
+                        // Each thread owns keys with its own last byte; it
+                        // checks its model while others change the tree.
+                        let mut rng = Rng(0x9E37_79B9 + t * 7919);
+                        let mut mine: BTreeMap<Vec<u8>, Addr> = BTreeMap::new();
+                        let (mut retired, mut unlinked) = (Vec::new(), Vec::new());
+                        for _ in 0..OPS {
+                            let mut k = key_of(&mut rng, 4000);
+                            k.push(t as u8);
+                            match rng.below(8) {
+                                0..=2 => {
+                                    let r = rec(&k);
+                                    match tree.insert_if_absent(&k, r) {
+                                        Insert::Existing(e) => {
+                                            assert_eq!(mine.get(&k), Some(&Addr(e)));
+                                            // SAFETY: never published.
+                                            unsafe { Record::free(r) };
+                                        }
+                                        Insert::Inserted { .. } => assert!(mine.insert(k, Addr(r)).is_none()),
+                                    }
+                                }
+                                3..=4 => {
+                                    if let Some(r) = mine.remove(&k) {
+                                        assert!(tree.remove_if(&k, r.0, &mut retired));
+                                        unlinked.push(r);
+                                    } else {
+                                        assert!(tree.lookup(&k).record.is_none());
+                                    }
+                                }
+                                5..=6 => assert_eq!(tree.lookup(&k).record, mine.get(&k).map(|a| a.0)),
+                                _ => {
+                                    // A scan must be sorted and contain exactly
+                                    // this thread's keys in the range.
+                                    let mut hi = key_of(&mut rng, 4000);
+                                    hi.push(t as u8);
+                                    let (lo, hi) = if k <= hi { (k, hi) } else { (hi, k) };
+                                    let rev = rng.below(2) == 0;
+                                    let got = collect(tree, Included(&lo), Excluded(&hi), rev, usize::MAX);
+                                    let sorted = got.windows(2).all(|w| if rev { w[0] > w[1] } else { w[0] < w[1] });
+                                    assert!(sorted, "scan out of order");
+                                    let own: Vec<Vec<u8>> =
+                                        got.into_iter().filter(|k| k.last() == Some(&(t as u8))).collect();
+                                    let mut want: Vec<Vec<u8>> = mine
+                                        .range::<[u8], _>((Included(&lo[..]), Excluded(&hi[..])))
+                                        .map(|(k, _)| k.clone())
+                                        .filter(|k| k.last() == Some(&(t as u8)))
+                                        .collect();
+                                    if rev {
+                                        want.reverse();
+                                    }
+                                    assert_eq!(own, want);
+                                }
+                            }
+                        }
+                        (retired, unlinked, mine)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("thread")).collect()
+        });
+    let mut all = Vec::new();
+    for (retired, unlinked, mine) in results {
+        all.extend(mine.into_keys());
+        free_retired(retired, unlinked.into_iter().map(|a| a.0).collect());
+    }
+    all.sort();
+    assert_eq!(collect(&tree, Unbounded, Unbounded, false, usize::MAX), all);
+}
+
+/// A record pointer handed between test threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Addr(NonNull<Record>);
+
+// SAFETY: test-only: each record is owned by one thread's model at a time.
+unsafe impl Send for Addr {}
+// SAFETY: as above; retired objects are owned by the list holding them.
+unsafe impl Send for Retired {}

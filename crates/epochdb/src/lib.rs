@@ -1,0 +1,41 @@
+//! epochdb: a multicore in-memory transactional database built on Silo's
+//! serializable optimistic concurrency control with epochs (Tu et al.,
+//! SOSP 2013).
+//!
+//! ```
+//! use epochdb::{Database, Options, TableOptions};
+//!
+//! let db = Database::open(Options::default())?;
+//! let accounts = db.create_table("accounts", TableOptions::new())?;
+//! let mut worker = db.worker()?; // one per thread
+//! worker.run(|txn| {
+//!     txn.put(accounts, b"alice", b"100")?;
+//!     txn.put(accounts, b"bob", b"50")
+//! })?;
+//! let alice = worker.run(|txn| Ok(txn.get(accounts, b"alice")?.map(<[u8]>::to_vec)))?;
+//! assert_eq!(alice.as_deref(), Some(&b"100"[..]));
+//! # Ok::<(), epochdb::Error>(())
+//! ```
+//!
+//! See `ARCHITECTURE.md` for the module map and the invariants.
+
+pub mod catalog;
+mod db;
+mod epoch;
+mod error;
+mod gc;
+mod index;
+mod options;
+mod record;
+mod snapshot;
+mod sync;
+mod tid;
+mod txn;
+
+pub use catalog::{Column, ColumnType, IndexId, Schema, TableId, TableOptions};
+pub use db::{Database, Worker, WorkerStats};
+pub use error::{AbortReason, Error, Result};
+pub use options::{Options, MAX_KEY_LEN};
+pub use snapshot::SnapshotTxn;
+pub use tid::{Tid, TidSource};
+pub use txn::{CommitInfo, Txn};

@@ -1,0 +1,217 @@
+//! Records: a header and the data in one allocation (Silo §4.3, §4.5).
+//!
+//! ```text
+//! +----------+----------+-------+-------+---------+-----+------------------+--------------+
+//! | TID word | prev ptr | len   | cap   | key_len | pad | key (8-aligned)  | data (cap B) |
+//! |   8 B    |   8 B    | 4 B   | 4 B   |  4 B    | 4 B |                  |              |
+//! +----------+----------+-------+-------+---------+-----+------------------+--------------+
+//! ```
+//!
+//! Invariants:
+//! - `key`, `cap` and `key_len` never change after allocation; the key bytes
+//!   are written before the record is published.
+//! - `len`, the data words and `prev` change only under the TID lock, and are
+//!   read by other threads only inside [`TidWord::stable_read`], or (for
+//!   superseded copies, which are immutable) directly.
+//! - The data is stored as `AtomicU64` words so that an optimistic reader
+//!   racing a writer is a data race on atomics (allowed), not on plain bytes.
+//! - A record is owned by exactly one of: a table's index (while reachable
+//!   from it), or a worker's garbage list (after it was unhooked, superseded
+//!   or copied as an old version). It is freed by whichever owns it.
+
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::tid::TidWord;
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::ptr::NonNull;
+
+#[repr(C)]
+pub struct Record {
+    pub tid: TidWord,
+    prev: AtomicPtr<Record>,
+    len: AtomicU32,
+    cap: u32,
+    key_len: u32,
+    _pad: u32,
+}
+
+const HEADER: usize = std::mem::size_of::<Record>();
+const _: () = assert!(HEADER == 32, "Silo's record header is 32 bytes");
+const WORD: usize = 8;
+
+#[inline]
+fn round_up(n: usize) -> usize {
+    n.div_ceil(WORD) * WORD
+}
+
+fn layout(key_len: usize, cap: usize) -> Layout {
+    let size = HEADER + round_up(key_len) + cap;
+    // Cannot fail: sizes are bounded by the key/value limits and the
+    // alignment is a power of two.
+    Layout::from_size_align(size, WORD).unwrap_or_else(|_| unreachable!("record layout"))
+}
+
+impl Record {
+    /// Allocates a record holding `key` and `value`, with TID word `word`
+    /// and previous version `prev`. The data capacity is `value.len()`
+    /// rounded up to a word (at least `min_cap`).
+    pub fn alloc(key: &[u8], value: &[u8], min_cap: usize, word: u64, prev: *mut Record) -> NonNull<Record> {
+        let cap = round_up(value.len().max(min_cap));
+        assert!(key.len() <= u32::MAX as usize && cap <= u32::MAX as usize);
+        let layout = layout(key.len(), cap);
+        // SAFETY: the layout has non-zero size (the header alone is 32 B).
+        let raw = unsafe { alloc(layout) } as *mut Record;
+        let Some(ptr) = NonNull::new(raw) else {
+            handle_alloc_error(layout)
+        };
+        // SAFETY: `raw` is a fresh allocation of `layout`, large enough and
+        // aligned for the header, the key area and `cap` bytes of words.
+        // Nothing else can see it yet.
+        unsafe {
+            raw.write(Record {
+                tid: TidWord::new(word),
+                prev: AtomicPtr::new(prev),
+                len: AtomicU32::new(value.len() as u32),
+                cap: cap as u32,
+                key_len: key.len() as u32,
+                _pad: 0,
+            });
+            let key_dst = (raw as *mut u8).add(HEADER);
+            std::ptr::copy_nonoverlapping(key.as_ptr(), key_dst, key.len());
+            let words = (raw as *mut u8).add(HEADER + round_up(key.len())) as *mut AtomicU64;
+            for i in 0..cap / WORD {
+                words.add(i).write(AtomicU64::new(load_word(value, i)));
+            }
+        }
+        ptr
+    }
+
+    /// Frees a record.
+    ///
+    /// # Safety
+    /// `ptr` came from [`Record::alloc`], is freed once, and no thread can
+    /// still reach it (it is unreachable and its reclamation epoch passed).
+    pub unsafe fn free(ptr: NonNull<Record>) {
+        // SAFETY: per the contract the record is live until this call.
+        let (key_len, cap) = unsafe { (ptr.as_ref().key_len as usize, ptr.as_ref().cap as usize) };
+        // SAFETY: same allocation and layout as in `alloc`.
+        unsafe { dealloc(ptr.as_ptr() as *mut u8, layout(key_len, cap)) }
+    }
+
+    /// The key; immutable for the record's life.
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        // SAFETY: the key bytes follow the header in the same allocation and
+        // were written before the record was published; they never change.
+        unsafe {
+            std::slice::from_raw_parts((self as *const Record as *const u8).add(HEADER), self.key_len as usize)
+        }
+    }
+
+    #[inline]
+    fn words(&self) -> &[AtomicU64] {
+        // SAFETY: `cap / 8` initialized atomic words follow the key area in
+        // the same allocation, which lives as long as `self`.
+        unsafe {
+            let base = (self as *const Record as *const u8).add(HEADER + round_up(self.key_len as usize));
+            std::slice::from_raw_parts(base as *const AtomicU64, self.cap as usize / WORD)
+        }
+    }
+
+    /// Bytes of data this record can hold without reallocation.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.cap as usize
+    }
+
+    /// Copies the data into `out` (replacing its contents). Only meaningful
+    /// inside [`TidWord::stable_read`] or on an immutable old version: a
+    /// racing writer may make the copy inconsistent, never unsound.
+    #[inline]
+    pub fn copy_value(&self, out: &mut Vec<u8>) {
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.cap as usize);
+        out.clear();
+        let words = self.words();
+        for w in &words[..len.div_ceil(WORD)] {
+            out.extend_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+        }
+        out.truncate(len);
+    }
+
+    /// Reads one consistent version: the TID word (lock clear) and its data.
+    #[inline]
+    pub fn stable_read(&self, out: &mut Vec<u8>) -> u64 {
+        self.tid.stable_read(|_| self.copy_value(out))
+    }
+
+    /// Overwrites the data in place. The caller holds the TID lock and
+    /// `value.len() <= capacity()`.
+    pub fn write_value(&self, value: &[u8]) {
+        debug_assert!(crate::tid::is_locked(self.tid.load()));
+        debug_assert!(value.len() <= self.capacity());
+        for (i, w) in self.words()[..value.len().div_ceil(WORD)].iter().enumerate() {
+            w.store(load_word(value, i), Ordering::Relaxed);
+        }
+        self.len.store(value.len() as u32, Ordering::Relaxed);
+    }
+
+    /// The previous (older) version, for snapshot readers.
+    #[inline]
+    pub fn prev(&self) -> *mut Record {
+        self.prev.load(Ordering::Acquire)
+    }
+
+    /// Links an older version. The caller holds the TID lock.
+    pub fn set_prev(&self, prev: *mut Record) {
+        self.prev.store(prev, Ordering::Release);
+    }
+}
+
+/// Word `i` of `bytes`, zero-padded past the end.
+#[inline]
+fn load_word(bytes: &[u8], i: usize) -> u64 {
+    let start = i * WORD;
+    if start + WORD <= bytes.len() {
+        let mut b = [0u8; WORD];
+        b.copy_from_slice(&bytes[start..start + WORD]);
+        u64::from_ne_bytes(b)
+    } else if start < bytes.len() {
+        let mut b = [0u8; WORD];
+        b[..bytes.len() - start].copy_from_slice(&bytes[start..]);
+        u64::from_ne_bytes(b)
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tid::{Tid, LATEST_BIT};
+
+    #[test]
+    fn alloc_read_write_free() {
+        let word = Tid::new(1, 1).raw() | LATEST_BIT;
+        for (klen, vlen) in [(0, 0), (1, 1), (8, 8), (13, 100), (255, 1000)] {
+            let key: Vec<u8> = (0..klen).map(|i| i as u8).collect();
+            let val: Vec<u8> = (0..vlen).map(|i| (i * 7) as u8).collect();
+            let r = Record::alloc(&key, &val, 0, word, std::ptr::null_mut());
+            // SAFETY: freshly allocated, freed at the end of this block.
+            let rec = unsafe { r.as_ref() };
+            assert_eq!(rec.key(), &key[..]);
+            let mut out = Vec::new();
+            assert_eq!(rec.stable_read(&mut out), word);
+            assert_eq!(out, val);
+            if vlen > 0 {
+                let w = rec.tid.lock();
+                let shorter = &val[..vlen / 2];
+                rec.write_value(shorter);
+                rec.tid.unlock_to(w);
+                rec.copy_value(&mut out);
+                assert_eq!(out, shorter);
+            }
+            assert!(rec.prev().is_null());
+            // SAFETY: allocated above, not shared.
+            unsafe { Record::free(r) };
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Read-only snapshot transactions (Silo §4.9).
+//!
+//! A snapshot transaction reads, for every key, the newest version whose
+//! epoch is `<= se_w` (the worker's snapshot epoch), following the chain of
+//! old versions that writers keep across snapshot-epoch boundaries. It
+//! registers nothing and never aborts: every transaction of an epoch
+//! `<= se_w` finished before `SE` reached `se_w`, because `SE` trails `E` by
+//! at least `k >= 2` epochs and a committer's epoch is at least `E - 1`.
+
+use crate::catalog::TableId;
+use crate::db::Worker;
+use crate::error::{Error, Result};
+use crate::options::MAX_KEY_LEN;
+use crate::record::Record;
+use crate::tid::{is_absent, Tid};
+use std::ops::RangeBounds;
+use std::ptr::NonNull;
+
+pub struct SnapshotTxn<'w> {
+    w: &'w mut Worker,
+    se: u64,
+}
+
+/// Reads the version of `rec` visible at snapshot epoch `se` into `out`.
+/// Returns whether the key existed at `se`.
+fn read_at(rec: NonNull<Record>, se: u64, out: &mut Vec<u8>) -> bool {
+    let mut r = rec;
+    loop {
+        // SAFETY: `r` is in an index or an old version kept for snapshots at
+        // least as old as `se`; both outlive our epoch (see gc.rs).
+        let rr = unsafe { r.as_ref() };
+        let mut prev = std::ptr::null_mut();
+        let word = rr.tid.stable_read(|word| {
+            if Tid::of_word(word).epoch() <= se {
+                rr.copy_value(out);
+            } else {
+                prev = rr.prev();
+            }
+        });
+        if Tid::of_word(word).epoch() <= se {
+            return !is_absent(word);
+        }
+        match NonNull::new(prev) {
+            Some(p) => r = p,
+            None => return false, // created after the snapshot
+        }
+    }
+}
+
+impl<'w> SnapshotTxn<'w> {
+    pub(crate) fn new(w: &'w mut Worker, se: u64) -> SnapshotTxn<'w> {
+        SnapshotTxn { w, se }
+    }
+
+    /// The snapshot epoch this transaction reads at.
+    pub fn snapshot_epoch(&self) -> u64 {
+        self.se
+    }
+
+    /// The value of `key` at the snapshot. Valid until the next call.
+    pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&[u8]>> {
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+        }
+        let ti = self.w.table_index(table)?;
+        let Worker { tables, scratch, .. } = &mut *self.w;
+        Ok(match tables[ti].tree.lookup(key).record {
+            Some(rec) if read_at(rec, self.se, scratch) => Some(&scratch[..]),
+            _ => None,
+        })
+    }
+
+    /// Visits up to `limit` rows of the snapshot with keys in `range`.
+    pub fn scan(
+        &mut self,
+        table: TableId,
+        range: impl RangeBounds<[u8]>,
+        limit: usize,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.scan_dir(table, range, false, limit, visit)
+    }
+
+    /// [`SnapshotTxn::scan`] in descending key order.
+    pub fn scan_rev(
+        &mut self,
+        table: TableId,
+        range: impl RangeBounds<[u8]>,
+        limit: usize,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.scan_dir(table, range, true, limit, visit)
+    }
+
+    fn scan_dir(
+        &mut self,
+        table: TableId,
+        range: impl RangeBounds<[u8]>,
+        reverse: bool,
+        limit: usize,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<usize> {
+        let ti = self.w.table_index(table)?;
+        let Worker { tables, scratch, .. } = &mut *self.w;
+        let se = self.se;
+        let mut n = 0;
+        if limit == 0 {
+            return Ok(0);
+        }
+        tables[ti].tree.scan(range.start_bound(), range.end_bound(), reverse, |_, _| {}, |key, rec| {
+            if !read_at(rec, se, scratch) {
+                return true;
+            }
+            n += 1;
+            visit(key, scratch) && n < limit
+        });
+        Ok(n)
+    }
+
+    /// Ends the snapshot transaction (dropping it does the same).
+    pub fn finish(self) {}
+}
+
+impl Drop for SnapshotTxn<'_> {
+    fn drop(&mut self) {
+        self.w.leave();
+    }
+}

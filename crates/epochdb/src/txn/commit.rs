@@ -1,0 +1,213 @@
+//! The commit protocol (Silo §4.4, Figure 2) and abort.
+//!
+//! ```text
+//! Phase 1: lock every write-set record in address order; fence; e = E
+//! Phase 2: every read-set word unchanged, latest, and not locked by
+//!          another transaction; every node-set version unchanged
+//!          tid = generate(max TID seen, last TID, e)
+//! Phase 3: for each write: keep the old version for snapshots if it is
+//!          from an earlier snapshot epoch; install data; store tid+unlock
+//! ```
+//!
+//! Reading `E` after the locks and before validation makes it the
+//! serialization point and makes epochs agree with the serial order.
+
+use super::sets::WriteKind;
+use super::{Txn, PLACEHOLDER_WORD};
+use crate::error::{AbortReason, Error, Result};
+use crate::gc::{Cleanup, Retired};
+use crate::record::Record;
+use crate::sync::{fence, Ordering};
+use crate::tid::{is_locked, is_latest, Tid, ABSENT_BIT, LATEST_BIT, LOCK_BIT};
+
+/// What a successful commit produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The commit TID; `None` for a read-only transaction, which installs
+    /// nothing.
+    pub tid: Option<Tid>,
+    /// The epoch of the serialization point.
+    pub epoch: u64,
+}
+
+impl Txn<'_> {
+    /// Commits, or aborts with the reason. Either way the transaction ends.
+    pub fn commit(mut self) -> Result<CommitInfo> {
+        if let Some(reason) = self.doomed {
+            self.finish_abort(Some(reason));
+            return Err(Error::Aborted(reason));
+        }
+        let outcome = if self.w.sets.write.is_empty() { self.commit_read_only() } else { self.commit_writes() };
+        match outcome {
+            Ok(info) => {
+                self.w.stats.commits += 1;
+                self.finished = true;
+                self.w.sets.clear();
+                self.w.leave();
+                Ok(info)
+            }
+            Err(reason) => {
+                self.finish_abort(Some(reason));
+                Err(Error::Aborted(reason))
+            }
+        }
+    }
+
+    fn validate_reads(&self) -> Result<Tid, AbortReason> {
+        let sets = &self.w.sets;
+        let mut max = Tid::ZERO;
+        for r in &sets.read {
+            // SAFETY: read-set records stay live until our epoch ends.
+            let now = unsafe { r.rec.as_ref() }.tid.load();
+            if now & !LOCK_BIT != r.word || (is_locked(now) && !sets.in_sorted_write_set(r.rec)) {
+                return Err(AbortReason::ReadValidation);
+            }
+            max = max.max(Tid::of_word(r.word));
+        }
+        for n in &sets.nodes {
+            // SAFETY: node-set leaves stay allocated until our epoch ends.
+            if unsafe { &*n.leaf }.hdr.version.load() != n.version {
+                return Err(AbortReason::NodeValidation);
+            }
+        }
+        Ok(max)
+    }
+
+    /// A read-only transaction validates and installs nothing.
+    fn commit_read_only(&mut self) -> Result<CommitInfo, AbortReason> {
+        let epoch = self.w.shared.epochs.current();
+        self.validate_reads()?;
+        Ok(CommitInfo { tid: None, epoch })
+    }
+
+    fn commit_writes(&mut self) -> Result<CommitInfo, AbortReason> {
+        let spins = self.w.shared.options.lock_spins;
+        self.w.sets.write.sort_unstable_by_key(|w| w.rec.as_ptr() as usize);
+        // Phase 1
+        let mut max = Tid::ZERO;
+        for i in 0..self.w.sets.write.len() {
+            let w = &mut self.w.sets.write[i];
+            // SAFETY: write-set records stay live until our epoch ends.
+            let Some(word) = unsafe { w.rec.as_ref() }.tid.lock_bounded(spins) else {
+                self.unlock_first(i);
+                return Err(AbortReason::WriteLockConflict);
+            };
+            w.locked_word = word;
+            if !is_latest(word) {
+                self.unlock_first(i + 1);
+                return Err(AbortReason::ReadValidation);
+            }
+            max = max.max(Tid::of_word(word));
+        }
+        fence(Ordering::SeqCst);
+        let epoch = self.w.shared.epochs.current();
+        // Phase 2
+        let max = match self.validate_reads() {
+            Ok(m) => m.max(max),
+            Err(reason) => {
+                self.unlock_first(self.w.sets.write.len());
+                return Err(reason);
+            }
+        };
+        let global = self.w.global_tid.then_some(&self.w.shared.global_tid.0);
+        let tid = self.w.tidgen.generate(max, epoch, global);
+        // Phase 3
+        for i in 0..self.w.sets.write.len() {
+            self.install(i, tid, epoch);
+        }
+        Ok(CommitInfo { tid: Some(tid), epoch })
+    }
+
+    /// Releases the locks of the first `n` write-set records, unchanged.
+    fn unlock_first(&mut self, n: usize) {
+        for w in &self.w.sets.write[..n] {
+            // SAFETY: live (see Phase 1); we hold the lock.
+            unsafe { w.rec.as_ref() }.tid.unlock_to(w.locked_word);
+        }
+    }
+
+    /// Phase 3 for write `i`: install the new version and unlock.
+    fn install(&mut self, i: usize, tid: Tid, epoch: u64) {
+        let w = self.w.sets.write[i];
+        let old = w.locked_word;
+        let epochs = &self.w.shared.epochs;
+        let snap_epoch = epochs.snap(epoch);
+        // Silo §4.9: a version from an earlier snapshot epoch may be needed by
+        // snapshot readers, so it is kept, linked from the record.
+        let old_tid = Tid::of_word(old);
+        let keep_old = old_tid != Tid::ZERO && epochs.snap(old_tid.epoch()) != snap_epoch;
+        // SAFETY: live and locked by us.
+        let rec = unsafe { w.rec.as_ref() };
+        let new_word = tid.raw() | LATEST_BIT;
+        match w.kind {
+            WriteKind::Delete => {
+                if keep_old {
+                    self.keep_old_version(rec, old, snap_epoch);
+                }
+                rec.tid.unlock_to(new_word | ABSENT_BIT);
+                let c = Cleanup { snap_epoch, table: w.table, key: rec.key().into(), word: new_word | ABSENT_BIT };
+                self.w.garbage.defer_cleanup(c);
+            }
+            WriteKind::Put if (w.value_len as usize) <= rec.capacity() => {
+                if keep_old {
+                    self.keep_old_version(rec, old, snap_epoch);
+                }
+                rec.write_value(self.w.sets.value(&w));
+                rec.tid.unlock_to(new_word);
+            }
+            WriteKind::Put => {
+                // Does not fit: a new record takes the key's place in the index.
+                let prev = if keep_old { w.rec.as_ptr() } else { rec.prev() };
+                let grown = Record::alloc(rec.key(), self.w.sets.value(&w), 0, new_word, prev);
+                let replaced = self.w.tables[w.table as usize].tree.replace(rec.key(), w.rec, grown);
+                debug_assert!(replaced, "a locked latest record is in its index");
+                rec.tid.unlock_to(old & !LATEST_BIT);
+                let stamp = self.w.shared.epochs.current();
+                if keep_old {
+                    self.w.garbage.retire_version(snap_epoch, stamp, Retired::Record(w.rec));
+                } else {
+                    self.w.garbage.retire(stamp, Retired::Record(w.rec));
+                }
+            }
+        }
+    }
+
+    /// Copies the locked record's current version into a new immutable
+    /// record linked as its previous version.
+    fn keep_old_version(&mut self, rec: &Record, old: u64, snap_epoch: u64) {
+        rec.copy_value(&mut self.w.scratch);
+        let copy = Record::alloc(&[], &self.w.scratch, 0, old & !(LOCK_BIT | LATEST_BIT), rec.prev());
+        rec.set_prev(copy.as_ptr());
+        self.w.garbage.retire_version(snap_epoch, 0, Retired::Record(copy));
+    }
+
+    /// Ends the transaction without installing anything: placeholders this
+    /// transaction inserted (and no one else has committed into) leave the
+    /// index.
+    pub(crate) fn finish_abort(&mut self, reason: Option<AbortReason>) {
+        self.finished = true;
+        let Self { w, .. } = self;
+        for i in 0..w.sets.write.len() {
+            let e = w.sets.write[i];
+            if !e.inserted {
+                continue;
+            }
+            // SAFETY: our placeholder is live until it is retired below.
+            let rec = unsafe { e.rec.as_ref() };
+            let word = rec.tid.lock();
+            if word != PLACEHOLDER_WORD {
+                rec.tid.unlock_to(word); // another transaction committed into it
+                continue;
+            }
+            let removed = w.tables[e.table as usize].tree.remove_if(rec.key(), e.rec, &mut w.retired);
+            debug_assert!(removed);
+            rec.tid.unlock_to(word & !LATEST_BIT);
+            w.retired.push(Retired::Record(e.rec));
+        }
+        if let Some(r) = reason {
+            w.stats.aborts[r.index()] += 1;
+        }
+        w.sets.clear();
+        w.leave();
+    }
+}

@@ -1,0 +1,125 @@
+//! The read set, write set and node set of a transaction (Silo §4.4, §4.6).
+//!
+//! Buffers live in the worker and are reused, so a transaction allocates
+//! nothing once they have grown to its size.
+//!
+//! Invariants:
+//! - Every read-set word has the lock bit clear and the latest bit set: it
+//!   is a committed (or placeholder) version that was current when read.
+//! - The write set holds at most one entry per record; at commit it is
+//!   sorted by record address, the global lock order.
+//! - Node-set versions are the versions the transaction observed, updated
+//!   only by the transaction's own inserts (Silo §4.6).
+
+use crate::error::AbortReason;
+use crate::index::{Insert, Leaf};
+use crate::record::Record;
+use std::ptr::NonNull;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ReadEntry {
+    pub rec: NonNull<Record>,
+    pub word: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    Put,
+    Delete,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WriteEntry {
+    pub rec: NonNull<Record>,
+    pub table: u32,
+    pub kind: WriteKind,
+    /// The new value: `arena[value_at..value_at + value_len]`.
+    pub value_at: u32,
+    pub value_len: u32,
+    /// This transaction inserted the record as a placeholder.
+    pub inserted: bool,
+    /// The TID word found when Phase 1 locked the record.
+    pub locked_word: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct NodeEntry {
+    pub leaf: *const Leaf,
+    pub version: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Sets {
+    pub read: Vec<ReadEntry>,
+    pub write: Vec<WriteEntry>,
+    pub nodes: Vec<NodeEntry>,
+    pub arena: Vec<u8>,
+}
+
+impl Sets {
+    pub fn clear(&mut self) {
+        self.read.clear();
+        self.write.clear();
+        self.nodes.clear();
+        self.arena.clear();
+    }
+
+    /// The write-set entry for `rec`, if any (before commit: linear, the
+    /// write set of a one-shot transaction is small).
+    #[inline]
+    pub fn find_write(&self, rec: NonNull<Record>) -> Option<usize> {
+        self.write.iter().position(|w| w.rec == rec)
+    }
+
+    /// Is `rec` in the write set? Only after the commit sorted it.
+    #[inline]
+    pub fn in_sorted_write_set(&self, rec: NonNull<Record>) -> bool {
+        self.write.binary_search_by_key(&(rec.as_ptr() as usize), |w| w.rec.as_ptr() as usize).is_ok()
+    }
+
+    /// Records a write of `value` (or a delete) to `rec`, replacing an
+    /// earlier write to the same record.
+    pub fn write(&mut self, table: u32, rec: NonNull<Record>, kind: WriteKind, value: &[u8], inserted: bool) {
+        let value_at = self.arena.len() as u32;
+        if kind == WriteKind::Put {
+            self.arena.extend_from_slice(value);
+        }
+        let value_len = if kind == WriteKind::Put { value.len() as u32 } else { 0 };
+        match self.find_write(rec) {
+            Some(i) => {
+                let w = &mut self.write[i];
+                w.kind = kind;
+                w.value_at = value_at;
+                w.value_len = value_len;
+            }
+            None => self.write.push(WriteEntry { rec, table, kind, value_at, value_len, inserted, locked_word: 0 }),
+        }
+    }
+
+    #[inline]
+    pub fn value(&self, w: &WriteEntry) -> &[u8] {
+        &self.arena[w.value_at as usize..(w.value_at + w.value_len) as usize]
+    }
+
+    /// Silo §4.6: after this transaction's own insert changed `leaf`, a
+    /// node-set entry at the old version moves to the new one (and the new
+    /// sibling of a split joins the set); an entry at any other version means
+    /// someone else changed the leaf, so the transaction must abort.
+    pub fn after_own_insert(&mut self, ins: &Insert) -> Result<(), AbortReason> {
+        let Insert::Inserted { leaf, old_version, new_version, sibling } = *ins else {
+            return Ok(());
+        };
+        let mut tracked = false;
+        for n in self.nodes.iter_mut().filter(|n| n.leaf == leaf) {
+            if n.version != old_version {
+                return Err(AbortReason::InsertConflict);
+            }
+            n.version = new_version;
+            tracked = true;
+        }
+        if let (true, Some((leaf, version))) = (tracked, sibling) {
+            self.nodes.push(NodeEntry { leaf, version });
+        }
+        Ok(())
+    }
+}

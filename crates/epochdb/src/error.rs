@@ -37,12 +37,21 @@ impl AbortReason {
 pub enum Error {
     /// The transaction aborted; running it again may succeed.
     Aborted(AbortReason),
-    KeyTooLarge { len: usize, max: usize },
-    ValueTooLarge { len: usize, max: usize },
+    KeyTooLarge {
+        len: usize,
+        max: usize,
+    },
+    ValueTooLarge {
+        len: usize,
+        max: usize,
+    },
     UnknownTable(TableId),
     NoSuchTable(String),
     TableExists(String),
-    NoSuchIndex { table: String, index: String },
+    NoSuchIndex {
+        table: String,
+        index: String,
+    },
     /// `insert` of a key that is present.
     KeyExists,
     /// A value does not match its table's column schema, or a schema is bad.
@@ -71,12 +80,18 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Aborted(r) => write!(f, "transaction aborted: {r:?}"),
-            Error::KeyTooLarge { len, max } => write!(f, "key of {len} bytes exceeds the limit of {max}"),
-            Error::ValueTooLarge { len, max } => write!(f, "value of {len} bytes exceeds the limit of {max}"),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes exceeds the limit of {max}")
+            }
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes exceeds the limit of {max}")
+            }
             Error::UnknownTable(id) => write!(f, "no table with id {}", id.0),
             Error::NoSuchTable(n) => write!(f, "no table named {n:?}"),
             Error::TableExists(n) => write!(f, "a table named {n:?} exists"),
-            Error::NoSuchIndex { table, index } => write!(f, "table {table:?} has no index {index:?}"),
+            Error::NoSuchIndex { table, index } => {
+                write!(f, "table {table:?} has no index {index:?}")
+            }
             Error::KeyExists => write!(f, "key exists"),
             Error::Schema(m) => write!(f, "schema: {m}"),
             Error::InvalidOptions(m) => write!(f, "invalid options: {m}"),

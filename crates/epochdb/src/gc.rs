@@ -104,13 +104,21 @@ impl Garbage {
     pub unsafe fn collect(&mut self, tree_bound: u64, snapshot_bound: u64) -> usize {
         let mut freed = 0;
         while self.tree.front().is_some_and(|(e, _)| *e < tree_bound) {
-            let Some((_, obj)) = self.tree.pop_front() else { break };
+            let Some((_, obj)) = self.tree.pop_front() else {
+                break;
+            };
             // SAFETY: stamped after unlinking and below the tree bound.
             unsafe { obj.free() };
             freed += 1;
         }
-        while self.snapshot.front().is_some_and(|(s, t, _)| *s < snapshot_bound && *t < tree_bound) {
-            let Some((_, _, obj)) = self.snapshot.pop_front() else { break };
+        while self
+            .snapshot
+            .front()
+            .is_some_and(|(s, t, _)| *s < snapshot_bound && *t < tree_bound)
+        {
+            let Some((_, _, obj)) = self.snapshot.pop_front() else {
+                break;
+            };
             // SAFETY: no snapshot reader can reach it, nor any index reader.
             unsafe { obj.free() };
             freed += 1;
@@ -120,7 +128,11 @@ impl Garbage {
 
     /// Pops the cleanup entries that snapshots no longer need.
     pub fn due_cleanups(&mut self, snapshot_bound: u64, out: &mut Vec<Cleanup>) {
-        while self.cleanup.front().is_some_and(|c| c.snap_epoch < snapshot_bound) {
+        while self
+            .cleanup
+            .front()
+            .is_some_and(|c| c.snap_epoch < snapshot_bound)
+        {
             if let Some(c) = self.cleanup.pop_front() {
                 out.push(c);
             }
@@ -135,7 +147,10 @@ impl Garbage {
         // Keep FIFO order by epoch after a merge.
         other.tree.make_contiguous().sort_by_key(|e| e.0);
         other.snapshot.make_contiguous().sort_by_key(|e| e.0);
-        other.cleanup.make_contiguous().sort_by_key(|c| c.snap_epoch);
+        other
+            .cleanup
+            .make_contiguous()
+            .sort_by_key(|c| c.snap_epoch);
     }
 
     /// Frees everything, ignoring epochs.

@@ -1,11 +1,18 @@
 //! Read-only snapshot transactions (Silo §4.9).
 //!
 //! A snapshot transaction reads, for every key, the newest version whose
-//! epoch is `<= se_w` (the worker's snapshot epoch), following the chain of
+//! epoch is `< se_w` (the worker's snapshot epoch), following the chain of
 //! old versions that writers keep across snapshot-epoch boundaries. It
 //! registers nothing and never aborts: every transaction of an epoch
-//! `<= se_w` finished before `SE` reached `se_w`, because `SE` trails `E` by
+//! `< se_w` finished before `SE` reached `se_w`, because `SE` trails `E` by
 //! at least `k >= 2` epochs and a committer's epoch is at least `E - 1`.
+//!
+//! Silo §4.9 says "epoch `<= se_w`", but its overwrite rule (a writer in
+//! epoch `e` overwrites in place when `snap(old) == snap(e)`) would then
+//! destroy a version written exactly at epoch `se_w` (a multiple of `k`)
+//! when a write lands in `(se_w, se_w + k)`. With `<`, a snapshot's state is
+//! the state at the *start* of epoch `se_w`, and the version it needs always
+//! has `snap(epoch) < se_w`, so it is the one writers keep.
 
 use crate::catalog::TableId;
 use crate::db::Worker;
@@ -31,13 +38,13 @@ fn read_at(rec: NonNull<Record>, se: u64, out: &mut Vec<u8>) -> bool {
         let rr = unsafe { r.as_ref() };
         let mut prev = std::ptr::null_mut();
         let word = rr.tid.stable_read(|word| {
-            if Tid::of_word(word).epoch() <= se {
+            if Tid::of_word(word).epoch() < se {
                 rr.copy_value(out);
             } else {
                 prev = rr.prev();
             }
         });
-        if Tid::of_word(word).epoch() <= se {
+        if Tid::of_word(word).epoch() < se {
             return !is_absent(word);
         }
         match NonNull::new(prev) {
@@ -60,10 +67,15 @@ impl<'w> SnapshotTxn<'w> {
     /// The value of `key` at the snapshot. Valid until the next call.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&[u8]>> {
         if key.len() > MAX_KEY_LEN {
-            return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_LEN,
+            });
         }
         let ti = self.w.table_index(table)?;
-        let Worker { tables, scratch, .. } = &mut *self.w;
+        let Worker {
+            tables, scratch, ..
+        } = &mut *self.w;
         Ok(match tables[ti].tree.lookup(key).record {
             Some(rec) if read_at(rec, self.se, scratch) => Some(&scratch[..]),
             _ => None,
@@ -101,19 +113,27 @@ impl<'w> SnapshotTxn<'w> {
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
         let ti = self.w.table_index(table)?;
-        let Worker { tables, scratch, .. } = &mut *self.w;
+        let Worker {
+            tables, scratch, ..
+        } = &mut *self.w;
         let se = self.se;
         let mut n = 0;
         if limit == 0 {
             return Ok(0);
         }
-        tables[ti].tree.scan(range.start_bound(), range.end_bound(), reverse, |_, _| {}, |key, rec| {
-            if !read_at(rec, se, scratch) {
-                return true;
-            }
-            n += 1;
-            visit(key, scratch) && n < limit
-        });
+        tables[ti].tree.scan(
+            range.start_bound(),
+            range.end_bound(),
+            reverse,
+            |_, _| {},
+            |key, rec| {
+                if !read_at(rec, se, scratch) {
+                    return true;
+                }
+                n += 1;
+                visit(key, scratch) && n < limit
+            },
+        );
         Ok(n)
     }
 

@@ -88,7 +88,10 @@ impl NodeVersion {
     pub fn unlock_modified(&self) {
         let v = self.0.load(Ordering::Relaxed);
         debug_assert!(v & LOCKED != 0);
-        self.0.store((v & !LOCKED).wrapping_add(STEP) & !OBSOLETE, Ordering::Release);
+        self.0.store(
+            (v & !LOCKED).wrapping_add(STEP) & !OBSOLETE,
+            Ordering::Release,
+        );
     }
 
     /// Releases the lock without a visible change.
@@ -104,7 +107,10 @@ impl NodeVersion {
     pub fn unlock_obsolete(&self) {
         let v = self.0.load(Ordering::Relaxed);
         debug_assert!(v & LOCKED != 0);
-        self.0.store(((v & !LOCKED).wrapping_add(STEP)) | OBSOLETE, Ordering::Release);
+        self.0.store(
+            ((v & !LOCKED).wrapping_add(STEP)) | OBSOLETE,
+            Ordering::Release,
+        );
     }
 
     /// The version a locked node will have after `unlock_modified`.

@@ -67,16 +67,34 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn collect(tree: &Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool, limit: usize) -> Vec<Vec<u8>> {
+fn collect(
+    tree: &Tree,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    rev: bool,
+    limit: usize,
+) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    tree.scan(lo, hi, rev, |_, _| {}, |k, _| {
-        out.push(k.to_vec());
-        out.len() < limit
-    });
+    tree.scan(
+        lo,
+        hi,
+        rev,
+        |_, _| {},
+        |k, _| {
+            out.push(k.to_vec());
+            out.len() < limit
+        },
+    );
     out
 }
 
-fn model_range(m: &BTreeMap<Vec<u8>, ()>, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool, limit: usize) -> Vec<Vec<u8>> {
+fn model_range(
+    m: &BTreeMap<Vec<u8>, ()>,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    rev: bool,
+    limit: usize,
+) -> Vec<Vec<u8>> {
     let own = |b: Bound<&[u8]>| match b {
         Included(k) => Included(k.to_vec()),
         Excluded(k) => Excluded(k.to_vec()),
@@ -132,7 +150,9 @@ fn matches_a_btreemap_model() {
             _ => {
                 let a = key_of(&mut rng, 3000);
                 let b = key_of(&mut rng, 3000);
-                let pick = |r: &mut Rng, k: &[u8]| -> u8 { (r.below(3) as u8) + if k.is_empty() { 0 } else { 0 } };
+                let pick = |r: &mut Rng, k: &[u8]| -> u8 {
+                    (r.below(3) as u8) + if k.is_empty() { 0 } else { 0 }
+                };
                 let (ka, kb) = (pick(&mut rng, &a), pick(&mut rng, &b));
                 let mk = |kind: u8, k: &Vec<u8>| -> Bound<Vec<u8>> {
                     match kind {
@@ -146,7 +166,10 @@ fn matches_a_btreemap_model() {
                 let limit = [1, 5, 40, usize::MAX][rng.below(4) as usize];
                 let got = collect(&tree, as_ref(&lo), as_ref(&hi), rev, limit);
                 let want = model_range(&model, as_ref(&lo), as_ref(&hi), rev, limit);
-                assert_eq!(got, want, "step {step}: scan {lo:?}..{hi:?} rev={rev} limit={limit}");
+                assert_eq!(
+                    got, want,
+                    "step {step}: scan {lo:?}..{hi:?} rev={rev} limit={limit}"
+                );
             }
         }
     }
@@ -162,7 +185,13 @@ fn versions_change_exactly_when_keys_come_and_go() {
     let before = tree.lookup(b"k");
     assert!(before.record.is_none());
     let r = rec(b"k");
-    let Insert::Inserted { leaf, old_version, new_version, .. } = tree.insert_if_absent(b"k", r) else {
+    let Insert::Inserted {
+        leaf,
+        old_version,
+        new_version,
+        ..
+    } = tree.insert_if_absent(b"k", r)
+    else {
         panic!("fresh key")
     };
     assert_eq!((leaf, old_version), (before.leaf, before.version));
@@ -191,7 +220,10 @@ fn emptied_leaves_are_cut_out() {
     for i in 0..200_000u32 {
         let k = key(i);
         let r = rec(&k);
-        assert!(matches!(tree.insert_if_absent(&k, r), Insert::Inserted { .. }));
+        assert!(matches!(
+            tree.insert_if_absent(&k, r),
+            Insert::Inserted { .. }
+        ));
         recs.push_back((k, r));
         if recs.len() > 1000 {
             let (k, r) = recs.pop_front().expect("non-empty");
@@ -235,7 +267,9 @@ fn concurrent_inserts_removes_lookups_and_scans() {
                                             // SAFETY: never published.
                                             unsafe { Record::free(r) };
                                         }
-                                        Insert::Inserted { .. } => assert!(mine.insert(k, Addr(r)).is_none()),
+                                        Insert::Inserted { .. } => {
+                                            assert!(mine.insert(k, Addr(r)).is_none())
+                                        }
                                     }
                                 }
                                 3..=4 => {
@@ -246,7 +280,9 @@ fn concurrent_inserts_removes_lookups_and_scans() {
                                         assert!(tree.lookup(&k).record.is_none());
                                     }
                                 }
-                                5..=6 => assert_eq!(tree.lookup(&k).record, mine.get(&k).map(|a| a.0)),
+                                5..=6 => {
+                                    assert_eq!(tree.lookup(&k).record, mine.get(&k).map(|a| a.0))
+                                }
                                 _ => {
                                     // A scan must be sorted and contain exactly
                                     // this thread's keys in the range.
@@ -254,11 +290,25 @@ fn concurrent_inserts_removes_lookups_and_scans() {
                                     hi.push(t as u8);
                                     let (lo, hi) = if k <= hi { (k, hi) } else { (hi, k) };
                                     let rev = rng.below(2) == 0;
-                                    let got = collect(tree, Included(&lo), Excluded(&hi), rev, usize::MAX);
-                                    let sorted = got.windows(2).all(|w| if rev { w[0] > w[1] } else { w[0] < w[1] });
+                                    let got = collect(
+                                        tree,
+                                        Included(&lo),
+                                        Excluded(&hi),
+                                        rev,
+                                        usize::MAX,
+                                    );
+                                    let sorted = got.windows(2).all(|w| {
+                                        if rev {
+                                            w[0] > w[1]
+                                        } else {
+                                            w[0] < w[1]
+                                        }
+                                    });
                                     assert!(sorted, "scan out of order");
-                                    let own: Vec<Vec<u8>> =
-                                        got.into_iter().filter(|k| k.last() == Some(&(t as u8))).collect();
+                                    let own: Vec<Vec<u8>> = got
+                                        .into_iter()
+                                        .filter(|k| k.last() == Some(&(t as u8)))
+                                        .collect();
                                     let mut want: Vec<Vec<u8>> = mine
                                         .range::<[u8], _>((Included(&lo[..]), Excluded(&hi[..])))
                                         .map(|(k, _)| k.clone())
@@ -275,7 +325,10 @@ fn concurrent_inserts_removes_lookups_and_scans() {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().expect("thread")).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("thread"))
+                .collect()
         });
     let mut all = Vec::new();
     for (retired, unlinked, mine) in results {

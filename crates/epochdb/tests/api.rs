@@ -1,0 +1,343 @@
+//! The embedded API: operations, read-your-writes, scans, secondary indexes,
+//! snapshots, and a typed error for every misuse.
+
+mod common;
+
+use common::{fast_db, wait_for_snapshot};
+use epochdb::{Column, Database, Error, Options, Schema, TableId, TableOptions, MAX_KEY_LEN};
+use std::ops::Bound::{Excluded, Included, Unbounded};
+
+fn keys_in(worker: &mut epochdb::Worker, t: TableId, reverse: bool, limit: usize) -> Vec<Vec<u8>> {
+    worker
+        .run(|txn| {
+            let mut out = Vec::new();
+            let visit = |k: &[u8], _: &[u8]| {
+                out.push(k.to_vec());
+                true
+            };
+            if reverse {
+                txn.scan_rev(t, .., limit, visit)?;
+            } else {
+                txn.scan(t, .., limit, visit)?;
+            }
+            Ok(out)
+        })
+        .expect("scan")
+}
+
+#[test]
+fn put_get_insert_delete_and_read_your_writes() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| {
+        assert_eq!(txn.get(t, b"a")?, None);
+        txn.put(t, b"a", b"1")?;
+        assert_eq!(txn.get(t, b"a")?, Some(&b"1"[..]));
+        txn.put(t, b"a", b"22")?;
+        assert_eq!(txn.get(t, b"a")?, Some(&b"22"[..]));
+        assert!(matches!(txn.insert(t, b"a", b"x"), Err(Error::KeyExists)));
+        txn.insert(t, b"b", b"2")?;
+        assert!(txn.delete(t, b"b")?);
+        assert_eq!(txn.get(t, b"b")?, None);
+        assert!(!txn.delete(t, b"b")?);
+        Ok(())
+    })
+    .expect("txn");
+    w.run(|txn| {
+        assert_eq!(txn.get(t, b"a")?, Some(&b"22"[..]));
+        assert_eq!(txn.get(t, b"b")?, None);
+        // A deleted key can be inserted again.
+        txn.insert(t, b"b", b"3")?;
+        assert!(matches!(txn.insert(t, b"a", b"x"), Err(Error::KeyExists)));
+        Ok(())
+    })
+    .expect("txn");
+    assert_eq!(
+        w.run(|txn| Ok(txn.get(t, b"b")?.map(<[u8]>::to_vec)))
+            .expect("get"),
+        Some(b"3".to_vec())
+    );
+}
+
+#[test]
+fn values_grow_past_their_allocation() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    for len in [1usize, 7, 8, 9, 100, 5000, 3, 70_000, 0] {
+        let v = vec![len as u8; len];
+        w.run(|txn| txn.put(t, b"k", &v)).expect("put");
+        let got = w
+            .run(|txn| Ok(txn.get(t, b"k")?.map(<[u8]>::to_vec)))
+            .expect("get");
+        assert_eq!(got, Some(v));
+    }
+}
+
+#[test]
+fn scans_in_both_directions_with_limits_and_own_writes() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| {
+        for i in 0..500u32 {
+            txn.put(t, format!("k{i:04}").as_bytes(), &i.to_le_bytes())?;
+        }
+        Ok(())
+    })
+    .expect("load");
+    let all = keys_in(&mut w, t, false, usize::MAX);
+    assert_eq!(all.len(), 500);
+    assert!(all.windows(2).all(|p| p[0] < p[1]));
+    let mut rev = keys_in(&mut w, t, true, usize::MAX);
+    rev.reverse();
+    assert_eq!(rev, all);
+    assert_eq!(keys_in(&mut w, t, false, 3), all[..3].to_vec());
+    assert_eq!(
+        keys_in(&mut w, t, true, 2),
+        vec![all[499].clone(), all[498].clone()]
+    );
+    // Bounds, plus this transaction's own uncommitted insert and delete.
+    let got = w
+        .run(|txn| {
+            txn.insert(t, b"k0100x", b"new")?;
+            txn.delete(t, b"k0101")?;
+            let mut out = Vec::new();
+            txn.scan(
+                t,
+                (Included(&b"k0100"[..]), Excluded(&b"k0103"[..])),
+                usize::MAX,
+                |k, v| {
+                    out.push((k.to_vec(), v.to_vec()));
+                    true
+                },
+            )?;
+            Ok(out)
+        })
+        .expect("scan");
+    let keys: Vec<&[u8]> = got.iter().map(|(k, _)| &k[..]).collect();
+    assert_eq!(keys, vec![&b"k0100"[..], b"k0100x", b"k0102"]);
+    assert_eq!(got[1].1, b"new");
+    let n = w
+        .run(|txn| txn.scan(t, (Excluded(&b"k0498"[..]), Unbounded), 10, |_, _| true))
+        .expect("scan");
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn an_aborted_transaction_leaves_nothing_behind() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    let mut txn = w.begin().expect("begin");
+    txn.insert(t, b"ghost", b"boo").expect("insert");
+    txn.put(t, b"other", b"x").expect("put");
+    txn.abort();
+    assert_eq!(keys_in(&mut w, t, false, usize::MAX), Vec::<Vec<u8>>::new());
+    // Dropping an open transaction aborts it too.
+    {
+        let mut txn = w.begin().expect("begin");
+        txn.insert(t, b"ghost", b"boo").expect("insert");
+    }
+    assert_eq!(keys_in(&mut w, t, false, usize::MAX), Vec::<Vec<u8>>::new());
+    // An error from the closure aborts and is returned, not retried.
+    let r: epochdb::Result<()> = w.run(|txn| {
+        txn.insert(t, b"ghost", b"boo")?;
+        Err(Error::user("changed my mind"))
+    });
+    assert!(matches!(r, Err(Error::User(_))));
+    assert_eq!(keys_in(&mut w, t, false, usize::MAX), Vec::<Vec<u8>>::new());
+}
+
+#[test]
+fn every_misuse_is_a_typed_error() {
+    let db = Database::open(Options {
+        max_value_len: 100,
+        ..Options::default()
+    })
+    .expect("open");
+    let schema = Schema::new(vec![Column::fixed("id", 4), Column::var("name", 8)]).expect("schema");
+    let t = db
+        .create_table("t", TableOptions::new().schema(schema.clone()))
+        .expect("table");
+    assert!(matches!(
+        db.create_table("t", TableOptions::new()),
+        Err(Error::TableExists(_))
+    ));
+    assert!(matches!(db.table("nope"), Err(Error::NoSuchTable(_))));
+    assert!(matches!(
+        db.index(t, "nope"),
+        Err(Error::NoSuchIndex { .. })
+    ));
+    assert_eq!(db.table("t").expect("by name"), t);
+    let mut w = db.worker().expect("worker");
+    let long_key = vec![0u8; MAX_KEY_LEN + 1];
+    let row = schema.encode(&[b"0001", b"ann"]).expect("row");
+    w.run(|txn| {
+        assert!(matches!(
+            txn.get(t, &long_key),
+            Err(Error::KeyTooLarge { .. })
+        ));
+        assert!(matches!(
+            txn.put(t, &long_key, &row),
+            Err(Error::KeyTooLarge { .. })
+        ));
+        assert!(matches!(
+            txn.put(t, b"k", &[0; 101]),
+            Err(Error::ValueTooLarge { .. })
+        ));
+        assert!(matches!(
+            txn.put(t, b"k", b"not a row"),
+            Err(Error::Schema(_))
+        ));
+        assert!(matches!(
+            txn.get(TableId(99), b"k"),
+            Err(Error::UnknownTable(_))
+        ));
+        assert!(matches!(
+            txn.scan(TableId(99), .., 1, |_, _| true),
+            Err(Error::UnknownTable(_))
+        ));
+        txn.put(t, b"k", &row)?;
+        // Keys of exactly the limit work.
+        txn.get(t, &long_key[..MAX_KEY_LEN])?;
+        Ok(())
+    })
+    .expect("txn");
+    assert!(matches!(
+        Database::open(Options {
+            snapshot_epochs: 1,
+            ..Options::default()
+        }),
+        Err(Error::InvalidOptions(_))
+    ));
+    assert!(matches!(
+        Database::open(Options {
+            epoch_interval: std::time::Duration::ZERO,
+            ..Options::default()
+        }),
+        Err(Error::InvalidOptions(_))
+    ));
+    drop(db);
+    assert!(matches!(w.begin(), Err(Error::Closed)));
+    assert!(matches!(w.run(|_| Ok(())), Err(Error::Closed)));
+}
+
+#[test]
+fn secondary_indexes_follow_their_rows() {
+    let db = fast_db();
+    // Customers keyed by id; value = last name; index by last name.
+    let opts = TableOptions::new().index("by_last", |_pk, v, out| out.extend_from_slice(v));
+    let c = db.create_table("customer", opts).expect("table");
+    let by_last = db.index(c, "by_last").expect("index");
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| {
+        txn.insert_indexed(c, b"id1", b"smith")?;
+        txn.insert_indexed(c, b"id2", b"jones")?;
+        txn.insert_indexed(c, b"id3", b"smith")?;
+        txn.insert_indexed(c, b"id4", b"smith\0x")?;
+        Ok(())
+    })
+    .expect("load");
+    let lookup = |w: &mut epochdb::Worker, name: &[u8]| {
+        w.run(|txn| {
+            let mut ids = Vec::new();
+            txn.index_scan(by_last, name, false, usize::MAX, |pk| {
+                ids.push(pk.to_vec());
+                true
+            })?;
+            Ok(ids)
+        })
+        .expect("lookup")
+    };
+    assert_eq!(
+        lookup(&mut w, b"smith"),
+        vec![b"id1".to_vec(), b"id3".to_vec()]
+    );
+    w.run(|txn| {
+        txn.put_indexed(c, b"id1", b"jones")?;
+        txn.delete_indexed(c, b"id3")?;
+        Ok(())
+    })
+    .expect("update");
+    assert_eq!(lookup(&mut w, b"smith"), Vec::<Vec<u8>>::new());
+    assert_eq!(
+        lookup(&mut w, b"jones"),
+        vec![b"id1".to_vec(), b"id2".to_vec()]
+    );
+    assert_eq!(lookup(&mut w, b"smith\0x"), vec![b"id4".to_vec()]);
+}
+
+#[test]
+fn snapshots_read_the_past_and_never_abort() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let (mut w, mut w2) = (db.worker().expect("worker"), db.worker().expect("worker"));
+    // Before anything is old enough, a snapshot is empty.
+    assert_eq!(
+        w.snapshot().expect("snapshot").get(t, b"k").expect("get"),
+        None
+    );
+    let (_, first) = w
+        .run_with_info(|txn| txn.put(t, b"k", b"v1").and(txn.put(t, b"gone", b"g")))
+        .expect("put");
+    wait_for_snapshot(&db, first.epoch);
+    for round in 0..20u32 {
+        // Hold a snapshot open while another worker overwrites (in place and
+        // by growing), deletes and inserts; then read through it.
+        let mut snap = w.snapshot().expect("snapshot");
+        let before = snap.get(t, b"k").expect("get").map(<[u8]>::to_vec);
+        let mut before_keys = Vec::new();
+        snap.scan(t, .., usize::MAX, |k, _| {
+            before_keys.push(k.to_vec());
+            true
+        })
+        .expect("scan");
+        let grown = vec![round as u8; 40 * (round as usize + 1)];
+        w2.run(|txn| txn.put(t, b"k", &grown)).expect("overwrite");
+        w2.run(|txn| txn.put(t, format!("new{round:02}").as_bytes(), b"n"))
+            .expect("insert");
+        w2.run(|txn| txn.delete(t, b"gone").map(|_| ()))
+            .expect("delete");
+        assert_eq!(snap.get(t, b"k").expect("get").map(<[u8]>::to_vec), before);
+        let mut keys = Vec::new();
+        snap.scan(t, .., usize::MAX, |k, _| {
+            keys.push(k.to_vec());
+            true
+        })
+        .expect("scan");
+        assert_eq!(keys, before_keys, "round {round}");
+        drop(snap);
+        std::thread::sleep(std::time::Duration::from_millis(3));
+    }
+    let (_, last) = w2.run_with_info(|txn| txn.put(t, b"z", b"z")).expect("put");
+    wait_for_snapshot(&db, last.epoch);
+    let mut snap = w.snapshot().expect("snapshot");
+    assert_eq!(snap.get(t, b"gone").expect("get"), None);
+    assert_eq!(snap.get(t, b"k").expect("get"), Some(&[19u8; 800][..]));
+    let n = snap.scan(t, .., usize::MAX, |_, _| true).expect("scan");
+    assert_eq!(n, 22); // k, new00..new19, z
+}
+
+#[test]
+fn commit_reports_tids_and_epochs_in_order() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    let mut last = None;
+    for i in 0..2000u32 {
+        let (_, info) = w
+            .run_with_info(|txn| txn.put(t, b"k", &i.to_le_bytes()))
+            .expect("put");
+        let tid = info.tid.expect("a writer has a TID");
+        assert_eq!(tid.epoch(), info.epoch);
+        assert!(Some(tid) > last);
+        last = Some(tid);
+    }
+    let (_, ro) = w
+        .run_with_info(|txn| txn.get(t, b"k").map(|_| ()))
+        .expect("read");
+    assert_eq!(ro.tid, None);
+    assert!(w.stats().commits >= 2001);
+}

@@ -1,0 +1,44 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use epochdb::{Database, Options};
+use std::time::Duration;
+
+/// Fast epochs and short snapshot distance, so that epoch-driven behaviour
+/// (snapshots, reclamation) happens many times within a test.
+pub fn fast_db() -> Database {
+    let options = Options {
+        epoch_interval: Duration::from_millis(1),
+        snapshot_epochs: 4,
+        ..Options::default()
+    };
+    Database::open(options).expect("open")
+}
+
+/// A small xorshift generator: tests stay reproducible from their seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+pub fn u64_of(v: &[u8]) -> u64 {
+    u64::from_le_bytes(v.try_into().expect("8-byte value"))
+}
+
+/// Waits until snapshot transactions see the state committed in `epoch`
+/// (a snapshot at `se` sees epochs `< se`).
+pub fn wait_for_snapshot(db: &Database, epoch: u64) {
+    while db.snapshot_epoch() <= epoch {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

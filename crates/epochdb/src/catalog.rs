@@ -43,17 +43,11 @@ pub struct Column {
 
 impl Column {
     pub fn fixed(name: &str, len: u16) -> Column {
-        Column {
-            name: name.into(),
-            ty: ColumnType::Fixed(len),
-        }
+        Column { name: name.into(), ty: ColumnType::Fixed(len) }
     }
 
     pub fn var(name: &str, max: u16) -> Column {
-        Column {
-            name: name.into(),
-            ty: ColumnType::Var(max),
-        }
+        Column { name: name.into(), ty: ColumnType::Var(max) }
     }
 }
 
@@ -87,11 +81,7 @@ impl Schema {
     /// Encodes one value per column into `out` (cleared first).
     pub fn encode_into(&self, values: &[&[u8]], out: &mut Vec<u8>) -> Result<()> {
         if values.len() != self.columns.len() {
-            return Err(Error::Schema(format!(
-                "{} values for {} columns",
-                values.len(),
-                self.columns.len()
-            )));
+            return Err(Error::Schema(format!("{} values for {} columns", values.len(), self.columns.len())));
         }
         out.clear();
         for (c, v) in self.columns.iter().zip(values) {
@@ -101,12 +91,7 @@ impl Schema {
                     out.extend_from_slice(&(v.len() as u16).to_le_bytes());
                 }
                 _ => {
-                    return Err(Error::Schema(format!(
-                        "column {:?}: {} bytes do not fit {:?}",
-                        c.name,
-                        v.len(),
-                        c.ty
-                    )))
+                    return Err(Error::Schema(format!("column {:?}: {} bytes do not fit {:?}", c.name, v.len(), c.ty)))
                 }
             }
             out.extend_from_slice(v);
@@ -134,10 +119,7 @@ impl Schema {
                     at += 2;
                     let n = u16::from_le_bytes([b[0], b[1]]) as usize;
                     if n > max as usize {
-                        return Err(Error::Schema(format!(
-                            "column {:?}: {n} bytes exceed {max}",
-                            c.name
-                        )));
+                        return Err(Error::Schema(format!("column {:?}: {n} bytes exceed {max}", c.name)));
                     }
                     n
                 }
@@ -149,10 +131,7 @@ impl Schema {
             at += len;
         }
         if at != row.len() {
-            return Err(Error::Schema(format!(
-                "{} trailing bytes after the last column",
-                row.len() - at
-            )));
+            return Err(Error::Schema(format!("{} trailing bytes after the last column", row.len() - at)));
         }
         Ok(())
     }
@@ -166,9 +145,7 @@ impl Schema {
     pub fn column<'r>(&self, row: &'r [u8], i: usize) -> Result<&'r [u8]> {
         let mut ranges = Vec::with_capacity(self.columns.len());
         self.column_ranges(row, &mut ranges)?;
-        let r = ranges
-            .get(i)
-            .ok_or_else(|| Error::Schema(format!("no column {i}")))?;
+        let r = ranges.get(i).ok_or_else(|| Error::Schema(format!("no column {i}")))?;
         Ok(&row[r.clone()])
     }
 }
@@ -187,10 +164,7 @@ impl fmt::Debug for TableOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TableOptions")
             .field("schema", &self.schema)
-            .field(
-                "indexes",
-                &self.indexes.iter().map(|i| &i.0).collect::<Vec<_>>(),
-            )
+            .field("indexes", &self.indexes.iter().map(|i| &i.0).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -274,12 +248,8 @@ mod tests {
 
     #[test]
     fn schema_round_trip_and_errors() {
-        let s = Schema::new(vec![
-            Column::fixed("id", 4),
-            Column::var("name", 10),
-            Column::fixed("x", 1),
-        ])
-        .expect("valid");
+        let s =
+            Schema::new(vec![Column::fixed("id", 4), Column::var("name", 10), Column::fixed("x", 1)]).expect("valid");
         let row = s.encode(&[b"abcd", b"bob", b"z"]).expect("fits");
         assert_eq!(s.column(&row, 1).expect("col"), b"bob");
         assert_eq!(s.column(&row, 2).expect("col"), b"z");

@@ -68,9 +68,7 @@ pub struct Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database")
-            .field("epoch", &self.epoch())
-            .finish()
+        f.debug_struct("Database").field("epoch", &self.epoch()).finish()
     }
 }
 
@@ -89,12 +87,7 @@ impl Database {
             has_orphans: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         });
-        Ok(Database {
-            handle: Arc::new(Handle {
-                shared,
-                _advancer: advancer,
-            }),
-        })
+        Ok(Database { handle: Arc::new(Handle { shared, _advancer: advancer }) })
     }
 
     fn shared(&self) -> &Arc<Shared> {
@@ -104,102 +97,50 @@ impl Database {
     /// Creates a table (and the tables of its secondary indexes, named
     /// `table.index`).
     pub fn create_table(&self, name: &str, options: TableOptions) -> Result<TableId> {
-        let mut tables = self
-            .shared()
-            .tables
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut tables = self.shared().tables.write().unwrap_or_else(|e| e.into_inner());
         let taken = |n: &str| tables.iter().any(|t| t.name == n);
         if taken(name) {
             return Err(Error::TableExists(name.into()));
         }
-        let index_names: Vec<String> = options
-            .indexes
-            .iter()
-            .map(|(i, _)| format!("{name}.{i}"))
-            .collect();
+        let index_names: Vec<String> = options.indexes.iter().map(|(i, _)| format!("{name}.{i}")).collect();
         if let Some(n) = index_names.iter().find(|n| taken(n)) {
             return Err(Error::TableExists(n.clone()));
         }
         let id = TableId(tables.len() as u32);
         let indexes: Vec<IndexInfo> = (options.indexes.into_iter().enumerate())
-            .map(|(i, (name, extract))| IndexInfo {
-                name,
-                entries: TableId(id.0 + 1 + i as u32),
-                extract,
-            })
+            .map(|(i, (name, extract))| IndexInfo { name, entries: TableId(id.0 + 1 + i as u32), extract })
             .collect();
         let index_tables: Vec<Arc<Table>> = (indexes.iter().zip(index_names))
             .map(|(i, name)| {
-                Arc::new(Table {
-                    id: i.entries,
-                    name,
-                    tree: Tree::new(),
-                    schema: None,
-                    indexes: Vec::new(),
-                })
+                Arc::new(Table { id: i.entries, name, tree: Tree::new(), schema: None, indexes: Vec::new() })
             })
             .collect();
-        tables.push(Arc::new(Table {
-            id,
-            name: name.into(),
-            tree: Tree::new(),
-            schema: options.schema,
-            indexes,
-        }));
+        tables.push(Arc::new(Table { id, name: name.into(), tree: Tree::new(), schema: options.schema, indexes }));
         tables.extend(index_tables);
         Ok(id)
     }
 
     /// The table called `name`.
     pub fn table(&self, name: &str) -> Result<TableId> {
-        let tables = self
-            .shared()
-            .tables
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        tables
-            .iter()
-            .find(|t| t.name == name)
-            .map(|t| t.id)
-            .ok_or_else(|| Error::NoSuchTable(name.into()))
+        let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
+        tables.iter().find(|t| t.name == name).map(|t| t.id).ok_or_else(|| Error::NoSuchTable(name.into()))
     }
 
     /// The secondary index `index` of `table`.
     pub fn index(&self, table: TableId, index: &str) -> Result<IndexId> {
-        let tables = self
-            .shared()
-            .tables
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        let t = tables
-            .get(table.0 as usize)
-            .ok_or(Error::UnknownTable(table))?;
+        let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
+        let t = tables.get(table.0 as usize).ok_or(Error::UnknownTable(table))?;
         t.indexes
             .iter()
             .find(|i| i.name == index)
-            .map(|i| IndexId {
-                table,
-                entries: i.entries,
-            })
-            .ok_or_else(|| Error::NoSuchIndex {
-                table: t.name.clone(),
-                index: index.into(),
-            })
+            .map(|i| IndexId { table, entries: i.entries })
+            .ok_or_else(|| Error::NoSuchIndex { table: t.name.clone(), index: index.into() })
     }
 
     /// The schema of `table`, if it has one.
     pub fn schema(&self, table: TableId) -> Result<Option<crate::Schema>> {
-        let tables = self
-            .shared()
-            .tables
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        Ok(tables
-            .get(table.0 as usize)
-            .ok_or(Error::UnknownTable(table))?
-            .schema
-            .clone())
+        let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
+        Ok(tables.get(table.0 as usize).ok_or(Error::UnknownTable(table))?.schema.clone())
     }
 
     /// A handle for running transactions on this thread.
@@ -287,9 +228,7 @@ unsafe impl Send for Worker {}
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker")
-            .field("stats", &self.stats)
-            .finish()
+        f.debug_struct("Worker").field("stats", &self.stats).finish()
     }
 }
 
@@ -317,10 +256,7 @@ impl Worker {
     }
 
     /// Like [`Worker::run`], also returning the commit's TID and epoch.
-    pub fn run_with_info<T>(
-        &mut self,
-        mut f: impl FnMut(&mut Txn<'_>) -> Result<T>,
-    ) -> Result<(T, CommitInfo)> {
+    pub fn run_with_info<T>(&mut self, mut f: impl FnMut(&mut Txn<'_>) -> Result<T>) -> Result<(T, CommitInfo)> {
         let mut attempt: u32 = 0;
         loop {
             let mut txn = self.begin()?;
@@ -383,8 +319,7 @@ impl Worker {
     /// still protected by its epoch, then goes quiescent.
     pub(crate) fn leave(&mut self) {
         let snapshot_bound = self.shared.epochs.snapshot_bound();
-        self.garbage
-            .due_cleanups(snapshot_bound, &mut self.cleanups);
+        self.garbage.due_cleanups(snapshot_bound, &mut self.cleanups);
         let mut cleanups = std::mem::take(&mut self.cleanups);
         for c in cleanups.drain(..) {
             // Adopted orphans may name tables this worker has not seen yet.
@@ -408,8 +343,7 @@ impl Worker {
             }
         }
         // SAFETY: the bounds come from the epoch advancer.
-        self.stats.freed +=
-            unsafe { self.garbage.collect(epochs.tree_bound(), snapshot_bound) } as u64;
+        self.stats.freed += unsafe { self.garbage.collect(epochs.tree_bound(), snapshot_bound) } as u64;
         epochs.exit(&self.slot);
     }
 
@@ -430,11 +364,7 @@ impl Drop for Worker {
     fn drop(&mut self) {
         self.shared.epochs.unregister(&self.slot);
         if !self.garbage.is_empty() {
-            let mut o = self
-                .shared
-                .orphans
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut o = self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner());
             self.garbage.merge_into(&mut o);
             self.shared.has_orphans.store(true, Ordering::Relaxed);
         }

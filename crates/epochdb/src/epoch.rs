@@ -42,10 +42,7 @@ pub struct EpochSlot {
 
 impl EpochSlot {
     fn new() -> EpochSlot {
-        EpochSlot {
-            e_w: AtomicU64::new(QUIESCENT),
-            se_w: AtomicU64::new(QUIESCENT),
-        }
+        EpochSlot { e_w: AtomicU64::new(QUIESCENT), se_w: AtomicU64::new(QUIESCENT) }
     }
 }
 
@@ -107,20 +104,14 @@ impl Epochs {
 
     pub fn register(&self) -> Arc<EpochSlot> {
         let slot = Arc::new(EpochSlot::new());
-        self.slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(slot.clone());
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).push(slot.clone());
         slot
     }
 
     pub fn unregister(&self, slot: &Arc<EpochSlot>) {
         slot.e_w.store(QUIESCENT, Ordering::SeqCst);
         slot.se_w.store(QUIESCENT, Ordering::SeqCst);
-        self.slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|s| !Arc::ptr_eq(s, slot));
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).retain(|s| !Arc::ptr_eq(s, slot));
     }
 
     /// Marks the worker active: `e_w = E`, `se_w = SE`. Returns `(e_w, se_w)`.
@@ -191,21 +182,16 @@ impl Advancer {
     pub fn start(epochs: Arc<Epochs>, interval: Duration) -> std::io::Result<Advancer> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("epochdb-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Acquire) {
-                    std::thread::park_timeout(interval);
-                    if flag.load(Ordering::Acquire) {
-                        break;
-                    }
-                    epochs.tick();
+        let thread = std::thread::Builder::new().name("epochdb-epoch".into()).spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                std::thread::park_timeout(interval);
+                if flag.load(Ordering::Acquire) {
+                    break;
                 }
-            })?;
-        Ok(Advancer {
-            stop,
-            thread: Some(thread),
-        })
+                epochs.tick();
+            }
+        })?;
+        Ok(Advancer { stop, thread: Some(thread) })
     }
 }
 

@@ -69,7 +69,7 @@ unsafe impl Send for Garbage {}
 
 impl Garbage {
     pub fn retire(&mut self, epoch: u64, obj: Retired) {
-        debug_assert!(self.tree.back().is_none_or(|b| b.0 <= epoch));
+        debug_assert!(self.tree.back().map_or(true, |b| b.0 <= epoch));
         self.tree.push_back((epoch, obj));
     }
 
@@ -111,11 +111,7 @@ impl Garbage {
             unsafe { obj.free() };
             freed += 1;
         }
-        while self
-            .snapshot
-            .front()
-            .is_some_and(|(s, t, _)| *s < snapshot_bound && *t < tree_bound)
-        {
+        while self.snapshot.front().is_some_and(|(s, t, _)| *s < snapshot_bound && *t < tree_bound) {
             let Some((_, _, obj)) = self.snapshot.pop_front() else {
                 break;
             };
@@ -128,11 +124,7 @@ impl Garbage {
 
     /// Pops the cleanup entries that snapshots no longer need.
     pub fn due_cleanups(&mut self, snapshot_bound: u64, out: &mut Vec<Cleanup>) {
-        while self
-            .cleanup
-            .front()
-            .is_some_and(|c| c.snap_epoch < snapshot_bound)
-        {
+        while self.cleanup.front().is_some_and(|c| c.snap_epoch < snapshot_bound) {
             if let Some(c) = self.cleanup.pop_front() {
                 out.push(c);
             }
@@ -147,10 +139,7 @@ impl Garbage {
         // Keep FIFO order by epoch after a merge.
         other.tree.make_contiguous().sort_by_key(|e| e.0);
         other.snapshot.make_contiguous().sort_by_key(|e| e.0);
-        other
-            .cleanup
-            .make_contiguous()
-            .sort_by_key(|c| c.snap_epoch);
+        other.cleanup.make_contiguous().sort_by_key(|c| c.snap_epoch);
     }
 
     /// Frees everything, ignoring epochs.

@@ -46,19 +46,13 @@ impl Default for Options {
 impl Options {
     pub fn validate(&self) -> Result<()> {
         if self.epoch_interval.is_zero() {
-            return Err(Error::InvalidOptions(
-                "epoch_interval must be positive".into(),
-            ));
+            return Err(Error::InvalidOptions("epoch_interval must be positive".into()));
         }
         if self.snapshot_epochs < 2 {
-            return Err(Error::InvalidOptions(
-                "snapshot_epochs must be at least 2".into(),
-            ));
+            return Err(Error::InvalidOptions("snapshot_epochs must be at least 2".into()));
         }
         if self.max_value_len == 0 || self.max_value_len > u32::MAX as usize / 2 {
-            return Err(Error::InvalidOptions(
-                "max_value_len must be in 1..=2 GiB".into(),
-            ));
+            return Err(Error::InvalidOptions("max_value_len must be in 1..=2 GiB".into()));
         }
         Ok(())
     }

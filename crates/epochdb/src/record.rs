@@ -54,21 +54,13 @@ impl Record {
     /// Allocates a record holding `key` and `value`, with TID word `word`
     /// and previous version `prev`. The data capacity is `value.len()`
     /// rounded up to a word (at least `min_cap`).
-    pub fn alloc(
-        key: &[u8],
-        value: &[u8],
-        min_cap: usize,
-        word: u64,
-        prev: *mut Record,
-    ) -> NonNull<Record> {
+    pub fn alloc(key: &[u8], value: &[u8], min_cap: usize, word: u64, prev: *mut Record) -> NonNull<Record> {
         let cap = round_up(value.len().max(min_cap));
         assert!(key.len() <= u32::MAX as usize && cap <= u32::MAX as usize);
         let layout = layout(key.len(), cap);
         // SAFETY: the layout has non-zero size (the header alone is 32 B).
         let raw = unsafe { alloc(layout) } as *mut Record;
-        let Some(ptr) = NonNull::new(raw) else {
-            handle_alloc_error(layout)
-        };
+        let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
         // SAFETY: `raw` is a fresh allocation of `layout`, large enough and
         // aligned for the header, the key area and `cap` bytes of words.
         // Nothing else can see it yet.
@@ -108,12 +100,7 @@ impl Record {
     pub fn key(&self) -> &[u8] {
         // SAFETY: the key bytes follow the header in the same allocation and
         // were written before the record was published; they never change.
-        unsafe {
-            std::slice::from_raw_parts(
-                (self as *const Record as *const u8).add(HEADER),
-                self.key_len as usize,
-            )
-        }
+        unsafe { std::slice::from_raw_parts((self as *const Record as *const u8).add(HEADER), self.key_len as usize) }
     }
 
     #[inline]
@@ -121,8 +108,7 @@ impl Record {
         // SAFETY: `cap / 8` initialized atomic words follow the key area in
         // the same allocation, which lives as long as `self`.
         unsafe {
-            let base =
-                (self as *const Record as *const u8).add(HEADER + round_up(self.key_len as usize));
+            let base = (self as *const Record as *const u8).add(HEADER + round_up(self.key_len as usize));
             std::slice::from_raw_parts(base as *const AtomicU64, self.cap as usize / WORD)
         }
     }
@@ -158,10 +144,7 @@ impl Record {
     pub fn write_value(&self, value: &[u8]) {
         debug_assert!(crate::tid::is_locked(self.tid.load()));
         debug_assert!(value.len() <= self.capacity());
-        for (i, w) in self.words()[..value.len().div_ceil(WORD)]
-            .iter()
-            .enumerate()
-        {
+        for (i, w) in self.words()[..value.len().div_ceil(WORD)].iter().enumerate() {
             w.store(load_word(value, i), Ordering::Relaxed);
         }
         self.len.store(value.len() as u32, Ordering::Relaxed);

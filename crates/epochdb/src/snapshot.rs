@@ -67,15 +67,10 @@ impl<'w> SnapshotTxn<'w> {
     /// The value of `key` at the snapshot. Valid until the next call.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&[u8]>> {
         if key.len() > MAX_KEY_LEN {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY_LEN,
-            });
+            return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
         }
         let ti = self.w.table_index(table)?;
-        let Worker {
-            tables, scratch, ..
-        } = &mut *self.w;
+        let Worker { tables, scratch, .. } = &mut *self.w;
         Ok(match tables[ti].tree.lookup(key).record {
             Some(rec) if read_at(rec, self.se, scratch) => Some(&scratch[..]),
             _ => None,
@@ -113,9 +108,7 @@ impl<'w> SnapshotTxn<'w> {
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
         let ti = self.w.table_index(table)?;
-        let Worker {
-            tables, scratch, ..
-        } = &mut *self.w;
+        let Worker { tables, scratch, .. } = &mut *self.w;
         let se = self.se;
         let mut n = 0;
         if limit == 0 {

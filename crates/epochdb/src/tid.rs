@@ -133,12 +133,7 @@ impl TidWord {
         if is_locked(word) {
             return None;
         }
-        match self.0.compare_exchange_weak(
-            word,
-            word | LOCK_BIT,
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        ) {
+        match self.0.compare_exchange_weak(word, word | LOCK_BIT, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => {
                 // Seqlock writer side: the lock must be visible before any
                 // data store that follows.

@@ -15,32 +15,23 @@ use std::sync::{Barrier, Mutex};
 /// they always overlap.
 fn doctors(by_scan: bool) {
     let db = fast_db();
-    let t = db
-        .create_table("doctors", TableOptions::new())
-        .expect("table");
+    let t = db.create_table("doctors", TableOptions::new()).expect("table");
     let barrier = Barrier::new(2);
     let names: [&[u8]; 2] = [b"doc/alice", b"doc/bob"];
     let on_call = |w: &mut Worker| {
         w.run(|txn| {
             let mut n = 0;
-            txn.scan(
-                t,
-                (Included(&b"doc/"[..]), Excluded(&b"doc0"[..])),
-                usize::MAX,
-                |_, v| {
-                    n += (v == b"on") as u32;
-                    true
-                },
-            )?;
+            txn.scan(t, (Included(&b"doc/"[..]), Excluded(&b"doc0"[..])), usize::MAX, |_, v| {
+                n += (v == b"on") as u32;
+                true
+            })?;
             Ok(n)
         })
         .expect("count")
     };
     let mut admin = db.worker().expect("worker");
     for round in 0..300 {
-        admin
-            .run(|txn| names.iter().try_for_each(|n| txn.put(t, n, b"on")))
-            .expect("reset");
+        admin.run(|txn| names.iter().try_for_each(|n| txn.put(t, n, b"on"))).expect("reset");
         std::thread::scope(|s| {
             for me in 0..2 {
                 let (db, barrier) = (&db, &barrier);
@@ -50,15 +41,10 @@ fn doctors(by_scan: bool) {
                     w.run(|txn| {
                         let count = if by_scan {
                             let mut n = 0;
-                            txn.scan(
-                                t,
-                                (Included(&b"doc/"[..]), Excluded(&b"doc0"[..])),
-                                usize::MAX,
-                                |_, v| {
-                                    n += (v == b"on") as u32;
-                                    true
-                                },
-                            )?;
+                            txn.scan(t, (Included(&b"doc/"[..]), Excluded(&b"doc0"[..])), usize::MAX, |_, v| {
+                                n += (v == b"on") as u32;
+                                true
+                            })?;
                             n
                         } else {
                             let mut n = 0;
@@ -79,10 +65,7 @@ fn doctors(by_scan: bool) {
                 });
             }
         });
-        assert!(
-            on_call(&mut admin) >= 1,
-            "round {round}: nobody is on call (write skew)"
-        );
+        assert!(on_call(&mut admin) >= 1, "round {round}: nobody is on call (write skew)");
     }
 }
 
@@ -105,34 +88,29 @@ fn write_skew_on_two_doctors_found_by_a_scan() {
 #[test]
 fn read_only_transaction_anomaly() {
     let db = fast_db();
-    let control = db
-        .create_table("control", TableOptions::new())
-        .expect("table");
-    let receipts = db
-        .create_table("receipts", TableOptions::new())
-        .expect("table");
+    let control = db.create_table("control", TableOptions::new()).expect("table");
+    let receipts = db.create_table("receipts", TableOptions::new()).expect("table");
     let mut admin = db.worker().expect("worker");
-    admin
-        .run(|txn| txn.put(control, b"batch", &1u64.to_le_bytes()))
-        .expect("init");
+    admin.run(|txn| txn.put(control, b"batch", &1u64.to_le_bytes())).expect("init");
     let stop = AtomicBool::new(false);
     let reports: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
     let next_id = AtomicU64::new(0);
 
     fn batch_range(b: u64) -> (Vec<u8>, Vec<u8>) {
-        (
-            format!("{b:08}/").into_bytes(),
-            format!("{b:08}0").into_bytes(),
-        )
+        (format!("{b:08}/").into_bytes(), format!("{b:08}0").into_bytes())
     }
-    fn total(
-        txn_scan: &mut dyn FnMut(&[u8], &[u8], &mut u64) -> epochdb::Result<()>,
-        b: u64,
-    ) -> epochdb::Result<u64> {
-        let (lo, hi) = batch_range(b);
+    /// A report as a snapshot transaction: (batch x - 1, its total).
+    fn snapshot_report(w: &mut Worker, control: TableId, receipts: TableId) -> Option<(u64, u64)> {
+        let mut snap = w.snapshot().expect("snapshot");
+        let x = snap.get(control, b"batch").expect("get").map(u64_of)?;
+        let (lo, hi) = batch_range(x - 1);
         let mut sum = 0;
-        txn_scan(&lo, &hi, &mut sum)?;
-        Ok(sum)
+        snap.scan(receipts, (Included(&lo[..]), Excluded(&hi[..])), usize::MAX, |_, v| {
+            sum += u64_of(v);
+            true
+        })
+        .expect("scan");
+        Some((x - 1, sum))
     }
 
     std::thread::scope(|s| {
@@ -146,11 +124,7 @@ fn read_only_transaction_anomaly() {
                     let amount = 1 + rng.below(100);
                     w.run(|txn| {
                         let x = u64_of(txn.get(control, b"batch")?.ok_or(Error::user("no batch"))?);
-                        txn.insert(
-                            receipts,
-                            format!("{x:08}/{id:012}").as_bytes(),
-                            &amount.to_le_bytes(),
-                        )
+                        txn.insert(receipts, format!("{x:08}/{id:012}").as_bytes(), &amount.to_le_bytes())
                     })
                     .expect("receipt");
                 }
@@ -177,27 +151,9 @@ fn read_only_transaction_anomaly() {
             while !stop_r.load(Ordering::Relaxed) {
                 snapshot = !snapshot;
                 let report = if snapshot {
-                    let mut snap = w.snapshot().expect("snapshot");
-                    let Some(x) = snap.get(control, b"batch").expect("get").map(u64_of) else {
-                        continue;
-                    };
-                    let t = total(
-                        &mut |lo, hi, sum| {
-                            snap.scan(
-                                receipts,
-                                (Included(lo), Excluded(hi)),
-                                usize::MAX,
-                                |_, v| {
-                                    *sum += u64_of(v);
-                                    true
-                                },
-                            )
-                            .map(|_| ())
-                        },
-                        x - 1,
-                    )
-                    .expect("total");
-                    (x - 1, t)
+                    // Before the first snapshot epoch the snapshot is empty.
+                    let Some(r) = snapshot_report(&mut w, control, receipts) else { continue };
+                    r
                 } else {
                     read_report(&mut w, control, receipts)
                 };
@@ -212,15 +168,10 @@ fn read_only_transaction_anomaly() {
             let x = u64_of(txn.get(control, b"batch")?.ok_or(Error::user("no batch"))?);
             let (lo, hi) = batch_range(x - 1);
             let mut sum = 0;
-            txn.scan(
-                receipts,
-                (Included(&lo[..]), Excluded(&hi[..])),
-                usize::MAX,
-                |_, v| {
-                    sum += u64_of(v);
-                    true
-                },
-            )?;
+            txn.scan(receipts, (Included(&lo[..]), Excluded(&hi[..])), usize::MAX, |_, v| {
+                sum += u64_of(v);
+                true
+            })?;
             Ok((x - 1, sum))
         })
         .expect("report")
@@ -237,23 +188,15 @@ fn read_only_transaction_anomaly() {
             let sum = admin
                 .run(|txn| {
                     let mut sum = 0;
-                    txn.scan(
-                        receipts,
-                        (Included(&lo[..]), Excluded(&hi[..])),
-                        usize::MAX,
-                        |_, v| {
-                            sum += u64_of(v);
-                            true
-                        },
-                    )?;
+                    txn.scan(receipts, (Included(&lo[..]), Excluded(&hi[..])), usize::MAX, |_, v| {
+                        sum += u64_of(v);
+                        true
+                    })?;
                     Ok(sum)
                 })
                 .expect("final");
             (batch, sum)
         };
-        assert_eq!(
-            reported, final_total,
-            "batch {batch} changed after it was reported"
-        );
+        assert_eq!(reported, final_total, "batch {batch} changed after it was reported");
     }
 }

@@ -53,11 +53,7 @@ fn put_get_insert_delete_and_read_your_writes() {
         Ok(())
     })
     .expect("txn");
-    assert_eq!(
-        w.run(|txn| Ok(txn.get(t, b"b")?.map(<[u8]>::to_vec)))
-            .expect("get"),
-        Some(b"3".to_vec())
-    );
+    assert_eq!(w.run(|txn| Ok(txn.get(t, b"b")?.map(<[u8]>::to_vec))).expect("get"), Some(b"3".to_vec()));
 }
 
 #[test]
@@ -68,9 +64,7 @@ fn values_grow_past_their_allocation() {
     for len in [1usize, 7, 8, 9, 100, 5000, 3, 70_000, 0] {
         let v = vec![len as u8; len];
         w.run(|txn| txn.put(t, b"k", &v)).expect("put");
-        let got = w
-            .run(|txn| Ok(txn.get(t, b"k")?.map(<[u8]>::to_vec)))
-            .expect("get");
+        let got = w.run(|txn| Ok(txn.get(t, b"k")?.map(<[u8]>::to_vec))).expect("get");
         assert_eq!(got, Some(v));
     }
 }
@@ -94,34 +88,24 @@ fn scans_in_both_directions_with_limits_and_own_writes() {
     rev.reverse();
     assert_eq!(rev, all);
     assert_eq!(keys_in(&mut w, t, false, 3), all[..3].to_vec());
-    assert_eq!(
-        keys_in(&mut w, t, true, 2),
-        vec![all[499].clone(), all[498].clone()]
-    );
+    assert_eq!(keys_in(&mut w, t, true, 2), vec![all[499].clone(), all[498].clone()]);
     // Bounds, plus this transaction's own uncommitted insert and delete.
     let got = w
         .run(|txn| {
             txn.insert(t, b"k0100x", b"new")?;
             txn.delete(t, b"k0101")?;
             let mut out = Vec::new();
-            txn.scan(
-                t,
-                (Included(&b"k0100"[..]), Excluded(&b"k0103"[..])),
-                usize::MAX,
-                |k, v| {
-                    out.push((k.to_vec(), v.to_vec()));
-                    true
-                },
-            )?;
+            txn.scan(t, (Included(&b"k0100"[..]), Excluded(&b"k0103"[..])), usize::MAX, |k, v| {
+                out.push((k.to_vec(), v.to_vec()));
+                true
+            })?;
             Ok(out)
         })
         .expect("scan");
     let keys: Vec<&[u8]> = got.iter().map(|(k, _)| &k[..]).collect();
     assert_eq!(keys, vec![&b"k0100"[..], b"k0100x", b"k0102"]);
     assert_eq!(got[1].1, b"new");
-    let n = w
-        .run(|txn| txn.scan(t, (Excluded(&b"k0498"[..]), Unbounded), 10, |_, _| true))
-        .expect("scan");
+    let n = w.run(|txn| txn.scan(t, (Excluded(&b"k0498"[..]), Unbounded), 10, |_, _| true)).expect("scan");
     assert_eq!(n, 1);
 }
 
@@ -152,53 +136,23 @@ fn an_aborted_transaction_leaves_nothing_behind() {
 
 #[test]
 fn every_misuse_is_a_typed_error() {
-    let db = Database::open(Options {
-        max_value_len: 100,
-        ..Options::default()
-    })
-    .expect("open");
+    let db = Database::open(Options { max_value_len: 100, ..Options::default() }).expect("open");
     let schema = Schema::new(vec![Column::fixed("id", 4), Column::var("name", 8)]).expect("schema");
-    let t = db
-        .create_table("t", TableOptions::new().schema(schema.clone()))
-        .expect("table");
-    assert!(matches!(
-        db.create_table("t", TableOptions::new()),
-        Err(Error::TableExists(_))
-    ));
+    let t = db.create_table("t", TableOptions::new().schema(schema.clone())).expect("table");
+    assert!(matches!(db.create_table("t", TableOptions::new()), Err(Error::TableExists(_))));
     assert!(matches!(db.table("nope"), Err(Error::NoSuchTable(_))));
-    assert!(matches!(
-        db.index(t, "nope"),
-        Err(Error::NoSuchIndex { .. })
-    ));
+    assert!(matches!(db.index(t, "nope"), Err(Error::NoSuchIndex { .. })));
     assert_eq!(db.table("t").expect("by name"), t);
     let mut w = db.worker().expect("worker");
     let long_key = vec![0u8; MAX_KEY_LEN + 1];
     let row = schema.encode(&[b"0001", b"ann"]).expect("row");
     w.run(|txn| {
-        assert!(matches!(
-            txn.get(t, &long_key),
-            Err(Error::KeyTooLarge { .. })
-        ));
-        assert!(matches!(
-            txn.put(t, &long_key, &row),
-            Err(Error::KeyTooLarge { .. })
-        ));
-        assert!(matches!(
-            txn.put(t, b"k", &[0; 101]),
-            Err(Error::ValueTooLarge { .. })
-        ));
-        assert!(matches!(
-            txn.put(t, b"k", b"not a row"),
-            Err(Error::Schema(_))
-        ));
-        assert!(matches!(
-            txn.get(TableId(99), b"k"),
-            Err(Error::UnknownTable(_))
-        ));
-        assert!(matches!(
-            txn.scan(TableId(99), .., 1, |_, _| true),
-            Err(Error::UnknownTable(_))
-        ));
+        assert!(matches!(txn.get(t, &long_key), Err(Error::KeyTooLarge { .. })));
+        assert!(matches!(txn.put(t, &long_key, &row), Err(Error::KeyTooLarge { .. })));
+        assert!(matches!(txn.put(t, b"k", &[0; 101]), Err(Error::ValueTooLarge { .. })));
+        assert!(matches!(txn.put(t, b"k", b"not a row"), Err(Error::Schema(_))));
+        assert!(matches!(txn.get(TableId(99), b"k"), Err(Error::UnknownTable(_))));
+        assert!(matches!(txn.scan(TableId(99), .., 1, |_, _| true), Err(Error::UnknownTable(_))));
         txn.put(t, b"k", &row)?;
         // Keys of exactly the limit work.
         txn.get(t, &long_key[..MAX_KEY_LEN])?;
@@ -206,17 +160,11 @@ fn every_misuse_is_a_typed_error() {
     })
     .expect("txn");
     assert!(matches!(
-        Database::open(Options {
-            snapshot_epochs: 1,
-            ..Options::default()
-        }),
+        Database::open(Options { snapshot_epochs: 1, ..Options::default() }),
         Err(Error::InvalidOptions(_))
     ));
     assert!(matches!(
-        Database::open(Options {
-            epoch_interval: std::time::Duration::ZERO,
-            ..Options::default()
-        }),
+        Database::open(Options { epoch_interval: std::time::Duration::ZERO, ..Options::default() }),
         Err(Error::InvalidOptions(_))
     ));
     drop(db);
@@ -251,10 +199,7 @@ fn secondary_indexes_follow_their_rows() {
         })
         .expect("lookup")
     };
-    assert_eq!(
-        lookup(&mut w, b"smith"),
-        vec![b"id1".to_vec(), b"id3".to_vec()]
-    );
+    assert_eq!(lookup(&mut w, b"smith"), vec![b"id1".to_vec(), b"id3".to_vec()]);
     w.run(|txn| {
         txn.put_indexed(c, b"id1", b"jones")?;
         txn.delete_indexed(c, b"id3")?;
@@ -262,10 +207,7 @@ fn secondary_indexes_follow_their_rows() {
     })
     .expect("update");
     assert_eq!(lookup(&mut w, b"smith"), Vec::<Vec<u8>>::new());
-    assert_eq!(
-        lookup(&mut w, b"jones"),
-        vec![b"id1".to_vec(), b"id2".to_vec()]
-    );
+    assert_eq!(lookup(&mut w, b"jones"), vec![b"id1".to_vec(), b"id2".to_vec()]);
     assert_eq!(lookup(&mut w, b"smith\0x"), vec![b"id4".to_vec()]);
 }
 
@@ -275,13 +217,8 @@ fn snapshots_read_the_past_and_never_abort() {
     let t = db.create_table("t", TableOptions::new()).expect("table");
     let (mut w, mut w2) = (db.worker().expect("worker"), db.worker().expect("worker"));
     // Before anything is old enough, a snapshot is empty.
-    assert_eq!(
-        w.snapshot().expect("snapshot").get(t, b"k").expect("get"),
-        None
-    );
-    let (_, first) = w
-        .run_with_info(|txn| txn.put(t, b"k", b"v1").and(txn.put(t, b"gone", b"g")))
-        .expect("put");
+    assert_eq!(w.snapshot().expect("snapshot").get(t, b"k").expect("get"), None);
+    let (_, first) = w.run_with_info(|txn| txn.put(t, b"k", b"v1").and(txn.put(t, b"gone", b"g"))).expect("put");
     wait_for_snapshot(&db, first.epoch);
     for round in 0..20u32 {
         // Hold a snapshot open while another worker overwrites (in place and
@@ -296,10 +233,8 @@ fn snapshots_read_the_past_and_never_abort() {
         .expect("scan");
         let grown = vec![round as u8; 40 * (round as usize + 1)];
         w2.run(|txn| txn.put(t, b"k", &grown)).expect("overwrite");
-        w2.run(|txn| txn.put(t, format!("new{round:02}").as_bytes(), b"n"))
-            .expect("insert");
-        w2.run(|txn| txn.delete(t, b"gone").map(|_| ()))
-            .expect("delete");
+        w2.run(|txn| txn.put(t, format!("new{round:02}").as_bytes(), b"n")).expect("insert");
+        w2.run(|txn| txn.delete(t, b"gone").map(|_| ())).expect("delete");
         assert_eq!(snap.get(t, b"k").expect("get").map(<[u8]>::to_vec), before);
         let mut keys = Vec::new();
         snap.scan(t, .., usize::MAX, |k, _| {
@@ -327,17 +262,13 @@ fn commit_reports_tids_and_epochs_in_order() {
     let mut w = db.worker().expect("worker");
     let mut last = None;
     for i in 0..2000u32 {
-        let (_, info) = w
-            .run_with_info(|txn| txn.put(t, b"k", &i.to_le_bytes()))
-            .expect("put");
+        let (_, info) = w.run_with_info(|txn| txn.put(t, b"k", &i.to_le_bytes())).expect("put");
         let tid = info.tid.expect("a writer has a TID");
         assert_eq!(tid.epoch(), info.epoch);
         assert!(Some(tid) > last);
         last = Some(tid);
     }
-    let (_, ro) = w
-        .run_with_info(|txn| txn.get(t, b"k").map(|_| ()))
-        .expect("read");
+    let (_, ro) = w.run_with_info(|txn| txn.get(t, b"k").map(|_| ())).expect("read");
     assert_eq!(ro.tid, None);
     assert!(w.stats().commits >= 2001);
 }

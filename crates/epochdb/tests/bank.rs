@@ -19,9 +19,7 @@ fn account(i: u64) -> Vec<u8> {
 #[test]
 fn transfers_opens_and_closes_keep_the_total() {
     let db = fast_db();
-    let t = db
-        .create_table("accounts", TableOptions::new())
-        .expect("table");
+    let t = db.create_table("accounts", TableOptions::new()).expect("table");
     let mut w = db.worker().expect("worker");
     let (_, load) = w
         .run_with_info(|txn| {
@@ -94,10 +92,7 @@ fn transfers_opens_and_closes_keep_the_total() {
                         Ok(sum)
                     })
                     .expect("audit");
-                assert_eq!(
-                    sum, TOTAL,
-                    "a serializable audit saw money appear or vanish"
-                );
+                assert_eq!(sum, TOTAL, "a serializable audit saw money appear or vanish");
                 audits += 1;
             }
             audits
@@ -118,12 +113,7 @@ fn transfers_opens_and_closes_keep_the_total() {
                 } else {
                     snap.scan(t, .., usize::MAX, visit).expect("scan");
                 }
-                assert_eq!(
-                    sum,
-                    TOTAL,
-                    "snapshot at epoch {} is inconsistent",
-                    snap.snapshot_epoch()
-                );
+                assert_eq!(sum, TOTAL, "snapshot at epoch {} is inconsistent", snap.snapshot_epoch());
                 audits += 1;
             }
             audits
@@ -132,10 +122,7 @@ fn transfers_opens_and_closes_keep_the_total() {
             teller.join().expect("teller");
         }
         stop.store(true, Ordering::Relaxed);
-        (
-            auditor.join().expect("auditor"),
-            snapshot_auditor.join().expect("snapshot auditor"),
-        )
+        (auditor.join().expect("auditor"), snapshot_auditor.join().expect("snapshot auditor"))
     });
     assert!(audits > 0 && snapshot_audits > 0);
     let final_sum = w

@@ -23,8 +23,7 @@ fn a_changed_read_fails_read_validation() {
     let mut t1 = a.begin().expect("begin");
     assert_eq!(t1.get(t, b"x").expect("get"), Some(&b"0"[..]));
     t1.put(t, b"y", b"1").expect("put");
-    b.run(|txn| txn.put(t, b"x", b"2"))
-        .expect("concurrent write");
+    b.run(|txn| txn.put(t, b"x", b"2")).expect("concurrent write");
     assert_eq!(aborted(t1.commit()), AbortReason::ReadValidation);
     assert_eq!(a.stats().aborts_for(AbortReason::ReadValidation), 1);
 }
@@ -34,21 +33,12 @@ fn an_insert_into_a_scanned_range_fails_node_validation() {
     let db = fast_db();
     let t = db.create_table("t", TableOptions::new()).expect("table");
     let (mut a, mut b) = (db.worker().expect("w"), db.worker().expect("w"));
-    a.run(|txn| txn.put(t, b"a", b"").and_then(|_| txn.put(t, b"z", b"")))
-        .expect("load");
+    a.run(|txn| txn.put(t, b"a", b"").and_then(|_| txn.put(t, b"z", b""))).expect("load");
     let mut t1 = a.begin().expect("begin");
-    let n = t1
-        .scan(
-            t,
-            (Included(&b"b"[..]), Excluded(&b"y"[..])),
-            usize::MAX,
-            |_, _| true,
-        )
-        .expect("scan");
+    let n = t1.scan(t, (Included(&b"b"[..]), Excluded(&b"y"[..])), usize::MAX, |_, _| true).expect("scan");
     assert_eq!(n, 0);
     t1.put(t, b"z", b"saw none").expect("put");
-    b.run(|txn| txn.insert(t, b"m", b"phantom"))
-        .expect("insert");
+    b.run(|txn| txn.insert(t, b"m", b"phantom")).expect("insert");
     assert_eq!(aborted(t1.commit()), AbortReason::NodeValidation);
 }
 
@@ -60,8 +50,7 @@ fn a_failed_lookup_is_protected_against_a_later_insert() {
     let mut t1 = a.begin().expect("begin");
     assert_eq!(t1.get(t, b"k").expect("get"), None);
     t1.put(t, b"other", b"1").expect("put");
-    b.run(|txn| txn.insert(t, b"k", b"now here"))
-        .expect("insert");
+    b.run(|txn| txn.insert(t, b"k", b"now here")).expect("insert");
     assert_eq!(aborted(t1.commit()), AbortReason::NodeValidation);
 }
 
@@ -74,8 +63,7 @@ fn own_inserts_do_not_abort_own_scans() {
     let mut t1 = a.begin().expect("begin");
     assert_eq!(t1.scan(t, .., usize::MAX, |_, _| true).expect("scan"), 0);
     for i in 0..100u32 {
-        t1.insert(t, format!("k{i:03}").as_bytes(), b"v")
-            .expect("insert");
+        t1.insert(t, format!("k{i:03}").as_bytes(), b"v").expect("insert");
     }
     assert_eq!(t1.scan(t, .., usize::MAX, |_, _| true).expect("scan"), 100);
     t1.commit().expect("own inserts keep the node set valid");
@@ -92,17 +80,10 @@ fn an_insert_after_someone_else_changed_the_leaf_is_an_insert_conflict() {
     let e = t1.insert(t, b"k3", b"y").expect_err("doomed");
     assert!(matches!(e, Error::Aborted(AbortReason::InsertConflict)));
     // A doomed transaction keeps failing, then aborts.
-    assert!(matches!(
-        t1.get(t, b"k1"),
-        Err(Error::Aborted(AbortReason::InsertConflict))
-    ));
+    assert!(matches!(t1.get(t, b"k1"), Err(Error::Aborted(AbortReason::InsertConflict))));
     assert_eq!(aborted(t1.commit()), AbortReason::InsertConflict);
     // Its placeholder is gone.
-    assert_eq!(
-        a.run(|txn| txn.scan(t, .., usize::MAX, |_, _| true))
-            .expect("scan"),
-        1
-    );
+    assert_eq!(a.run(|txn| txn.scan(t, .., usize::MAX, |_, _| true)).expect("scan"), 1);
 }
 
 #[test]
@@ -111,11 +92,7 @@ fn a_held_record_lock_is_a_write_lock_conflict() {
     // the lock by leaving a transaction stuck between Phase 1 and Phase 3:
     // not possible through the API, so use a very small spin budget and a
     // competing thread that commits in a loop instead.
-    let db = epochdb::Database::open(epochdb::Options {
-        lock_spins: 0,
-        ..epochdb::Options::default()
-    })
-    .expect("open");
+    let db = epochdb::Database::open(epochdb::Options { lock_spins: 0, ..epochdb::Options::default() }).expect("open");
     let t = db.create_table("t", TableOptions::new()).expect("table");
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -128,18 +105,13 @@ fn a_held_record_lock_is_a_write_lock_conflict() {
         });
         let mut w = db.worker().expect("w");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while w.stats().aborts_for(AbortReason::WriteLockConflict) == 0
-            && std::time::Instant::now() < deadline
-        {
+        while w.stats().aborts_for(AbortReason::WriteLockConflict) == 0 && std::time::Instant::now() < deadline {
             let mut txn = w.begin().expect("begin");
             txn.put(t, b"hot", &[2; 64]).expect("put");
             let _ = txn.commit();
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         hammer.join().expect("hammer");
-        assert!(
-            w.stats().aborts_for(AbortReason::WriteLockConflict) > 0,
-            "no lock conflict in 20 s"
-        );
+        assert!(w.stats().aborts_for(AbortReason::WriteLockConflict) > 0, "no lock conflict in 20 s");
     });
 }

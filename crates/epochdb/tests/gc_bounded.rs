@@ -75,16 +75,11 @@ fn churn(db: &Database, t: epochdb::TableId, start: u64, rounds: u64) {
 
 #[test]
 fn memory_stays_bounded_under_churn() {
-    let options = Options {
-        epoch_interval: Duration::from_millis(1),
-        snapshot_epochs: 2,
-        ..Options::default()
-    };
+    let options = Options { epoch_interval: Duration::from_millis(1), snapshot_epochs: 2, ..Options::default() };
     let db = Database::open(options).expect("open");
     let t = db.create_table("t", TableOptions::new()).expect("table");
     let mut w = db.worker().expect("worker");
-    w.run(|txn| (0..WINDOW).try_for_each(|i| txn.insert(t, &key(i), &[0u8; 100])))
-        .expect("load");
+    w.run(|txn| (0..WINDOW).try_for_each(|i| txn.insert(t, &key(i), &[0u8; 100]))).expect("load");
     const ROUND: u64 = 20_000;
     churn(&db, t, 0, ROUND);
     // Let reclamation catch up, then measure.
@@ -107,13 +102,8 @@ fn memory_stays_bounded_under_churn() {
     let last = *samples.last().expect("samples");
     let growth = last - warm;
     eprintln!("live bytes after warm-up {warm}, then {samples:?}");
-    assert!(
-        growth < 2_000_000,
-        "heap grew by {growth} bytes over 5 phases: {warm} -> {samples:?}"
-    );
+    assert!(growth < 2_000_000, "heap grew by {growth} bytes over 5 phases: {warm} -> {samples:?}");
     // And the table holds exactly the window.
-    let n = w
-        .run(|txn| txn.scan(t, .., usize::MAX, |_, _| true))
-        .expect("count");
+    let n = w.run(|txn| txn.scan(t, .., usize::MAX, |_, _| true)).expect("count");
     assert_eq!(n as u64, WINDOW);
 }

@@ -31,11 +31,7 @@ struct Rec {
 
 impl Rec {
     fn new() -> Rec {
-        Rec {
-            tid: TidWord::new(Tid::new(1, 1).raw() | LATEST_BIT),
-            a: AtomicU64::new(0),
-            b: AtomicU64::new(0),
-        }
+        Rec { tid: TidWord::new(Tid::new(1, 1).raw() | LATEST_BIT), a: AtomicU64::new(0), b: AtomicU64::new(0) }
     }
 
     /// Phase 3 for one record: data, then TID + unlock in one store.
@@ -99,10 +95,7 @@ fn transfer(from: &Rec, to: &Rec, epoch: &AtomicU64) -> bool {
         to.tid.unlock_to(locked);
         return false;
     }
-    let tid = Tid::new(
-        e,
-        Tid::of_word(read_word).max(Tid::of_word(locked)).sequence() + 1,
-    );
+    let tid = Tid::new(e, Tid::of_word(read_word).max(Tid::of_word(locked)).sequence() + 1);
     // Phase 3
     to.install(value + 1, tid);
     true
@@ -121,15 +114,9 @@ fn figure_3_never_commits_both_stale_reads() {
         let c2 = transfer(&y, &x, &epoch);
         let c1 = t1.join().expect("t1");
         let (vx, vy) = (x.read().1, y.read().1);
-        assert!(
-            !(vx == 1 && vy == 1),
-            "both committed stale reads: x = y = 1"
-        );
+        assert!(!(vx == 1 && vy == 1), "both committed stale reads: x = y = 1");
         if c1 && c2 {
-            assert!(
-                (vx, vy) == (2, 1) || (vx, vy) == (1, 2),
-                "not serial: x={vx} y={vy}"
-            );
+            assert!((vx, vy) == (2, 1) || (vx, vy) == (1, 2), "not serial: x={vx} y={vy}");
         }
     });
 }

@@ -72,12 +72,7 @@ fn check(history: &[TxnRecord]) -> Result<(), String> {
     let mut versions: HashMap<u32, BTreeMap<u64, (usize, Option<u64>)>> = HashMap::new();
     for (i, t) in history.iter().enumerate() {
         for &(k, v) in &t.writes {
-            if versions
-                .entry(k)
-                .or_default()
-                .insert(t.tid, (i, v))
-                .is_some()
-            {
+            if versions.entry(k).or_default().insert(t.tid, (i, v)).is_some() {
                 return Err(format!("two writers of key {k} share TID {}", t.tid));
             }
         }
@@ -96,14 +91,10 @@ fn check(history: &[TxnRecord]) -> Result<(), String> {
             let vs = versions.get(&k);
             if version != 0 {
                 let Some(&(writer, value)) = vs.and_then(|vs| vs.get(&version)) else {
-                    return Err(format!(
-                        "txn {i} read key {k} at version {version}, which no committed txn wrote"
-                    ));
+                    return Err(format!("txn {i} read key {k} at version {version}, which no committed txn wrote"));
                 };
                 if value != seen {
-                    return Err(format!(
-                        "txn {i} read key {k} = {seen:?}, but version {version} holds {value:?}"
-                    ));
+                    return Err(format!("txn {i} read key {k} = {seen:?}, but version {version} holds {value:?}"));
                 }
                 if writer != i {
                     edges[writer].push(i); // write-read
@@ -112,10 +103,7 @@ fn check(history: &[TxnRecord]) -> Result<(), String> {
                 return Err(format!("txn {i} saw a value for key {k} with no version"));
             }
             // read-write: the next version after the one read
-            let next = vs.and_then(|vs| {
-                vs.range((Excluded(version), std::ops::Bound::Unbounded))
-                    .next()
-            });
+            let next = vs.and_then(|vs| vs.range((Excluded(version), std::ops::Bound::Unbounded)).next());
             if let Some((_, &(writer, _))) = next {
                 if writer != i {
                     edges[i].push(writer);
@@ -141,8 +129,7 @@ fn check(history: &[TxnRecord]) -> Result<(), String> {
                         stack.push((u, 0));
                     }
                     1 => {
-                        let cycle: Vec<usize> =
-                            stack.iter().map(|s| s.0).skip_while(|&x| x != u).collect();
+                        let cycle: Vec<usize> = stack.iter().map(|s| s.0).skip_while(|&x| x != u).collect();
                         return Err(format!("dependency cycle through txns {cycle:?}"));
                     }
                     _ => {}
@@ -161,10 +148,7 @@ fn key(k: u32) -> Vec<u8> {
 }
 
 fn key_id(k: &[u8]) -> u32 {
-    std::str::from_utf8(&k[3..])
-        .expect("ascii")
-        .parse()
-        .expect("number")
+    std::str::from_utf8(&k[3..]).expect("ascii").parse().expect("number")
 }
 
 #[test]
@@ -266,11 +250,7 @@ fn random_transactions_are_serializable() {
                                     }
                                     _ => {
                                         let width = if sparse { 4096 } else { 12 };
-                                        let end = if sparse {
-                                            SPARSE + SPARSE_KEYS as u32
-                                        } else {
-                                            KEYS
-                                        };
+                                        let end = if sparse { SPARSE + SPARSE_KEYS as u32 } else { KEYS };
                                         let hi = (k + 1 + rng.below(width) as u32).min(end);
                                         let reverse = rng.below(2) == 0;
                                         let (lo_key, hi_key) = (key(k), key(hi));
@@ -282,10 +262,7 @@ fn random_transactions_are_serializable() {
                                             usize::MAX,
                                             |kb, v, ver| {
                                                 if let Some(ver) = ver {
-                                                    seen.insert(
-                                                        key_id(kb),
-                                                        (ver.raw(), v.map(common::u64_of)),
-                                                    );
+                                                    seen.insert(key_id(kb), (ver.raw(), v.map(common::u64_of)));
                                                 }
                                                 true
                                             },
@@ -317,19 +294,13 @@ fn random_transactions_are_serializable() {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect()
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
     });
     let committed: usize = per_thread.iter().map(Vec::len).sum();
     for txns in per_thread {
         history.extend(txns);
     }
-    assert!(
-        committed as u64 > THREADS * TXNS / 2,
-        "too few commits: {committed}"
-    );
+    assert!(committed as u64 > THREADS * TXNS / 2, "too few commits: {committed}");
     check(&history).expect("the history must be serializable");
 }
 
@@ -337,51 +308,20 @@ fn random_transactions_are_serializable() {
 #[test]
 fn checker_catches_write_skew_and_phantoms() {
     // Write skew: both read x and y at the initial version, each writes one.
-    let init = TxnRecord {
-        writes: vec![(0, Some(0)), (1, Some(0))],
-        tid: 10,
-        ..Default::default()
-    };
+    let init = TxnRecord { writes: vec![(0, Some(0)), (1, Some(0))], tid: 10, ..Default::default() };
     let reads = vec![(0, 10, Some(0)), (1, 10, Some(0))];
-    let t1 = TxnRecord {
-        reads: reads.clone(),
-        writes: vec![(0, Some(1))],
-        tid: 20,
-        ..Default::default()
-    };
-    let t2 = TxnRecord {
-        reads,
-        writes: vec![(1, Some(2))],
-        tid: 21,
-        ..Default::default()
-    };
+    let t1 = TxnRecord { reads: reads.clone(), writes: vec![(0, Some(1))], tid: 20, ..Default::default() };
+    let t2 = TxnRecord { reads, writes: vec![(1, Some(2))], tid: 21, ..Default::default() };
     let err = check(&[init.clone(), t1.clone(), t2]).expect_err("write skew is not serializable");
     assert!(err.contains("cycle"), "{err}");
     // The same with only one of them is fine.
     check(&[init.clone(), t1]).expect("serializable");
     // A phantom: each scans keys 5..7 and sees none, then inserts into it.
-    let scan = Scan {
-        lo: 5,
-        hi: 7,
-        seen: BTreeMap::new(),
-    };
-    let p1 = TxnRecord {
-        scans: vec![scan.clone()],
-        writes: vec![(5, Some(1))],
-        tid: 30,
-        ..Default::default()
-    };
-    let p2 = TxnRecord {
-        scans: vec![scan],
-        writes: vec![(6, Some(2))],
-        tid: 31,
-        ..Default::default()
-    };
+    let scan = Scan { lo: 5, hi: 7, seen: BTreeMap::new() };
+    let p1 = TxnRecord { scans: vec![scan.clone()], writes: vec![(5, Some(1))], tid: 30, ..Default::default() };
+    let p2 = TxnRecord { scans: vec![scan], writes: vec![(6, Some(2))], tid: 31, ..Default::default() };
     assert!(check(&[p1, p2]).is_err());
     // Reading a value its version did not write is caught too.
-    let bad = TxnRecord {
-        reads: vec![(0, 10, Some(99))],
-        ..Default::default()
-    };
+    let bad = TxnRecord { reads: vec![(0, 10, Some(99))], ..Default::default() };
     assert!(check(&[init, bad]).is_err());
 }

@@ -61,12 +61,7 @@ pub enum Insert {
     /// The record was added to `leaf`, whose version went from `old_version`
     /// to `new_version`; if the leaf split, `sibling` is the new right leaf
     /// and its version.
-    Inserted {
-        leaf: *const Leaf,
-        old_version: u64,
-        new_version: u64,
-        sibling: Option<(*const Leaf, u64)>,
-    },
+    Inserted { leaf: *const Leaf, old_version: u64, new_version: u64, sibling: Option<(*const Leaf, u64)> },
 }
 
 #[derive(Clone, Copy)]
@@ -77,12 +72,7 @@ struct Step {
     count: usize,
 }
 
-const NO_STEP: Step = Step {
-    node: std::ptr::null(),
-    version: 0,
-    index: 0,
-    count: 0,
-};
+const NO_STEP: Step = Step { node: std::ptr::null(), version: 0, index: 0, count: 0 };
 
 /// The inner nodes visited on the way to a leaf.
 struct Path {
@@ -92,10 +82,7 @@ struct Path {
 
 impl Path {
     fn new() -> Path {
-        Path {
-            steps: [NO_STEP; MAX_DEPTH],
-            len: 0,
-        }
+        Path { steps: [NO_STEP; MAX_DEPTH], len: 0 }
     }
 }
 
@@ -132,9 +119,7 @@ impl Default for Tree {
 
 impl Tree {
     pub fn new() -> Tree {
-        Tree {
-            root: AtomicPtr::new(Leaf::new_boxed() as *mut NodeHeader),
-        }
+        Tree { root: AtomicPtr::new(Leaf::new_boxed() as *mut NodeHeader) }
     }
 
     fn root_begin(&self) -> Result<(*const NodeHeader, u64), Restart> {
@@ -150,11 +135,7 @@ impl Tree {
 
     /// Optimistic descent to the leaf for `target`, recording the inner
     /// nodes in `path` if given.
-    fn descend(
-        &self,
-        target: Target<'_>,
-        mut path: Option<&mut Path>,
-    ) -> Result<Descent<'_>, Restart> {
+    fn descend(&self, target: Target<'_>, mut path: Option<&mut Path>) -> Result<Descent<'_>, Restart> {
         let (mut node, mut v) = self.root_begin()?;
         let (mut lo, mut hi) = (std::ptr::null_mut(), std::ptr::null_mut());
         if let Some(p) = path.as_deref_mut() {
@@ -165,12 +146,8 @@ impl Tree {
             // within our epoch, so it is live; `is_leaf` never changes.
             if unsafe { &*node }.is_leaf {
                 // SAFETY: as above.
-                return Ok(Descent {
-                    leaf: unsafe { leaf(node) },
-                    version: v,
-                    lo,
-                    hi,
-                });
+                let leaf = unsafe { leaf(node) };
+                return Ok(Descent { leaf, version: v, lo, hi });
             }
             // SAFETY: as above.
             let n = unsafe { inner(node) };
@@ -189,16 +166,8 @@ impl Tree {
                 return Err(Restart);
             }
             if let Some(p) = path.as_deref_mut() {
-                assert!(
-                    p.len < MAX_DEPTH,
-                    "index deeper than {MAX_DEPTH}: corrupted tree"
-                );
-                p.steps[p.len] = Step {
-                    node: n,
-                    version: v,
-                    index,
-                    count,
-                };
+                assert!(p.len < MAX_DEPTH, "index deeper than {MAX_DEPTH}: corrupted tree");
+                p.steps[p.len] = Step { node: n, version: v, index, count };
                 p.len += 1;
             }
             node = child;
@@ -219,19 +188,11 @@ impl Tree {
     fn try_lookup(&self, key: &[u8], kp: u64) -> Result<Lookup, Restart> {
         let d = self.descend(Target::Key(key), None)?;
         let (i, found) = d.leaf.search(key, kp)?;
-        let record = if found {
-            Some(NonNull::new(d.leaf.entry(i).1).ok_or(Restart)?)
-        } else {
-            None
-        };
+        let record = if found { Some(NonNull::new(d.leaf.entry(i).1).ok_or(Restart)?) } else { None };
         if !d.leaf.hdr.version.validate(d.version) {
             return Err(Restart);
         }
-        Ok(Lookup {
-            record,
-            leaf: d.leaf,
-            version: d.version,
-        })
+        Ok(Lookup { record, leaf: d.leaf, version: d.version })
     }
 
     /// Maps `key` to `rec` unless the key is present.
@@ -301,23 +262,13 @@ impl Tree {
             l.hdr.count.store(n as u32 + 1, Ordering::Release);
             let new_version = l.hdr.version.next_after_modify();
             l.hdr.version.unlock_modified();
-            return Ok(Insert::Inserted {
-                leaf: l,
-                old_version: v,
-                new_version,
-                sibling: None,
-            });
+            return Ok(Insert::Inserted { leaf: l, old_version: v, new_version, sibling: None });
         }
     }
 
     /// Locks `parent` (or claims the root) and then `node`, both at the
     /// versions the descent read. On failure nothing stays locked.
-    fn lock_for_split(
-        &self,
-        node: &NodeHeader,
-        v: u64,
-        parent: Option<(&Inner, u64, usize)>,
-    ) -> Result<(), Restart> {
+    fn lock_for_split(&self, node: &NodeHeader, v: u64, parent: Option<(&Inner, u64, usize)>) -> Result<(), Restart> {
         if let Some((p, pv, _)) = parent {
             if !p.hdr.version.try_upgrade(pv) {
                 return Err(Restart);
@@ -350,15 +301,10 @@ impl Tree {
                 let n = p.count();
                 debug_assert!(n < INNER_WIDTH, "parents are split on the way down");
                 for i in (index..n).rev() {
-                    p.set_key(
-                        i + 1,
-                        p.prefixes[i].load(Ordering::Relaxed),
-                        p.keys[i].load(Ordering::Relaxed),
-                    );
+                    p.set_key(i + 1, p.prefixes[i].load(Ordering::Relaxed), p.keys[i].load(Ordering::Relaxed));
                 }
                 for i in (index + 1..=n).rev() {
-                    p.children[i + 1]
-                        .store(p.children[i].load(Ordering::Relaxed), Ordering::Release);
+                    p.children[i + 1].store(p.children[i].load(Ordering::Relaxed), Ordering::Release);
                 }
                 p.set_key(index, sep_prefix, sep);
                 p.children[index + 1].store(right as *mut NodeHeader, Ordering::Release);
@@ -403,9 +349,7 @@ impl Tree {
         for (i, &(p, rp)) in entries[mid..].iter().enumerate() {
             r.set(i, p, rp);
         }
-        r.hdr
-            .count
-            .store((entries.len() - mid) as u32, Ordering::Relaxed);
+        r.hdr.count.store((entries.len() - mid) as u32, Ordering::Relaxed);
         for (i, &(p, rp)) in entries[..mid].iter().enumerate() {
             l.set(i, p, rp);
         }
@@ -418,38 +362,22 @@ impl Tree {
         let new_version = l.hdr.version.next_after_modify();
         self.link_right(&l.hdr, sep, &r.hdr, parent);
         l.hdr.version.unlock_modified();
-        Ok(Insert::Inserted {
-            leaf: l,
-            old_version: v,
-            new_version,
-            sibling: Some((right, r.hdr.version.load())),
-        })
+        Ok(Insert::Inserted { leaf: l, old_version: v, new_version, sibling: Some((right, r.hdr.version.load())) })
     }
 
-    fn split_inner(
-        &self,
-        n: &Inner,
-        v: u64,
-        parent: Option<(&Inner, u64, usize)>,
-    ) -> Result<(), Restart> {
+    fn split_inner(&self, n: &Inner, v: u64, parent: Option<(&Inner, u64, usize)>) -> Result<(), Restart> {
         self.lock_for_split(&n.hdr, v, parent)?;
         let mid = INNER_WIDTH / 2;
         let right = Inner::new_boxed();
         // SAFETY: fresh allocation, published only by `link_right`.
         let r = unsafe { &*right };
         for i in mid + 1..INNER_WIDTH {
-            r.set_key(
-                i - mid - 1,
-                n.prefixes[i].load(Ordering::Relaxed),
-                n.keys[i].load(Ordering::Relaxed),
-            );
+            r.set_key(i - mid - 1, n.prefixes[i].load(Ordering::Relaxed), n.keys[i].load(Ordering::Relaxed));
         }
         for i in mid + 1..=INNER_WIDTH {
             r.children[i - mid - 1].store(n.children[i].load(Ordering::Relaxed), Ordering::Relaxed);
         }
-        r.hdr
-            .count
-            .store((INNER_WIDTH - mid - 1) as u32, Ordering::Relaxed);
+        r.hdr.count.store((INNER_WIDTH - mid - 1) as u32, Ordering::Relaxed);
         let up = n.keys[mid].load(Ordering::Relaxed);
         for i in mid..INNER_WIDTH {
             n.set_key(i, 0, std::ptr::null_mut());
@@ -567,11 +495,7 @@ impl Tree {
             let gone_key = step.index.saturating_sub(1);
             retired.push(Retired::Key(a.keys[gone_key].load(Ordering::Relaxed)));
             for i in gone_key + 1..n {
-                a.set_key(
-                    i - 1,
-                    a.prefixes[i].load(Ordering::Relaxed),
-                    a.keys[i].load(Ordering::Relaxed),
-                );
+                a.set_key(i - 1, a.prefixes[i].load(Ordering::Relaxed), a.keys[i].load(Ordering::Relaxed));
             }
             a.set_key(n - 1, 0, std::ptr::null_mut());
             for i in step.index + 1..=n {
@@ -605,11 +529,7 @@ impl Tree {
     ) {
         // The cursor: where the next leaf starts (forward) or ends (reverse).
         let mut cursor: Vec<u8> = Vec::new();
-        let mut cursor_bound = if reverse {
-            bound_kind(upper, &mut cursor)
-        } else {
-            bound_kind(lower, &mut cursor)
-        };
+        let mut cursor_bound = if reverse { bound_kind(upper, &mut cursor) } else { bound_kind(lower, &mut cursor) };
         let mut fence: Vec<u8> = Vec::new();
         let mut entries = [(0u64, std::ptr::null_mut::<Record>()); LEAF_WIDTH];
         loop {
@@ -633,8 +553,7 @@ impl Tree {
             if let Some(k) = unsafe { next.as_ref() } {
                 fence.extend_from_slice(k);
             }
-            if !d.leaf.hdr.version.validate(d.version) || entries[..n].iter().any(|e| e.1.is_null())
-            {
+            if !d.leaf.hdr.version.validate(d.version) || entries[..n].iter().any(|e| e.1.is_null()) {
                 continue;
             }
             on_leaf(d.leaf, d.version);
@@ -644,11 +563,7 @@ impl Tree {
                 let rec = unsafe { NonNull::new_unchecked(rp) };
                 // SAFETY: as above.
                 let key = unsafe { rec.as_ref() }.key();
-                let (behind, ahead) = if reverse {
-                    (upper, lower)
-                } else {
-                    (lower, upper)
-                };
+                let (behind, ahead) = if reverse { (upper, lower) } else { (lower, upper) };
                 let cursor_b = bound_of(cursor_bound, &cursor);
                 if !passes_start(key, cursor_b, reverse) || !passes_start(key, behind, reverse) {
                     continue;
@@ -661,11 +576,7 @@ impl Tree {
                 return;
             }
             std::mem::swap(&mut cursor, &mut fence);
-            cursor_bound = if reverse {
-                BoundKind::Excluded
-            } else {
-                BoundKind::Included
-            };
+            cursor_bound = if reverse { BoundKind::Excluded } else { BoundKind::Included };
         }
     }
 

@@ -51,20 +51,13 @@ pub struct Inner {
     pub children: [AtomicPtr<NodeHeader>; INNER_WIDTH + 1],
 }
 
-const _: () = assert!(
-    std::mem::size_of::<Leaf>() == 256,
-    "a leaf is four cache lines"
-);
+const _: () = assert!(std::mem::size_of::<Leaf>() == 256, "a leaf is four cache lines");
 const _: () = assert!(std::mem::size_of::<Inner>() <= 384);
 
 impl Leaf {
     pub fn new_boxed() -> *mut Leaf {
         Box::into_raw(Box::new(Leaf {
-            hdr: NodeHeader {
-                version: NodeVersion::default(),
-                count: AtomicU32::new(0),
-                is_leaf: true,
-            },
+            hdr: NodeHeader { version: NodeVersion::default(), count: AtomicU32::new(0), is_leaf: true },
             prefixes: Default::default(),
             records: Default::default(),
         }))
@@ -92,11 +85,7 @@ impl Leaf {
         while lo < hi {
             let mid = (lo + hi) / 2;
             let p = self.prefixes[mid].load(Ordering::Relaxed);
-            let c = if p != kp {
-                p.cmp(&kp)
-            } else {
-                self.record(mid)?.key().cmp(key)
-            };
+            let c = if p != kp { p.cmp(&kp) } else { self.record(mid)?.key().cmp(key) };
             match c {
                 Cmp::Less => lo = mid + 1,
                 Cmp::Greater => hi = mid,
@@ -115,10 +104,7 @@ impl Leaf {
 
     #[inline]
     pub fn entry(&self, i: usize) -> (u64, *mut Record) {
-        (
-            self.prefixes[i].load(Ordering::Relaxed),
-            self.records[i].load(Ordering::Acquire),
-        )
+        (self.prefixes[i].load(Ordering::Relaxed), self.records[i].load(Ordering::Acquire))
     }
 }
 
@@ -136,11 +122,7 @@ pub enum Target<'a> {
 impl Inner {
     pub fn new_boxed() -> *mut Inner {
         Box::into_raw(Box::new(Inner {
-            hdr: NodeHeader {
-                version: NodeVersion::default(),
-                count: AtomicU32::new(0),
-                is_leaf: false,
-            },
+            hdr: NodeHeader { version: NodeVersion::default(), count: AtomicU32::new(0), is_leaf: false },
             prefixes: Default::default(),
             keys: Default::default(),
             children: Default::default(),
@@ -187,11 +169,7 @@ impl Inner {
         while lo < hi {
             let mid = (lo + hi) / 2;
             let p = self.prefixes[mid].load(Ordering::Relaxed);
-            let c = if p != kp {
-                p.cmp(&kp)
-            } else {
-                self.key(mid)?.cmp(key)
-            };
+            let c = if p != kp { p.cmp(&kp) } else { self.key(mid)?.cmp(key) };
             let goes_left = match c {
                 Cmp::Greater => true,
                 Cmp::Equal => strict,

@@ -70,11 +70,7 @@ impl NodeVersion {
     #[inline]
     pub fn try_upgrade(&self, v: u64) -> bool {
         debug_assert_eq!(v & (LOCKED | OBSOLETE), 0);
-        if self
-            .0
-            .compare_exchange(v, v | LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
+        if self.0.compare_exchange(v, v | LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             // The lock must be visible before the stores that follow it.
             fence(Ordering::Release);
             true
@@ -88,10 +84,7 @@ impl NodeVersion {
     pub fn unlock_modified(&self) {
         let v = self.0.load(Ordering::Relaxed);
         debug_assert!(v & LOCKED != 0);
-        self.0.store(
-            (v & !LOCKED).wrapping_add(STEP) & !OBSOLETE,
-            Ordering::Release,
-        );
+        self.0.store((v & !LOCKED).wrapping_add(STEP) & !OBSOLETE, Ordering::Release);
     }
 
     /// Releases the lock without a visible change.
@@ -107,10 +100,7 @@ impl NodeVersion {
     pub fn unlock_obsolete(&self) {
         let v = self.0.load(Ordering::Relaxed);
         debug_assert!(v & LOCKED != 0);
-        self.0.store(
-            ((v & !LOCKED).wrapping_add(STEP)) | OBSOLETE,
-            Ordering::Release,
-        );
+        self.0.store(((v & !LOCKED).wrapping_add(STEP)) | OBSOLETE, Ordering::Release);
     }
 
     /// The version a locked node will have after `unlock_modified`.

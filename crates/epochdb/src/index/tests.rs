@@ -67,13 +67,7 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn collect(
-    tree: &Tree,
-    lo: Bound<&[u8]>,
-    hi: Bound<&[u8]>,
-    rev: bool,
-    limit: usize,
-) -> Vec<Vec<u8>> {
+fn collect(tree: &Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool, limit: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     tree.scan(
         lo,
@@ -88,13 +82,7 @@ fn collect(
     out
 }
 
-fn model_range(
-    m: &BTreeMap<Vec<u8>, ()>,
-    lo: Bound<&[u8]>,
-    hi: Bound<&[u8]>,
-    rev: bool,
-    limit: usize,
-) -> Vec<Vec<u8>> {
+fn model_range(m: &BTreeMap<Vec<u8>, ()>, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool, limit: usize) -> Vec<Vec<u8>> {
     let own = |b: Bound<&[u8]>| match b {
         Included(k) => Included(k.to_vec()),
         Excluded(k) => Excluded(k.to_vec()),
@@ -150,10 +138,7 @@ fn matches_a_btreemap_model() {
             _ => {
                 let a = key_of(&mut rng, 3000);
                 let b = key_of(&mut rng, 3000);
-                let pick = |r: &mut Rng, k: &[u8]| -> u8 {
-                    (r.below(3) as u8) + if k.is_empty() { 0 } else { 0 }
-                };
-                let (ka, kb) = (pick(&mut rng, &a), pick(&mut rng, &b));
+                let (ka, kb) = (rng.below(3) as u8, rng.below(3) as u8);
                 let mk = |kind: u8, k: &Vec<u8>| -> Bound<Vec<u8>> {
                     match kind {
                         0 => Included(k.clone()),
@@ -166,10 +151,7 @@ fn matches_a_btreemap_model() {
                 let limit = [1, 5, 40, usize::MAX][rng.below(4) as usize];
                 let got = collect(&tree, as_ref(&lo), as_ref(&hi), rev, limit);
                 let want = model_range(&model, as_ref(&lo), as_ref(&hi), rev, limit);
-                assert_eq!(
-                    got, want,
-                    "step {step}: scan {lo:?}..{hi:?} rev={rev} limit={limit}"
-                );
+                assert_eq!(got, want, "step {step}: scan {lo:?}..{hi:?} rev={rev} limit={limit}");
             }
         }
     }
@@ -185,13 +167,7 @@ fn versions_change_exactly_when_keys_come_and_go() {
     let before = tree.lookup(b"k");
     assert!(before.record.is_none());
     let r = rec(b"k");
-    let Insert::Inserted {
-        leaf,
-        old_version,
-        new_version,
-        ..
-    } = tree.insert_if_absent(b"k", r)
-    else {
+    let Insert::Inserted { leaf, old_version, new_version, .. } = tree.insert_if_absent(b"k", r) else {
         panic!("fresh key")
     };
     assert_eq!((leaf, old_version), (before.leaf, before.version));
@@ -220,10 +196,7 @@ fn emptied_leaves_are_cut_out() {
     for i in 0..200_000u32 {
         let k = key(i);
         let r = rec(&k);
-        assert!(matches!(
-            tree.insert_if_absent(&k, r),
-            Insert::Inserted { .. }
-        ));
+        assert!(matches!(tree.insert_if_absent(&k, r), Insert::Inserted { .. }));
         recs.push_back((k, r));
         if recs.len() > 1000 {
             let (k, r) = recs.pop_front().expect("non-empty");
@@ -244,92 +217,75 @@ fn concurrent_inserts_removes_lookups_and_scans() {
     const THREADS: u64 = 4;
     const OPS: u64 = 60_000;
     let tree = Tree::new();
-    let results: Vec<(Vec<Retired>, Vec<Addr>, BTreeMap<Vec<u8>, Addr>)> =
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..THREADS)
-                .map(|t| {
-                    let tree = &tree;
-                    s.spawn(move || {
-                        // Each thread owns keys with its own last byte; it
-                        // checks its model while others change the tree.
-                        let mut rng = Rng(0x9E37_79B9 + t * 7919);
-                        let mut mine: BTreeMap<Vec<u8>, Addr> = BTreeMap::new();
-                        let (mut retired, mut unlinked) = (Vec::new(), Vec::new());
-                        for _ in 0..OPS {
-                            let mut k = key_of(&mut rng, 4000);
-                            k.push(t as u8);
-                            match rng.below(8) {
-                                0..=2 => {
-                                    let r = rec(&k);
-                                    match tree.insert_if_absent(&k, r) {
-                                        Insert::Existing(e) => {
-                                            assert_eq!(mine.get(&k), Some(&Addr(e)));
-                                            // SAFETY: never published.
-                                            unsafe { Record::free(r) };
-                                        }
-                                        Insert::Inserted { .. } => {
-                                            assert!(mine.insert(k, Addr(r)).is_none())
-                                        }
+    type ThreadResult = (Vec<Retired>, Vec<Addr>, BTreeMap<Vec<u8>, Addr>);
+    let results: Vec<ThreadResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let tree = &tree;
+                s.spawn(move || {
+                    // Each thread owns keys with its own last byte; it
+                    // checks its model while others change the tree.
+                    let mut rng = Rng(0x9E37_79B9 + t * 7919);
+                    let mut mine: BTreeMap<Vec<u8>, Addr> = BTreeMap::new();
+                    let (mut retired, mut unlinked) = (Vec::new(), Vec::new());
+                    for _ in 0..OPS {
+                        let mut k = key_of(&mut rng, 4000);
+                        k.push(t as u8);
+                        match rng.below(8) {
+                            0..=2 => {
+                                let r = rec(&k);
+                                match tree.insert_if_absent(&k, r) {
+                                    Insert::Existing(e) => {
+                                        assert_eq!(mine.get(&k), Some(&Addr(e)));
+                                        // SAFETY: never published.
+                                        unsafe { Record::free(r) };
                                     }
-                                }
-                                3..=4 => {
-                                    if let Some(r) = mine.remove(&k) {
-                                        assert!(tree.remove_if(&k, r.0, &mut retired));
-                                        unlinked.push(r);
-                                    } else {
-                                        assert!(tree.lookup(&k).record.is_none());
+                                    Insert::Inserted { .. } => {
+                                        assert!(mine.insert(k, Addr(r)).is_none())
                                     }
-                                }
-                                5..=6 => {
-                                    assert_eq!(tree.lookup(&k).record, mine.get(&k).map(|a| a.0))
-                                }
-                                _ => {
-                                    // A scan must be sorted and contain exactly
-                                    // this thread's keys in the range.
-                                    let mut hi = key_of(&mut rng, 4000);
-                                    hi.push(t as u8);
-                                    let (lo, hi) = if k <= hi { (k, hi) } else { (hi, k) };
-                                    let rev = rng.below(2) == 0;
-                                    let got = collect(
-                                        tree,
-                                        Included(&lo),
-                                        Excluded(&hi),
-                                        rev,
-                                        usize::MAX,
-                                    );
-                                    let sorted = got.windows(2).all(|w| {
-                                        if rev {
-                                            w[0] > w[1]
-                                        } else {
-                                            w[0] < w[1]
-                                        }
-                                    });
-                                    assert!(sorted, "scan out of order");
-                                    let own: Vec<Vec<u8>> = got
-                                        .into_iter()
-                                        .filter(|k| k.last() == Some(&(t as u8)))
-                                        .collect();
-                                    let mut want: Vec<Vec<u8>> = mine
-                                        .range::<[u8], _>((Included(&lo[..]), Excluded(&hi[..])))
-                                        .map(|(k, _)| k.clone())
-                                        .filter(|k| k.last() == Some(&(t as u8)))
-                                        .collect();
-                                    if rev {
-                                        want.reverse();
-                                    }
-                                    assert_eq!(own, want);
                                 }
                             }
+                            3..=4 => {
+                                if let Some(r) = mine.remove(&k) {
+                                    assert!(tree.remove_if(&k, r.0, &mut retired));
+                                    unlinked.push(r);
+                                } else {
+                                    assert!(tree.lookup(&k).record.is_none());
+                                }
+                            }
+                            5..=6 => {
+                                assert_eq!(tree.lookup(&k).record, mine.get(&k).map(|a| a.0))
+                            }
+                            _ => {
+                                // A scan must be sorted and contain exactly
+                                // this thread's keys in the range.
+                                let mut hi = key_of(&mut rng, 4000);
+                                hi.push(t as u8);
+                                let (lo, hi) = if k <= hi { (k, hi) } else { (hi, k) };
+                                let rev = rng.below(2) == 0;
+                                let got = collect(tree, Included(&lo), Excluded(&hi), rev, usize::MAX);
+                                let sorted = got.windows(2).all(|w| if rev { w[0] > w[1] } else { w[0] < w[1] });
+                                assert!(sorted, "scan out of order");
+                                let own: Vec<Vec<u8>> =
+                                    got.into_iter().filter(|k| k.last() == Some(&(t as u8))).collect();
+                                let mut want: Vec<Vec<u8>> = mine
+                                    .range::<[u8], _>((Included(&lo[..]), Excluded(&hi[..])))
+                                    .map(|(k, _)| k.clone())
+                                    .filter(|k| k.last() == Some(&(t as u8)))
+                                    .collect();
+                                if rev {
+                                    want.reverse();
+                                }
+                                assert_eq!(own, want);
+                            }
                         }
-                        (retired, unlinked, mine)
-                    })
+                    }
+                    (retired, unlinked, mine)
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("thread"))
-                .collect()
-        });
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
     let mut all = Vec::new();
     for (retired, unlinked, mine) in results {
         all.extend(mine.into_keys());

@@ -37,11 +37,7 @@ impl Txn<'_> {
             self.finish_abort(Some(reason));
             return Err(Error::Aborted(reason));
         }
-        let outcome = if self.w.sets.write.is_empty() {
-            self.commit_read_only()
-        } else {
-            self.commit_writes()
-        };
+        let outcome = if self.w.sets.write.is_empty() { self.commit_read_only() } else { self.commit_writes() };
         match outcome {
             Ok(info) => {
                 self.w.stats.commits += 1;
@@ -86,10 +82,7 @@ impl Txn<'_> {
 
     fn commit_writes(&mut self) -> Result<CommitInfo, AbortReason> {
         let spins = self.w.shared.options.lock_spins;
-        self.w
-            .sets
-            .write
-            .sort_unstable_by_key(|w| w.rec.as_ptr() as usize);
+        self.w.sets.write.sort_unstable_by_key(|w| w.rec.as_ptr() as usize);
         // Phase 1
         let mut max = Tid::ZERO;
         for i in 0..self.w.sets.write.len() {
@@ -122,10 +115,7 @@ impl Txn<'_> {
         for i in 0..self.w.sets.write.len() {
             self.install(i, tid, epoch);
         }
-        Ok(CommitInfo {
-            tid: Some(tid),
-            epoch,
-        })
+        Ok(CommitInfo { tid: Some(tid), epoch })
     }
 
     /// Releases the locks of the first `n` write-set records, unchanged.
@@ -155,12 +145,7 @@ impl Txn<'_> {
                     self.keep_old_version(rec, old, snap_epoch);
                 }
                 rec.tid.unlock_to(new_word | ABSENT_BIT);
-                let c = Cleanup {
-                    snap_epoch,
-                    table: w.table,
-                    key: rec.key().into(),
-                    word: new_word | ABSENT_BIT,
-                };
+                let c = Cleanup { snap_epoch, table: w.table, key: rec.key().into(), word: new_word | ABSENT_BIT };
                 self.w.garbage.defer_cleanup(c);
             }
             WriteKind::Put if (w.value_len as usize) <= rec.capacity() => {
@@ -174,17 +159,12 @@ impl Txn<'_> {
                 // Does not fit: a new record takes the key's place in the index.
                 let prev = if keep_old { w.rec.as_ptr() } else { rec.prev() };
                 let grown = Record::alloc(rec.key(), self.w.sets.value(&w), 0, new_word, prev);
-                let replaced =
-                    self.w.tables[w.table as usize]
-                        .tree
-                        .replace(rec.key(), w.rec, grown);
+                let replaced = self.w.tables[w.table as usize].tree.replace(rec.key(), w.rec, grown);
                 debug_assert!(replaced, "a locked latest record is in its index");
                 rec.tid.unlock_to(old & !LATEST_BIT);
                 let stamp = self.w.shared.epochs.current();
                 if keep_old {
-                    self.w
-                        .garbage
-                        .retire_version(snap_epoch, stamp, Retired::Record(w.rec));
+                    self.w.garbage.retire_version(snap_epoch, stamp, Retired::Record(w.rec));
                 } else {
                     self.w.garbage.retire(stamp, Retired::Record(w.rec));
                 }
@@ -196,17 +176,9 @@ impl Txn<'_> {
     /// record linked as its previous version.
     fn keep_old_version(&mut self, rec: &Record, old: u64, snap_epoch: u64) {
         rec.copy_value(&mut self.w.scratch);
-        let copy = Record::alloc(
-            &[],
-            &self.w.scratch,
-            0,
-            old & !(LOCK_BIT | LATEST_BIT),
-            rec.prev(),
-        );
+        let copy = Record::alloc(&[], &self.w.scratch, 0, old & !(LOCK_BIT | LATEST_BIT), rec.prev());
         rec.set_prev(copy.as_ptr());
-        self.w
-            .garbage
-            .retire_version(snap_epoch, 0, Retired::Record(copy));
+        self.w.garbage.retire_version(snap_epoch, 0, Retired::Record(copy));
     }
 
     /// Ends the transaction without installing anything: placeholders this
@@ -227,10 +199,7 @@ impl Txn<'_> {
                 rec.tid.unlock_to(word); // another transaction committed into it
                 continue;
             }
-            let removed =
-                w.tables[e.table as usize]
-                    .tree
-                    .remove_if(rec.key(), e.rec, &mut w.retired);
+            let removed = w.tables[e.table as usize].tree.remove_if(rec.key(), e.rec, &mut w.retired);
             debug_assert!(removed);
             rec.tid.unlock_to(word & !LATEST_BIT);
             w.retired.push(Retired::Record(e.rec));

@@ -13,9 +13,7 @@
 pub(crate) mod commit;
 pub(crate) mod sets;
 
-use crate::catalog::{
-    index_entry_key, index_entry_primary, index_prefix, Extractor, IndexId, TableId,
-};
+use crate::catalog::{index_entry_key, index_entry_primary, index_prefix, Extractor, IndexId, TableId};
 use crate::db::Worker;
 use crate::error::{AbortReason, Error, Result};
 use crate::options::MAX_KEY_LEN;
@@ -29,6 +27,10 @@ pub use commit::CommitInfo;
 
 /// The TID word of an insert placeholder: absent, latest, TID 0.
 pub(crate) const PLACEHOLDER_WORD: u64 = ABSENT_BIT | LATEST_BIT;
+
+/// The visitor of the scan core: key, value (`None` for a deleted record),
+/// and the version read (as in [`Txn::get_versioned`]).
+type ScanVisitor<'a> = dyn FnMut(&[u8], Option<&[u8]>, Option<Tid>) -> bool + 'a;
 
 /// A read/write transaction. Dropping it without committing aborts it.
 pub struct Txn<'w> {
@@ -52,12 +54,7 @@ enum Observed {
 impl<'w> Txn<'w> {
     pub(crate) fn new(w: &'w mut Worker, epoch: u64) -> Txn<'w> {
         debug_assert!(w.sets.read.is_empty() && w.sets.write.is_empty() && w.sets.nodes.is_empty());
-        Txn {
-            w,
-            epoch,
-            doomed: None,
-            finished: false,
-        }
+        Txn { w, epoch, doomed: None, finished: false }
     }
 
     /// The worker's local epoch `e_w` for this transaction.
@@ -70,10 +67,7 @@ impl<'w> Txn<'w> {
             return Err(Error::Aborted(r));
         }
         if key.len() > MAX_KEY_LEN {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY_LEN,
-            });
+            return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
         }
         Ok(())
     }
@@ -81,10 +75,7 @@ impl<'w> Txn<'w> {
     fn check_value(&mut self, ti: usize, value: &[u8]) -> Result<()> {
         let max = self.w.shared.options.max_value_len;
         if value.len() > max {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max,
-            });
+            return Err(Error::ValueTooLarge { len: value.len(), max });
         }
         if let Some(s) = &self.w.tables[ti].schema {
             s.validate(value)?;
@@ -99,20 +90,12 @@ impl<'w> Txn<'w> {
 
     /// Finds the current version of `key` and registers what was observed.
     fn observe(&mut self, ti: usize, key: &[u8]) -> Observed {
-        let Worker {
-            tables,
-            sets,
-            scratch,
-            ..
-        } = &mut *self.w;
+        let Worker { tables, sets, scratch, .. } = &mut *self.w;
         let tree = &tables[ti].tree;
         loop {
             let found = tree.lookup(key);
             let Some(rec) = found.record else {
-                sets.nodes.push(NodeEntry {
-                    leaf: found.leaf,
-                    version: found.version,
-                });
+                sets.nodes.push(NodeEntry { leaf: found.leaf, version: found.version });
                 return Observed::Missing;
             };
             if let Some(i) = sets.find_write(rec) {
@@ -138,11 +121,7 @@ impl<'w> Txn<'w> {
     /// transaction read its own write, `Some(Tid::ZERO)` when no committed
     /// version exists, otherwise the TID of the version (present or
     /// deleted). For tests and tools that check histories.
-    pub fn get_versioned(
-        &mut self,
-        table: TableId,
-        key: &[u8],
-    ) -> Result<(Option<&[u8]>, Option<Tid>)> {
+    pub fn get_versioned(&mut self, table: TableId, key: &[u8]) -> Result<(Option<&[u8]>, Option<Tid>)> {
         self.check(key)?;
         let ti = self.w.table_index(table)?;
         Ok(match self.observe(ti, key) {
@@ -155,11 +134,7 @@ impl<'w> Txn<'w> {
                 }
             }
             Observed::Committed(word) => {
-                let value = if is_absent(word) {
-                    None
-                } else {
-                    Some(&self.w.scratch[..])
-                };
+                let value = if is_absent(word) { None } else { Some(&self.w.scratch[..]) };
                 (value, Some(Tid::of_word(word)))
             }
         })
@@ -167,12 +142,7 @@ impl<'w> Txn<'w> {
 
     /// Adds an absent placeholder for `key` to the index. Returns it, or
     /// `None` if another record appeared first (look again).
-    fn insert_placeholder(
-        &mut self,
-        ti: usize,
-        key: &[u8],
-        capacity: usize,
-    ) -> Result<Option<NonNull<Record>>> {
+    fn insert_placeholder(&mut self, ti: usize, key: &[u8], capacity: usize) -> Result<Option<NonNull<Record>>> {
         let rec = Record::alloc(key, &[], capacity, PLACEHOLDER_WORD, std::ptr::null_mut());
         let outcome = self.w.tables[ti].tree.insert_if_absent(key, rec);
         if let crate::index::Insert::Existing(_) = outcome {
@@ -181,10 +151,7 @@ impl<'w> Txn<'w> {
             return Ok(None);
         }
         let sets = &mut self.w.sets;
-        sets.read.push(ReadEntry {
-            rec,
-            word: PLACEHOLDER_WORD,
-        });
+        sets.read.push(ReadEntry { rec, word: PLACEHOLDER_WORD });
         sets.write(ti as u32, rec, WriteKind::Put, &[], true);
         if let Err(reason) = sets.after_own_insert(&outcome) {
             return Err(self.doom(reason));
@@ -205,9 +172,7 @@ impl<'w> Txn<'w> {
                     None => continue,
                 },
             };
-            self.w
-                .sets
-                .write(ti as u32, rec, WriteKind::Put, value, false);
+            self.w.sets.write(ti as u32, rec, WriteKind::Put, value, false);
             return Ok(());
         }
     }
@@ -231,17 +196,11 @@ impl<'w> Txn<'w> {
                     self.w.sets.write[i].rec
                 }
                 Observed::Committed(word) if !is_absent(word) => return Err(Error::KeyExists),
-                Observed::Committed(_) => self
-                    .w
-                    .sets
-                    .read
-                    .last()
-                    .map(|r| r.rec)
-                    .unwrap_or_else(|| unreachable!("observe pushed it")),
+                Observed::Committed(_) => {
+                    self.w.sets.read.last().map(|r| r.rec).unwrap_or_else(|| unreachable!("observe pushed it"))
+                }
             };
-            self.w
-                .sets
-                .write(ti as u32, rec, WriteKind::Put, value, false);
+            self.w.sets.write(ti as u32, rec, WriteKind::Put, value, false);
             return Ok(());
         }
     }
@@ -260,17 +219,9 @@ impl<'w> Txn<'w> {
                 w.rec
             }
             Observed::Committed(word) if is_absent(word) => return Ok(false),
-            Observed::Committed(_) => self
-                .w
-                .sets
-                .read
-                .last()
-                .map(|r| r.rec)
-                .unwrap_or_else(|| unreachable!()),
+            Observed::Committed(_) => self.w.sets.read.last().map(|r| r.rec).unwrap_or_else(|| unreachable!()),
         };
-        self.w
-            .sets
-            .write(ti as u32, rec, WriteKind::Delete, &[], false);
+        self.w.sets.write(ti as u32, rec, WriteKind::Delete, &[], false);
         Ok(true)
     }
 
@@ -288,16 +239,10 @@ impl<'w> Txn<'w> {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        self.scan_inner(
-            table,
-            bounds(&range),
-            false,
-            limit,
-            &mut |k, v, _| match v {
-                Some(v) => visit(k, v),
-                None => true,
-            },
-        )
+        self.scan_inner(table, bounds(&range), false, limit, &mut |k, v, _| match v {
+            Some(v) => visit(k, v),
+            None => true,
+        })
     }
 
     /// [`Txn::scan`] in descending key order.
@@ -334,19 +279,13 @@ impl<'w> Txn<'w> {
         (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
         reverse: bool,
         limit: usize,
-        visit: &mut dyn FnMut(&[u8], Option<&[u8]>, Option<Tid>) -> bool,
+        visit: &mut ScanVisitor<'_>,
     ) -> Result<usize> {
         self.check(&[])?;
         let ti = self.w.table_index(table)?;
-        let Worker {
-            tables,
-            sets,
-            scratch,
-            ..
-        } = &mut *self.w;
+        let Worker { tables, sets, scratch, .. } = &mut *self.w;
         let tree = &tables[ti].tree;
-        let (nodes, read, write, arena) =
-            (&mut sets.nodes, &mut sets.read, &sets.write, &sets.arena);
+        let (nodes, read, write, arena) = (&mut sets.nodes, &mut sets.read, &sets.write, &sets.arena);
         let mut visible = 0usize;
         if limit == 0 {
             return Ok(0);
@@ -360,10 +299,7 @@ impl<'w> Txn<'w> {
                 let (value, version) = loop {
                     if let Some(w) = write.iter().find(|w| w.rec == rec) {
                         let v = arena.get(w.value_at as usize..(w.value_at + w.value_len) as usize);
-                        break (
-                            (w.kind == WriteKind::Put).then_some(v.unwrap_or_default()),
-                            None,
-                        );
+                        break ((w.kind == WriteKind::Put).then_some(v.unwrap_or_default()), None);
                     }
                     // SAFETY: reached from a validated leaf in our epoch.
                     let word = unsafe { rec.as_ref() }.stable_read(scratch);
@@ -415,19 +351,10 @@ impl<'w> Txn<'w> {
         self.delete(table, key)
     }
 
-    fn maintain_indexes(
-        &mut self,
-        table: TableId,
-        key: &[u8],
-        old: Option<&[u8]>,
-        new: Option<&[u8]>,
-    ) -> Result<()> {
+    fn maintain_indexes(&mut self, table: TableId, key: &[u8], old: Option<&[u8]>, new: Option<&[u8]>) -> Result<()> {
         let ti = self.w.table_index(table)?;
-        let indexes: Vec<(TableId, Extractor)> = self.w.tables[ti]
-            .indexes
-            .iter()
-            .map(|i| (i.entries, i.extract.clone()))
-            .collect();
+        let indexes: Vec<(TableId, Extractor)> =
+            self.w.tables[ti].indexes.iter().map(|i| (i.entries, i.extract.clone())).collect();
         let (mut old_sec, mut new_sec, mut entry) = (Vec::new(), Vec::new(), Vec::new());
         for (entries, extract) in indexes {
             old_sec.clear();
@@ -472,10 +399,7 @@ impl<'w> Txn<'w> {
             *last += 1; // the terminator 0x00 0x01 becomes 0x00 0x02
         }
         let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
-        self.scan_inner(index.entries, range, reverse, limit, &mut |k, v, _| match (
-            v,
-            index_entry_primary(k),
-        ) {
+        self.scan_inner(index.entries, range, reverse, limit, &mut |k, v, _| match (v, index_entry_primary(k)) {
             (Some(_), Some(pk)) => visit(pk),
             _ => true,
         })

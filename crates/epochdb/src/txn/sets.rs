@@ -74,30 +74,17 @@ impl Sets {
     /// Is `rec` in the write set? Only after the commit sorted it.
     #[inline]
     pub fn in_sorted_write_set(&self, rec: NonNull<Record>) -> bool {
-        self.write
-            .binary_search_by_key(&(rec.as_ptr() as usize), |w| w.rec.as_ptr() as usize)
-            .is_ok()
+        self.write.binary_search_by_key(&(rec.as_ptr() as usize), |w| w.rec.as_ptr() as usize).is_ok()
     }
 
     /// Records a write of `value` (or a delete) to `rec`, replacing an
     /// earlier write to the same record.
-    pub fn write(
-        &mut self,
-        table: u32,
-        rec: NonNull<Record>,
-        kind: WriteKind,
-        value: &[u8],
-        inserted: bool,
-    ) {
+    pub fn write(&mut self, table: u32, rec: NonNull<Record>, kind: WriteKind, value: &[u8], inserted: bool) {
         let value_at = self.arena.len() as u32;
         if kind == WriteKind::Put {
             self.arena.extend_from_slice(value);
         }
-        let value_len = if kind == WriteKind::Put {
-            value.len() as u32
-        } else {
-            0
-        };
+        let value_len = if kind == WriteKind::Put { value.len() as u32 } else { 0 };
         match self.find_write(rec) {
             Some(i) => {
                 let w = &mut self.write[i];
@@ -105,15 +92,7 @@ impl Sets {
                 w.value_at = value_at;
                 w.value_len = value_len;
             }
-            None => self.write.push(WriteEntry {
-                rec,
-                table,
-                kind,
-                value_at,
-                value_len,
-                inserted,
-                locked_word: 0,
-            }),
+            None => self.write.push(WriteEntry { rec, table, kind, value_at, value_len, inserted, locked_word: 0 }),
         }
     }
 
@@ -127,13 +106,7 @@ impl Sets {
     /// sibling of a split joins the set); an entry at any other version means
     /// someone else changed the leaf, so the transaction must abort.
     pub fn after_own_insert(&mut self, ins: &Insert) -> Result<(), AbortReason> {
-        let Insert::Inserted {
-            leaf,
-            old_version,
-            new_version,
-            sibling,
-        } = *ins
-        else {
+        let Insert::Inserted { leaf, old_version, new_version, sibling } = *ins else {
             return Ok(());
         };
         let mut tracked = false;

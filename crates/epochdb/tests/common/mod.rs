@@ -7,11 +7,7 @@ use std::time::Duration;
 /// Fast epochs and short snapshot distance, so that epoch-driven behaviour
 /// (snapshots, reclamation) happens many times within a test.
 pub fn fast_db() -> Database {
-    let options = Options {
-        epoch_interval: Duration::from_millis(1),
-        snapshot_epochs: 4,
-        ..Options::default()
-    };
+    let options = Options { epoch_interval: Duration::from_millis(1), snapshot_epochs: 4, ..Options::default() };
     Database::open(options).expect("open")
 }
 

@@ -27,7 +27,7 @@ pub use node_version::Restart;
 use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, Ordering};
-use node::{new_sep_key, prefix, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
+use node::{new_sep_key, prefetch, prefix, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
 use std::ops::Bound;
 use std::ptr::NonNull;
 
@@ -160,6 +160,7 @@ impl Tree {
                 hi = n.keys[index].load(Ordering::Acquire);
             }
             let child = n.child(index)?;
+            prefetch(child, std::mem::size_of::<Inner>());
             // SAFETY: a non-null child of a live node is live in our epoch.
             let cv = unsafe { &*child }.version.read_begin()?;
             if !n.hdr.version.validate(v) {

@@ -192,6 +192,19 @@ impl Inner {
     }
 }
 
+/// Asks the CPU to start loading a node's cache lines, so that the misses
+/// of a descent overlap instead of coming one after another (Masstree §4.4).
+#[inline(always)]
+pub fn prefetch(node: *const NodeHeader, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..bytes).step_by(64) {
+        // SAFETY: prefetching never faults, whatever the address.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((node as *const i8).add(line)) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (node, bytes);
+}
+
 /// The first 8 bytes of `key` as a big-endian integer, zero padded.
 #[inline]
 pub fn prefix(key: &[u8]) -> u64 {

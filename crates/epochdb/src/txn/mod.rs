@@ -106,7 +106,7 @@ impl<'w> Txn<'w> {
             if !is_latest(word) {
                 continue; // superseded or unhooked just now: look again
             }
-            sets.read.push(ReadEntry { rec, word });
+            sets.read.push(ReadEntry { rec, word, table: ti as u32 });
             return Observed::Committed(word);
         }
     }
@@ -151,7 +151,7 @@ impl<'w> Txn<'w> {
             return Ok(None);
         }
         let sets = &mut self.w.sets;
-        sets.read.push(ReadEntry { rec, word: PLACEHOLDER_WORD });
+        sets.read.push(ReadEntry { rec, word: PLACEHOLDER_WORD, table: ti as u32 });
         sets.write(ti as u32, rec, WriteKind::Put, &[], true);
         if let Err(reason) = sets.after_own_insert(&outcome) {
             return Err(self.doom(reason));
@@ -165,7 +165,11 @@ impl<'w> Txn<'w> {
         let ti = self.w.table_index(table)?;
         self.check_value(ti, value)?;
         loop {
-            let rec = match self.w.tables[ti].tree.lookup(key).record {
+            let found = match self.w.sets.recently_read(ti as u32, key) {
+                Some(rec) => Some(rec),
+                None => self.w.tables[ti].tree.lookup(key).record,
+            };
+            let rec = match found {
                 Some(rec) => rec,
                 None => match self.insert_placeholder(ti, key, value.len())? {
                     Some(rec) => rec,
@@ -314,7 +318,7 @@ impl<'w> Txn<'w> {
                             None => return true,
                         }
                     }
-                    read.push(ReadEntry { rec, word });
+                    read.push(ReadEntry { rec, word, table: ti as u32 });
                     let v = (!is_absent(word)).then_some(&scratch[..]);
                     break (v, Some(Tid::of_word(word)));
                 };

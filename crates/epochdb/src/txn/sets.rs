@@ -20,6 +20,7 @@ use std::ptr::NonNull;
 pub struct ReadEntry {
     pub rec: NonNull<Record>,
     pub word: u64,
+    pub table: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +76,17 @@ impl Sets {
     #[inline]
     pub fn in_sorted_write_set(&self, rec: NonNull<Record>) -> bool {
         self.write.binary_search_by_key(&(rec.as_ptr() as usize), |w| w.rec.as_ptr() as usize).is_ok()
+    }
+
+    /// A record this transaction read recently for `key` in `table`: lets a
+    /// read-modify-write skip its second index descent. Only the last few
+    /// reads are checked, so the cost stays constant.
+    #[inline]
+    pub fn recently_read(&self, table: u32, key: &[u8]) -> Option<NonNull<Record>> {
+        self.read.iter().rev().take(4).find_map(|r| {
+            // SAFETY: read-set records stay live until the transaction ends.
+            (r.table == table && unsafe { r.rec.as_ref() }.key() == key).then_some(r.rec)
+        })
     }
 
     /// Records a write of `value` (or a delete) to `rec`, replacing an

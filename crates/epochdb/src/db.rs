@@ -235,15 +235,15 @@ impl std::fmt::Debug for Worker {
 impl Worker {
     /// Begins a read/write transaction.
     pub fn begin(&mut self) -> Result<Txn<'_>> {
-        let epoch = self.enter()?;
+        let (epoch, _) = self.enter()?;
         Ok(Txn::new(self, epoch))
     }
 
     /// Begins a read-only snapshot transaction (Silo §4.9): it reads the
     /// state as of the snapshot epoch and never aborts.
     pub fn snapshot(&mut self) -> Result<SnapshotTxn<'_>> {
-        self.enter()?;
-        let se = self.shared.epochs.snapshot();
+        // Read at exactly the `se_w` that reclamation sees.
+        let (_, se) = self.enter()?;
         self.stats.snapshots += 1;
         Ok(SnapshotTxn::new(self, se))
     }
@@ -308,11 +308,12 @@ impl Worker {
         }
     }
 
-    fn enter(&mut self) -> Result<u64> {
+    /// Marks this worker active; returns `(e_w, se_w)`.
+    fn enter(&mut self) -> Result<(u64, u64)> {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        Ok(self.shared.epochs.enter(&self.slot).0)
+        Ok(self.shared.epochs.enter(&self.slot))
     }
 
     /// Ends a transaction: retires what it unlinked, collects garbage while

@@ -272,3 +272,36 @@ fn commit_reports_tids_and_epochs_in_order() {
     assert_eq!(ro.tid, None);
     assert!(w.stats().commits >= 2001);
 }
+
+#[test]
+fn the_global_tid_counter_mode_commits_correctly() {
+    let options = epochdb::Options { tid_source: epochdb::TidSource::GlobalCounter, ..epochdb::Options::default() };
+    let db = Database::open(options).expect("open");
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let tids = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut w = db.worker().expect("worker");
+                let mut mine = Vec::new();
+                for _ in 0..5000 {
+                    let (_, info) = w
+                        .run_with_info(|txn| {
+                            let n = txn.get(t, b"n")?.map_or(0, common::u64_of);
+                            txn.put(t, b"n", &(n + 1).to_le_bytes())
+                        })
+                        .expect("increment");
+                    mine.push(info.tid.expect("tid"));
+                }
+                assert!(mine.windows(2).all(|p| p[0] < p[1]), "one worker's TIDs increase");
+                tids.lock().expect("tids").extend(mine);
+            });
+        }
+    });
+    let mut tids = tids.into_inner().expect("tids");
+    tids.sort();
+    tids.dedup();
+    assert_eq!(tids.len(), 10_000, "TIDs are unique");
+    let mut w = db.worker().expect("worker");
+    assert_eq!(w.run(|txn| Ok(txn.get(t, b"n")?.map(common::u64_of))).expect("read"), Some(10_000));
+}

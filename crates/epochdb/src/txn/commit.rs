@@ -211,3 +211,31 @@ impl Txn<'_> {
         w.leave();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{AbortReason, Database, Error, Options, TableOptions};
+
+    /// A committer that finds a write-set record locked for longer than
+    /// `lock_spins` gives up with `WriteLockConflict` instead of waiting.
+    #[test]
+    fn a_held_record_lock_is_a_write_lock_conflict() {
+        let db = Database::open(Options { lock_spins: 100, ..Options::default() }).expect("open");
+        let t = db.create_table("t", TableOptions::new()).expect("table");
+        let mut w = db.worker().expect("worker");
+        w.run(|txn| txn.put(t, b"k", b"v")).expect("load");
+        let mut txn = w.begin().expect("begin");
+        txn.put(t, b"k", b"new").expect("put");
+        // Hold the record's lock as a committer stuck in Phase 3 would.
+        let rec = txn.w.tables[t.0 as usize].tree.lookup(b"k").record.expect("present");
+        // SAFETY: live: the transaction's epoch protects it.
+        let held = unsafe { rec.as_ref() }.tid.lock();
+        let r = txn.commit();
+        // SAFETY: the record is still in the index, and only records unlinked
+        // from an index are ever freed.
+        unsafe { rec.as_ref() }.tid.unlock_to(held);
+        assert!(matches!(r, Err(Error::Aborted(AbortReason::WriteLockConflict))), "{r:?}");
+        assert_eq!(w.stats().aborts_for(AbortReason::WriteLockConflict), 1);
+        assert_eq!(w.run(|txn| Ok(txn.get(t, b"k")?.map(<[u8]>::to_vec))).expect("get"), Some(b"v".to_vec()));
+    }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The project's test command (README "Quick start"; CI runs it via .ci/run).
+# Needs only the Rust toolchain; installs valgrind if it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== tests"
+cargo test --workspace
+
+# Miri needs a nightly component that cannot be installed here, so the
+# unsafe-heavy single-threaded tests (records, the index against its model)
+# and the API tests (which exercise GC, snapshot versions and record growth)
+# run under valgrind's memcheck instead: any invalid access or definite leak
+# fails the run.
+echo "== memcheck"
+if ! command -v valgrind >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null 2>&1 || true
+fi
+if command -v valgrind >/dev/null; then
+  built=$(cargo test -p epochdb --lib --test api --test conflicts --no-run 2>&1)
+  memcheck() {
+    valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite "$@" --test-threads 1
+  }
+  lib=$(grep -oE 'target/debug/deps/epochdb-[0-9a-f]+' <<<"$built" | head -1)
+  memcheck "$lib" record:: catalog:: txn:: index::tests::matches_a_btreemap_model index::tests::versions_change
+  for t in api conflicts; do
+    memcheck "$(grep -oE "target/debug/deps/$t-[0-9a-f]+" <<<"$built" | head -1)"
+  done
+else
+  echo "valgrind unavailable: memcheck skipped" >&2
+  exit 1
+fi

@@ -32,6 +32,11 @@ mod sync;
 mod tid;
 mod txn;
 
+/// The README's code blocks, compiled and run as doc-tests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use catalog::{Column, ColumnType, IndexId, Schema, TableId, TableOptions};
 pub use db::{Database, Worker, WorkerStats};
 pub use error::{AbortReason, Error, Result};

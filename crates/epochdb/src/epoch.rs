@@ -117,25 +117,7 @@ impl Epochs {
     /// Marks the worker active: `e_w = E`, `se_w = SE`. Returns `(e_w, se_w)`.
     #[inline]
     pub fn enter(&self, slot: &EpochSlot) -> (u64, u64) {
-        let mut e = self.current();
-        loop {
-            slot.e_w.store(e, Ordering::SeqCst);
-            let again = self.current();
-            if again == e {
-                break;
-            }
-            e = again;
-        }
-        let mut se = self.snapshot();
-        loop {
-            slot.se_w.store(se, Ordering::SeqCst);
-            let again = self.snapshot();
-            if again == se {
-                break;
-            }
-            se = again;
-        }
-        (e, se)
+        (publish(&slot.e_w, &self.global.0), publish(&slot.se_w, &self.snapshot.0))
     }
 
     /// Marks the worker quiescent.
@@ -168,6 +150,22 @@ impl Epochs {
         let se_new = self.snap((e + 1).saturating_sub(self.k));
         self.snapshot.0.fetch_max(se_new, Ordering::SeqCst);
         true
+    }
+}
+
+/// Copies `source` into a worker's `slot` and re-reads it until stable, so
+/// that a concurrent advancer either sees the slot or the worker sees the
+/// newer value (both SeqCst). Returns the value published.
+#[inline]
+fn publish(slot: &AtomicU64, source: &AtomicU64) -> u64 {
+    let mut v = source.load(Ordering::SeqCst);
+    loop {
+        slot.store(v, Ordering::SeqCst);
+        let again = source.load(Ordering::SeqCst);
+        if again == v {
+            return v;
+        }
+        v = again;
     }
 }
 

@@ -69,7 +69,7 @@ unsafe impl Send for Garbage {}
 
 impl Garbage {
     pub fn retire(&mut self, epoch: u64, obj: Retired) {
-        debug_assert!(self.tree.back().map_or(true, |b| b.0 <= epoch));
+        debug_assert!(self.tree.back().is_none_or(|b| b.0 <= epoch));
         self.tree.push_back((epoch, obj));
     }
 

@@ -82,17 +82,7 @@ fn transfers_opens_and_closes_keep_the_total() {
             let mut w = db.worker().expect("worker");
             let mut audits = 0;
             while !stop.load(Ordering::Relaxed) {
-                let sum = w
-                    .run(|txn| {
-                        let mut sum = 0;
-                        txn.scan(t, .., usize::MAX, |_, v| {
-                            sum += u64_of(v);
-                            true
-                        })?;
-                        Ok(sum)
-                    })
-                    .expect("audit");
-                assert_eq!(sum, TOTAL, "a serializable audit saw money appear or vanish");
+                assert_eq!(audit(&mut w, t), TOTAL, "a serializable audit saw money appear or vanish");
                 audits += 1;
             }
             audits
@@ -125,15 +115,18 @@ fn transfers_opens_and_closes_keep_the_total() {
         (auditor.join().expect("auditor"), snapshot_auditor.join().expect("snapshot auditor"))
     });
     assert!(audits > 0 && snapshot_audits > 0);
-    let final_sum = w
-        .run(|txn| {
-            let mut sum = 0;
-            txn.scan(t, .., usize::MAX, |_, v| {
-                sum += u64_of(v);
-                true
-            })?;
-            Ok(sum)
-        })
-        .expect("final audit");
-    assert_eq!(final_sum, TOTAL);
+    assert_eq!(audit(&mut w, t), TOTAL);
+}
+
+/// The total of all balances, read by a serializable transaction.
+fn audit(w: &mut epochdb::Worker, t: epochdb::TableId) -> u64 {
+    w.run(|txn| {
+        let mut sum = 0;
+        txn.scan(t, .., usize::MAX, |_, v| {
+            sum += u64_of(v);
+            true
+        })?;
+        Ok(sum)
+    })
+    .expect("audit")
 }

@@ -392,66 +392,51 @@ impl Tree {
         Ok(())
     }
 
+    /// Finds the entry of `key` if it maps to `rec`, and locks its leaf.
+    /// Returns `None` (nothing locked) if `key` does not map to `rec`.
+    fn lock_entry(&self, key: &[u8], rec: NonNull<Record>) -> Option<(&Leaf, usize)> {
+        let kp = prefix(key);
+        loop {
+            let Ok(d) = self.descend(Target::Key(key), None) else { continue };
+            let Ok((i, found)) = d.leaf.search(key, kp) else { continue };
+            if !found || d.leaf.entry(i).1 != rec.as_ptr() {
+                if d.leaf.hdr.version.validate(d.version) {
+                    return None;
+                }
+                continue;
+            }
+            if d.leaf.hdr.version.try_upgrade(d.version) {
+                return Some((d.leaf, i));
+            }
+        }
+    }
+
     /// Points `key` at `new` if it maps to `old`. Used when a record is
     /// reallocated to grow; does not bump the leaf version (the key set is
     /// the same, and `old` is marked not-latest by the caller).
     pub fn replace(&self, key: &[u8], old: NonNull<Record>, new: NonNull<Record>) -> bool {
-        let kp = prefix(key);
-        loop {
-            let Ok(d) = self.descend(Target::Key(key), None) else {
-                continue;
-            };
-            let Ok((i, found)) = d.leaf.search(key, kp) else {
-                continue;
-            };
-            if !found || d.leaf.entry(i).1 != old.as_ptr() {
-                if d.leaf.hdr.version.validate(d.version) {
-                    return false;
-                }
-                continue;
-            }
-            if !d.leaf.hdr.version.try_upgrade(d.version) {
-                continue;
-            }
-            d.leaf.records[i].store(new.as_ptr(), Ordering::Release);
-            d.leaf.hdr.version.unlock_unmodified();
-            return true;
-        }
+        let Some((leaf, i)) = self.lock_entry(key, old) else { return false };
+        leaf.records[i].store(new.as_ptr(), Ordering::Release);
+        leaf.hdr.version.unlock_unmodified();
+        true
     }
 
     /// Removes `key` if it maps to `rec`. The record itself is not freed.
     /// Nodes that become unreachable are pushed to `retired`.
     pub fn remove_if(&self, key: &[u8], rec: NonNull<Record>, retired: &mut Vec<Retired>) -> bool {
-        let kp = prefix(key);
-        loop {
-            let Ok(d) = self.descend(Target::Key(key), None) else {
-                continue;
-            };
-            let Ok((i, found)) = d.leaf.search(key, kp) else {
-                continue;
-            };
-            if !found || d.leaf.entry(i).1 != rec.as_ptr() {
-                if d.leaf.hdr.version.validate(d.version) {
-                    return false;
-                }
-                continue;
-            }
-            if !d.leaf.hdr.version.try_upgrade(d.version) {
-                continue;
-            }
-            let n = d.leaf.count();
-            for j in i + 1..n {
-                let (p, r) = d.leaf.entry(j);
-                d.leaf.set(j - 1, p, r);
-            }
-            d.leaf.set(n - 1, 0, std::ptr::null_mut());
-            d.leaf.hdr.count.store(n as u32 - 1, Ordering::Release);
-            d.leaf.hdr.version.unlock_modified();
-            if n == 1 {
-                self.remove_empty_leaf(key, retired);
-            }
-            return true;
+        let Some((leaf, i)) = self.lock_entry(key, rec) else { return false };
+        let n = leaf.count();
+        for j in i + 1..n {
+            let (p, r) = leaf.entry(j);
+            leaf.set(j - 1, p, r);
         }
+        leaf.set(n - 1, 0, std::ptr::null_mut());
+        leaf.hdr.count.store(n as u32 - 1, Ordering::Release);
+        leaf.hdr.version.unlock_modified();
+        if n == 1 {
+            self.remove_empty_leaf(key, retired);
+        }
+        true
     }
 
     /// Cuts the (empty) leaf for `key` out of the tree, with the chain of

@@ -243,10 +243,7 @@ impl<'w> Txn<'w> {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        self.scan_inner(table, bounds(&range), false, limit, &mut |k, v, _| match v {
-            Some(v) => visit(k, v),
-            None => true,
-        })
+        self.scan_rows(table, bounds(&range), false, limit, &mut visit)
     }
 
     /// [`Txn::scan`] in descending key order.
@@ -257,10 +254,19 @@ impl<'w> Txn<'w> {
         limit: usize,
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        self.scan_inner(table, bounds(&range), true, limit, &mut |k, v, _| match v {
-            Some(v) => visit(k, v),
-            None => true,
-        })
+        self.scan_rows(table, bounds(&range), true, limit, &mut visit)
+    }
+
+    /// Scans present rows only.
+    fn scan_rows(
+        &mut self,
+        table: TableId,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        reverse: bool,
+        limit: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.scan_inner(table, range, reverse, limit, &mut |k, v, _| v.is_none_or(|v| visit(k, v)))
     }
 
     /// Like [`Txn::scan`], but also visits deleted (absent) records with a

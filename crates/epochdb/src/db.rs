@@ -11,9 +11,10 @@ use crate::error::{AbortReason, Error, Result};
 use crate::gc::{self, Cleanup, Garbage, Retired};
 use crate::index::Tree;
 use crate::options::Options;
+use crate::options::MAX_KEY_LEN;
 use crate::snapshot::SnapshotTxn;
 use crate::sync::{AtomicU64, Ordering};
-use crate::tid::{TidGenerator, TidSource};
+use crate::tid::{self, Tid, TidGenerator, TidSource};
 use crate::txn::sets::Sets;
 use crate::txn::{CommitInfo, Txn};
 use std::marker::PhantomData;
@@ -178,6 +179,13 @@ impl Database {
     pub fn options(&self) -> &Options {
         &self.shared().options
     }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+    }
+    Ok(())
 }
 
 /// Counters kept by each worker.
@@ -346,6 +354,59 @@ impl Worker {
         // SAFETY: the bounds come from the epoch advancer.
         self.stats.freed += unsafe { self.garbage.collect(epochs.tree_bound(), snapshot_bound) } as u64;
         epochs.exit(&self.slot);
+    }
+
+    /// Reads `key` without a transaction: no read set, no validation, just
+    /// the index lookup and a stable read (Silo §5.2's "Key-Value"
+    /// baseline, for benchmarks). Copies the value into `out`; returns
+    /// whether the key is present.
+    pub fn kv_get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        check_key(key)?;
+        let t = self.table_index(table)?;
+        self.enter()?;
+        let present = match self.tables[t].tree.lookup(key).record {
+            // SAFETY: found in the index within our epoch: live.
+            Some(rec) => !tid::is_absent(unsafe { rec.as_ref() }.stable_read(out)),
+            None => false,
+        };
+        self.leave();
+        Ok(present)
+    }
+
+    /// Writes `key = value` without a transaction: the record is locked,
+    /// overwritten in place and unlocked with a new TID. A missing key, or a
+    /// value that does not fit the record, takes the transactional path.
+    /// Not serializable with concurrent transactions on the same keys; for
+    /// the benchmark's `kv` variant.
+    pub fn kv_put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        let t = self.table_index(table)?;
+        if value.len() > self.shared.options.max_value_len {
+            return Err(Error::ValueTooLarge { len: value.len(), max: self.shared.options.max_value_len });
+        }
+        let (epoch, _) = self.enter()?;
+        let done = match self.tables[t].tree.lookup(key).record {
+            Some(rec) => {
+                // SAFETY: found in the index within our epoch: live.
+                let r = unsafe { rec.as_ref() };
+                let word = r.tid.lock();
+                if tid::is_latest(word) && !tid::is_absent(word) && value.len() <= r.capacity() {
+                    let new = self.tidgen.generate(Tid::of_word(word), epoch, None);
+                    r.write_value(value);
+                    r.tid.unlock_to(new.raw() | tid::LATEST_BIT);
+                    true
+                } else {
+                    r.tid.unlock_to(word);
+                    false
+                }
+            }
+            None => false,
+        };
+        self.leave();
+        if !done {
+            self.run(|txn| txn.put(table, key, value))?;
+        }
+        Ok(())
     }
 
     /// Garbage waiting for its epoch (for tests and monitoring).

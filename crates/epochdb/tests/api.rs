@@ -305,3 +305,21 @@ fn the_global_tid_counter_mode_commits_correctly() {
     let mut w = db.worker().expect("worker");
     assert_eq!(w.run(|txn| Ok(txn.get(t, b"n")?.map(common::u64_of))).expect("read"), Some(10_000));
 }
+
+#[test]
+fn key_value_calls_read_and_write_without_transactions() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    let mut out = Vec::new();
+    assert!(!w.kv_get(t, b"k", &mut out).expect("get"));
+    w.kv_put(t, b"k", b"first").expect("insert path");
+    w.kv_put(t, b"k", b"2nd").expect("in place");
+    assert!(w.kv_get(t, b"k", &mut out).expect("get"));
+    assert_eq!(out, b"2nd");
+    w.kv_put(t, b"k", &[9; 500]).expect("grow path");
+    assert!(w.kv_get(t, b"k", &mut out).expect("get"));
+    assert_eq!(out, vec![9; 500]);
+    assert_eq!(w.run(|txn| Ok(txn.get(t, b"k")?.map(<[u8]>::to_vec))).expect("txn"), Some(vec![9; 500]));
+    assert!(matches!(w.kv_get(t, &[0; MAX_KEY_LEN + 1], &mut out), Err(Error::KeyTooLarge { .. })));
+}

@@ -1,0 +1,180 @@
+//! Runs a workload on every thread for a while and measures it.
+//!
+//! Each thread owns a client and a worker and runs transactions back to
+//! back. After the warm-up, each transaction's latency, from submission to
+//! commit (retries included), goes into the thread's HDR histogram. The
+//! main thread samples per-thread commit counters once a second for the
+//! time series and the progress line. No shared counter is written on the
+//! transaction path: each counter has its own cache line.
+
+use crate::engine::{Engine, TxnError, TxnResult, Worker};
+use hdrhistogram::Histogram;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub threads: usize,
+    pub duration: Duration,
+    pub warmup: Duration,
+    /// Print a progress line to stderr every second.
+    pub progress: bool,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub committed: u64,
+    /// Aborted attempts (each retried until commit).
+    pub aborted: u64,
+    /// Transactions that rolled back on purpose (TPC-C's invalid items).
+    pub rolled_back: u64,
+    pub elapsed_s: f64,
+    /// Latency in nanoseconds, per committed transaction.
+    pub latency_ns: Histogram<u64>,
+    /// Commits in each second of the measured interval.
+    pub timeseries: Vec<u64>,
+}
+
+impl Measured {
+    pub fn throughput(&self) -> f64 {
+        self.committed as f64 / self.elapsed_s.max(1e-9)
+    }
+
+    pub fn abort_rate(&self) -> f64 {
+        let attempts = self.committed + self.aborted + self.rolled_back;
+        if attempts == 0 {
+            0.0
+        } else {
+            self.aborted as f64 / attempts as f64
+        }
+    }
+
+    /// Latency at `q` (0..1) in microseconds.
+    pub fn latency_us(&self, q: f64) -> f64 {
+        self.latency_ns.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Counter(AtomicU64);
+
+fn histogram() -> Histogram<u64> {
+    // 1 ns .. 100 s at 3 significant digits; the bounds are valid constants.
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable!("valid histogram bounds"))
+}
+
+/// Runs `client(thread)`'s transactions on `settings.threads` threads.
+/// `client(t)` returns a closure that runs one transaction on a worker and
+/// returns its abort count. The run stops early on a fatal error.
+pub fn run<C>(
+    engine: &dyn Engine,
+    settings: &Settings,
+    client: impl Fn(usize) -> C + Sync,
+) -> TxnResult<(Measured, Vec<C>)>
+where
+    C: FnMut(&mut dyn Worker) -> TxnResult<u32> + Send,
+{
+    let threads = settings.threads.max(1);
+    let measuring = AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    let commits: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
+    let results = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (measuring, stop, commits, client) = (&measuring, &stop, &commits, &client);
+                s.spawn(move || -> TxnResult<(Histogram<u64>, u64, u64, C)> {
+                    let mut worker = engine.worker()?;
+                    let mut c = client(t);
+                    let mut hist = histogram();
+                    let (mut aborted, mut rolled_back, mut committed) = (0u64, 0u64, 0u64);
+                    while !stop.load(Ordering::Relaxed) {
+                        let start = Instant::now();
+                        let outcome = c(&mut *worker);
+                        if !measuring.load(Ordering::Relaxed) {
+                            if let Err(TxnError::Fatal(m)) = outcome {
+                                stop.store(true, Ordering::Relaxed);
+                                return Err(TxnError::Fatal(m));
+                            }
+                            continue;
+                        }
+                        match outcome {
+                            Ok(aborts) => {
+                                let _ = hist.record(start.elapsed().as_nanos() as u64);
+                                aborted += aborts as u64;
+                                committed += 1;
+                                commits[t].0.store(committed, Ordering::Relaxed);
+                            }
+                            Err(TxnError::Rollback) => rolled_back += 1,
+                            Err(e) => {
+                                stop.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Ok((hist, aborted, rolled_back, c))
+                })
+            })
+            .collect();
+
+        let sum = || commits.iter().map(|c| c.0.load(Ordering::Relaxed)).sum::<u64>();
+        let started = Instant::now();
+        while started.elapsed() < settings.warmup && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        measuring.store(true, Ordering::Relaxed);
+        let begin = Instant::now();
+        let mut timeseries = Vec::new();
+        let mut last = 0;
+        let mut next_tick = begin + Duration::from_secs(1);
+        let end = begin + settings.duration;
+        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= next_tick {
+                let total = sum();
+                timeseries.push(total - last);
+                last = total;
+                next_tick += Duration::from_secs(1);
+                if settings.progress {
+                    let secs = now.duration_since(begin).as_secs_f64();
+                    let current = timeseries.last().copied().unwrap_or(0);
+                    eprint!(
+                        "\r[{:>4.0}s] {current:>10} txn/s now, {:>10.0} mean, {:>10} committed   ",
+                        secs,
+                        total as f64 / secs,
+                        total
+                    );
+                    let _ = std::io::stderr().flush();
+                }
+            }
+            std::thread::sleep(
+                (end.min(next_tick)).saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        let elapsed_s = begin.elapsed().as_secs_f64();
+        if settings.progress {
+            eprintln!();
+        }
+        let joined: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(TxnError::Fatal("benchmark thread panicked".into()))))
+            .collect();
+        (joined, timeseries, elapsed_s)
+    });
+    let (joined, timeseries, elapsed_s) = results;
+    let mut measured =
+        Measured { committed: 0, aborted: 0, rolled_back: 0, elapsed_s, latency_ns: histogram(), timeseries };
+    let mut clients = Vec::new();
+    for r in joined {
+        let (hist, aborted, rolled_back, c) = r?;
+        measured.committed += hist.len();
+        measured.aborted += aborted;
+        measured.rolled_back += rolled_back;
+        let _ = measured.latency_ns.add(&hist);
+        clients.push(c);
+    }
+    Ok((measured, clients))
+}

@@ -1,0 +1,331 @@
+//! The engine trait every workload is written against, and its epochdb
+//! implementation.
+//!
+//! The trait is object-safe so that one driver runs any engine: epochdb's
+//! variants here, and later the durable engine, replication backups and the
+//! NVM testbed engines. A workload's transaction is a closure over
+//! [`Txn`]; the engine's [`Worker`] runs it to commit, retrying aborts.
+
+use epochdb::{Database, Error, Options, TableId as DbTable, TidSource};
+use std::fmt;
+use std::ops::Bound;
+
+/// A table handle, as the engine numbered it.
+pub type Table = u32;
+
+/// Why a workload transaction did not commit.
+#[derive(Debug)]
+pub enum TxnError {
+    /// A concurrency-control abort; the worker retries.
+    Abort,
+    /// The transaction asked to roll back (TPC-C's invalid item); counted,
+    /// not retried.
+    Rollback,
+    /// Anything else: the run stops.
+    Fatal(String),
+}
+
+impl fmt::Display for TxnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TxnError::Abort => write!(f, "aborted"),
+            TxnError::Rollback => write!(f, "rolled back"),
+            TxnError::Fatal(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for TxnError {}
+
+impl From<Error> for TxnError {
+    fn from(e: Error) -> TxnError {
+        match e {
+            Error::Aborted(_) => TxnError::Abort,
+            other => TxnError::Fatal(other.to_string()),
+        }
+    }
+}
+
+pub type TxnResult<T = ()> = Result<T, TxnError>;
+
+/// The operations a workload transaction performs.
+pub trait Txn {
+    /// Copies the value of `key` into `out`; false if absent.
+    fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool>;
+    /// Writes `key = value` (upsert).
+    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult;
+    /// Inserts a new key; a present key is a fatal workload error.
+    fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult;
+    /// Deletes `key`; false if it was absent.
+    fn delete(&mut self, table: Table, key: &[u8]) -> TxnResult<bool>;
+    /// Visits up to `limit` rows with keys in `[lo, hi)` (`hi = None`:
+    /// unbounded), ascending or descending, until `visit` returns false.
+    fn scan(
+        &mut self,
+        table: Table,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxnResult;
+}
+
+/// What a transaction promises about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnKind {
+    ReadWrite,
+    /// Read-only; an engine may run it on a snapshot.
+    ReadOnly,
+}
+
+/// One thread's handle on an engine.
+pub trait Worker {
+    /// Runs `body` as one transaction until it commits, retrying aborts.
+    /// Returns how many attempts aborted before the commit.
+    fn run(&mut self, kind: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32>;
+}
+
+pub trait Engine: Sync {
+    /// The name reported in results (`memsilo`, `kv`, ...).
+    fn name(&self) -> &str;
+    fn create_table(&self, name: &str) -> TxnResult<Table>;
+    fn worker(&self) -> TxnResult<Box<dyn Worker + '_>>;
+}
+
+/// epochdb's benchmark variants (Silo §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Full transactions, decentralized TIDs.
+    MemSilo,
+    /// The bare index: single-key gets and puts, no transaction tracking.
+    Kv,
+    /// Full transactions with TIDs drawn from one shared counter.
+    GlobalTid,
+}
+
+impl Variant {
+    pub fn parse(s: &str) -> Option<Variant> {
+        match s {
+            "memsilo" => Some(Variant::MemSilo),
+            "kv" => Some(Variant::Kv),
+            "global-tid" => Some(Variant::GlobalTid),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::MemSilo => "memsilo",
+            Variant::Kv => "kv",
+            Variant::GlobalTid => "global-tid",
+        }
+    }
+}
+
+/// epochdb behind the engine trait.
+pub struct EpochDb {
+    db: Database,
+    variant: Variant,
+    /// Run read-only transactions as snapshot transactions.
+    pub snapshot_reads: bool,
+}
+
+impl EpochDb {
+    pub fn open(variant: Variant, mut options: Options) -> TxnResult<EpochDb> {
+        if variant == Variant::GlobalTid {
+            options.tid_source = TidSource::GlobalCounter;
+        }
+        Ok(EpochDb { db: Database::open(options)?, variant, snapshot_reads: false })
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+}
+
+impl Engine for EpochDb {
+    fn name(&self) -> &str {
+        self.variant.name()
+    }
+
+    fn create_table(&self, name: &str) -> TxnResult<Table> {
+        Ok(self.db.create_table(name, epochdb::TableOptions::new())?.0)
+    }
+
+    fn worker(&self) -> TxnResult<Box<dyn Worker + '_>> {
+        let w = self.db.worker()?;
+        Ok(match self.variant {
+            Variant::Kv => Box::new(KvWorker(w)),
+            _ => Box::new(TxnWorker { w, snapshot_reads: self.snapshot_reads }),
+        })
+    }
+}
+
+struct TxnWorker {
+    w: epochdb::Worker,
+    snapshot_reads: bool,
+}
+
+impl Worker for TxnWorker {
+    fn run(&mut self, kind: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32> {
+        if kind == TxnKind::ReadOnly && self.snapshot_reads {
+            let mut snap = SnapTxn(self.w.snapshot()?);
+            body(&mut snap)?;
+            return Ok(0);
+        }
+        let mut aborts = 0;
+        loop {
+            let mut txn = self.w.begin()?;
+            let outcome = match body(&mut DbTxn(&mut txn)) {
+                Ok(()) => txn.commit().map(|_| ()).map_err(TxnError::from),
+                Err(e) => {
+                    txn.abort();
+                    Err(e)
+                }
+            };
+            match outcome {
+                Err(TxnError::Abort) => aborts += 1,
+                other => return other.map(|()| aborts),
+            }
+        }
+    }
+}
+
+fn bounds<'a>(lo: &'a [u8], hi: Option<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    (Bound::Included(lo), hi.map_or(Bound::Unbounded, Bound::Excluded))
+}
+
+struct DbTxn<'t, 'w>(&'t mut epochdb::Txn<'w>);
+
+impl Txn for DbTxn<'_, '_> {
+    fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
+        match self.0.get(DbTable(table), key)? {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
+        Ok(self.0.put(DbTable(table), key, value)?)
+    }
+
+    fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
+        Ok(self.0.insert(DbTable(table), key, value)?)
+    }
+
+    fn delete(&mut self, table: Table, key: &[u8]) -> TxnResult<bool> {
+        Ok(self.0.delete(DbTable(table), key)?)
+    }
+
+    fn scan(
+        &mut self,
+        table: Table,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxnResult {
+        let range = bounds(lo, hi);
+        if reverse {
+            self.0.scan_rev(DbTable(table), range, limit, visit)?;
+        } else {
+            self.0.scan(DbTable(table), range, limit, visit)?;
+        }
+        Ok(())
+    }
+}
+
+struct SnapTxn<'w>(epochdb::SnapshotTxn<'w>);
+
+fn read_only<T>() -> TxnResult<T> {
+    Err(TxnError::Fatal("a read-only transaction tried to write".into()))
+}
+
+impl Txn for SnapTxn<'_> {
+    fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
+        match self.0.get(DbTable(table), key)? {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn put(&mut self, _: Table, _: &[u8], _: &[u8]) -> TxnResult {
+        read_only()
+    }
+
+    fn insert(&mut self, _: Table, _: &[u8], _: &[u8]) -> TxnResult {
+        read_only()
+    }
+
+    fn delete(&mut self, _: Table, _: &[u8]) -> TxnResult<bool> {
+        read_only()
+    }
+
+    fn scan(
+        &mut self,
+        table: Table,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxnResult {
+        let range = bounds(lo, hi);
+        if reverse {
+            self.0.scan_rev(DbTable(table), range, limit, visit)?;
+        } else {
+            self.0.scan(DbTable(table), range, limit, visit)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `kv` variant: every operation goes straight to the index.
+struct KvWorker(epochdb::Worker);
+
+impl Worker for KvWorker {
+    fn run(&mut self, _: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32> {
+        body(self)?;
+        Ok(0)
+    }
+}
+
+impl Txn for KvWorker {
+    fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
+        Ok(self.0.kv_get(DbTable(table), key, out)?)
+    }
+
+    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
+        Ok(self.0.kv_put(DbTable(table), key, value)?)
+    }
+
+    fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
+        Ok(self.0.kv_put(DbTable(table), key, value)?)
+    }
+
+    fn delete(&mut self, _: Table, _: &[u8]) -> TxnResult<bool> {
+        Err(TxnError::Fatal("the kv variant has only gets and puts".into()))
+    }
+
+    fn scan(
+        &mut self,
+        _: Table,
+        _: &[u8],
+        _: Option<&[u8]>,
+        _: usize,
+        _: bool,
+        _: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxnResult {
+        Err(TxnError::Fatal("the kv variant has only gets and puts".into()))
+    }
+}

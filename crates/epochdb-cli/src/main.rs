@@ -19,6 +19,7 @@ epochdb: a multicore in-memory transactional database
 
 USAGE:
     epochdb bench ycsb [OPTIONS]
+    epochdb bench tpcc [OPTIONS]
     epochdb help
 
 BENCH OPTIONS (defaults in brackets):
@@ -38,6 +39,13 @@ YCSB OPTIONS:
                          a-f zipfian, d latest]
     --columns N         columns of 100 bytes per row [1 for silo/silor, else 10]
     --check             count the rows after the run
+
+TPC-C OPTIONS:
+    --warehouses N      warehouses [= threads]; thread t's home is t % N + 1
+    --snapshot-reads    run order-status and stock-level as snapshot
+                        transactions
+    --check             check consistency conditions 1-4 (clause 3.3.2)
+                        after the run; exit status 1 if one fails
 ";
 
 fn main() -> ExitCode {
@@ -58,7 +66,7 @@ struct Args {
     flags: Vec<String>,
 }
 
-const FLAGS: [&str; 2] = ["--quiet", "--check"];
+const FLAGS: [&str; 3] = ["--quiet", "--check", "--snapshot-reads"];
 
 impl Args {
     fn parse(args: &[String]) -> Result<Args, String> {
@@ -110,7 +118,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         Some("bench") => match args.get(1).map(String::as_str) {
             Some("ycsb") => bench_ycsb(Args::parse(&args[2..])?),
-            Some("tpcc") => Err("bench tpcc is not implemented yet".into()),
+            Some("tpcc") => bench_tpcc(Args::parse(&args[2..])?),
             other => Err(format!("unknown benchmark {other:?} (ycsb)")),
         },
         Some(other) => Err(format!("unknown command {other:?}")),
@@ -125,7 +133,8 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
+/// The options every benchmark shares.
+fn common(a: &mut Args) -> Result<(Settings, Variant), String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let settings = Settings {
         threads: a.take("--threads", cores)?,
@@ -133,8 +142,99 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
         warmup: Duration::from_secs_f64(a.take("--warmup", 2.0)?),
         progress: !a.flag("--quiet"),
     };
-    let variant_name = a.take_str("--variant").unwrap_or_else(|| "memsilo".into());
-    let variant = Variant::parse(&variant_name).ok_or_else(|| format!("unknown variant {variant_name:?}"))?;
+    if settings.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    let name = a.take_str("--variant").unwrap_or_else(|| "memsilo".into());
+    let variant = Variant::parse(&name).ok_or_else(|| format!("unknown variant {name:?}"))?;
+    Ok((settings, variant))
+}
+
+fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
+    use epochdb_workloads::tpcc::{InputStats, Tpcc, TRANSACTIONS};
+    let (settings, variant) = common(&mut a)?;
+    let warehouses: u32 = a.take("--warehouses", settings.threads as u32)?;
+    let snapshot_reads = a.flag("--snapshot-reads");
+    let check = a.flag("--check");
+    let json_path = a.take_str("--json");
+    a.finish()?;
+    if variant == Variant::Kv {
+        return Err("TPC-C needs transactions: use memsilo or global-tid".into());
+    }
+    let mut engine = EpochDb::open(variant, Options::default()).map_err(|e| e.to_string())?;
+    engine.snapshot_reads = snapshot_reads;
+    let load_start = std::time::Instant::now();
+    let tpcc = Tpcc::load(&engine, warehouses, settings.threads).map_err(|e| e.to_string())?;
+    let load_s = load_start.elapsed().as_secs_f64();
+    if settings.progress {
+        eprintln!("loaded {warehouses} warehouses in {load_s:.1} s");
+    }
+    if snapshot_reads {
+        engine.wait_for_snapshot_of_now();
+    }
+    let (m, terminals) =
+        driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(|e| e.to_string())?;
+    let mut inputs = InputStats::default();
+    for t in &terminals {
+        inputs.add(&t.stats);
+    }
+    let consistency = if check {
+        use epochdb_workloads::engine::Engine;
+        let mut w = engine.worker().map_err(|e| e.to_string())?;
+        let failures = tpcc.check(&mut *w).map_err(|e| e.to_string())?;
+        if failures.is_empty() {
+            "ok".to_string()
+        } else {
+            failures.join("; ")
+        }
+    } else {
+        "not checked".to_string()
+    };
+    println!(
+        "tpcc with {warehouses} warehouses on {} with {} threads: {:.0} txn/s, {} committed, {} rolled back, abort rate {:.3}%, latency p50 {:.1} us p99 {:.1} us p999 {:.1} us",
+        variant.name(),
+        settings.threads,
+        m.throughput(),
+        m.committed,
+        m.rolled_back,
+        m.abort_rate() * 100.0,
+        m.latency_us(0.5),
+        m.latency_us(0.99),
+        m.latency_us(0.999),
+    );
+    let mut checks = report::Json::new();
+    for (name, value, low, high) in inputs.checks() {
+        let ok = (low..=high).contains(&value);
+        println!("  {name:<36} {value:>8.3}  (spec {low}..{high}{})", if ok { "" } else { ", outside" });
+        checks = checks.num(name, value);
+    }
+    println!("  consistency: {consistency}");
+    if let Some(path) = json_path {
+        let mut mix = report::Json::new();
+        for (name, n) in TRANSACTIONS.iter().zip(inputs.by_type) {
+            mix = mix.int(name, n);
+        }
+        let j = report::base("tpcc", variant.name(), settings.threads, &m)
+            .int("warehouses", warehouses as u64)
+            .str("read_only_as_snapshots", if snapshot_reads { "yes" } else { "no" })
+            .num("warmup_s", settings.warmup.as_secs_f64())
+            .num("load_s", load_s)
+            .obj("mix", mix)
+            .obj("input_checks", checks)
+            .str("consistency", &consistency)
+            .obj("run", report::provenance());
+        std::fs::write(&path, j.render(0) + "\n").map_err(|e| format!("{path}: {e}"))?;
+    }
+    if consistency == "ok" || !check {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("consistency check failed: {consistency}");
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
+    let (settings, variant) = common(&mut a)?;
     let keys: u64 = a.take("--keys", 4_000_000)?;
     let mix = a.take_str("--mix").unwrap_or_else(|| "silo".into());
     let mut config =
@@ -146,8 +246,8 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
     let json_path = a.take_str("--json");
     let check = a.flag("--check");
     a.finish()?;
-    if keys < 2 || settings.threads == 0 || config.columns == 0 {
-        return Err("--keys must be at least 2, --threads and --columns at least 1".into());
+    if keys < 2 || config.columns == 0 {
+        return Err("--keys must be at least 2 and --columns at least 1".into());
     }
     if variant == Variant::Kv && (config.mix.insert > 0 || config.mix.scan > 0) {
         return Err("the kv variant has only gets and puts: use a mix without inserts or scans".into());
@@ -162,12 +262,7 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
     if settings.progress {
         eprintln!("loaded {keys} rows in {load_s:.1} s ({:.1} MB resident)", load_rss as f64 / 1e6);
     }
-    let (m, clients) = driver::run(&engine, &settings, |t| {
-        let mut c = y.client(0x5EED + t as u64);
-        move |w: &mut dyn epochdb_workloads::engine::Worker| c.run_one(w)
-    })
-    .map_err(|e| e.to_string())?;
-    drop(clients);
+    let (m, _clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(|e| e.to_string())?;
 
     let consistency = if check { check_rows(&engine, &y)? } else { "not checked".to_string() };
     let per_record = load_rss as f64 / keys as f64;

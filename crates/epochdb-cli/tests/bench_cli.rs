@@ -57,12 +57,68 @@ fn ycsb_runs_every_variant_and_writes_its_report() {
 }
 
 #[test]
+fn a_short_tpcc_run_passes_its_consistency_checks() {
+    let json = std::env::temp_dir().join(format!("epochdb-tpcc-{}.json", std::process::id()));
+    let out = epochdb(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "2",
+        "--warehouses",
+        "2",
+        "--duration",
+        "2",
+        "--warmup",
+        "0.5",
+        "--quiet",
+        "--check",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = std::fs::read_to_string(&json).expect("report");
+    std::fs::remove_file(&json).ok();
+    assert_eq!(field(&report, "workload"), "\"tpcc\"");
+    assert_eq!(field(&report, "consistency"), "\"ok\"");
+    assert_eq!(field(&report, "warehouses"), "2");
+    let committed: u64 = field(&report, "committed").parse().expect("committed");
+    assert!(committed > 100, "{committed} transactions");
+    // The input generators produce the specified mix (loose bounds: short run).
+    let pct = |name: &str| field(&report, name).parse::<f64>().expect(name);
+    assert!((50.0..70.0).contains(&pct("payment_by_last_name_percent")));
+    assert!((8.0..12.0).contains(&pct("order_lines_per_order")));
+    let mix: Vec<f64> = ["new_order", "payment", "order_status", "delivery", "stock_level"]
+        .iter()
+        .map(|t| field(&report, t).parse().expect("mix count"))
+        .collect();
+    let total: f64 = mix.iter().sum();
+    assert!((mix[0] / total - 0.45).abs() < 0.03 && (mix[1] / total - 0.43).abs() < 0.03, "{mix:?}");
+    // Snapshot reads for the read-only transactions work too.
+    let out = epochdb(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--check",
+        "--snapshot-reads",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn bad_arguments_are_reported_not_panicked() {
     for args in [
         &["bench", "ycsb", "--mix", "nope"][..],
         &["bench", "ycsb", "--threads", "x"],
         &["bench", "ycsb", "--typo", "1"],
         &["bench", "ycsb", "--variant", "kv", "--mix", "e", "--keys", "100"],
+        &["bench", "tpcc", "--variant", "kv"],
+        &["bench", "tpcc", "--warehouses", "0", "--duration", "0"],
         &["frobnicate"],
     ] {
         let out = epochdb(args);

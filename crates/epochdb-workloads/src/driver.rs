@@ -66,17 +66,22 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable!("valid histogram bounds"))
 }
 
-/// Runs `client(thread)`'s transactions on `settings.threads` threads.
-/// `client(t)` returns a closure that runs one transaction on a worker and
-/// returns its abort count. The run stops early on a fatal error.
-pub fn run<C>(
+/// A source of transactions for one thread: a YCSB client, a TPC-C
+/// terminal.
+pub trait Terminal {
+    /// Runs one transaction to commit (or deliberate rollback); returns how
+    /// many attempts aborted first.
+    fn run_one(&mut self, worker: &mut dyn Worker) -> TxnResult<u32>;
+}
+
+/// Runs the terminals `terminal(0..threads)` on `settings.threads` threads
+/// and returns what was measured, and the terminals (with their counts).
+/// The run stops early on a fatal error.
+pub fn run<C: Terminal + Send>(
     engine: &dyn Engine,
     settings: &Settings,
-    client: impl Fn(usize) -> C + Sync,
-) -> TxnResult<(Measured, Vec<C>)>
-where
-    C: FnMut(&mut dyn Worker) -> TxnResult<u32> + Send,
-{
+    terminal: impl Fn(usize) -> C + Sync,
+) -> TxnResult<(Measured, Vec<C>)> {
     let threads = settings.threads.max(1);
     let measuring = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
@@ -84,15 +89,15 @@ where
     let results = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (measuring, stop, commits, client) = (&measuring, &stop, &commits, &client);
+                let (measuring, stop, commits, terminal) = (&measuring, &stop, &commits, &terminal);
                 s.spawn(move || -> TxnResult<(Histogram<u64>, u64, u64, C)> {
                     let mut worker = engine.worker()?;
-                    let mut c = client(t);
+                    let mut c = terminal(t);
                     let mut hist = histogram();
                     let (mut aborted, mut rolled_back, mut committed) = (0u64, 0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
                         let start = Instant::now();
-                        let outcome = c(&mut *worker);
+                        let outcome = c.run_one(&mut *worker);
                         if !measuring.load(Ordering::Relaxed) {
                             if let Err(TxnError::Fatal(m)) = outcome {
                                 stop.store(true, Ordering::Relaxed);

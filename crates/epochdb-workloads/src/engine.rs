@@ -142,6 +142,16 @@ impl EpochDb {
     pub fn database(&self) -> &Database {
         &self.db
     }
+
+    /// Waits until snapshot transactions see everything committed so far
+    /// (snapshots trail the global epoch by `k` epochs, about a second by
+    /// default). Run after loading, before snapshot reads.
+    pub fn wait_for_snapshot_of_now(&self) {
+        let now = self.db.epoch();
+        while self.db.snapshot_epoch() <= now {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
 }
 
 impl Engine for EpochDb {

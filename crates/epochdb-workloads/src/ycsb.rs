@@ -12,6 +12,7 @@
 //! `rmw` reads a row and writes it back changed. Keys are 8-byte
 //! big-endian ids, so key order is id order.
 
+use crate::driver::Terminal;
 use crate::engine::{Engine, Table, TxnError, TxnKind, TxnResult, Worker};
 use crate::keygen::{Chooser, Rng, Zipfian};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -226,9 +227,9 @@ pub struct Client<'y> {
     pub counts: [u64; 5],
 }
 
-impl Client<'_> {
+impl Terminal for Client<'_> {
     /// Runs one transaction to commit. Returns the number of aborts.
-    pub fn run_one(&mut self, w: &mut dyn Worker) -> TxnResult<u32> {
+    fn run_one(&mut self, w: &mut dyn Worker) -> TxnResult<u32> {
         let cfg = &self.ycsb.config;
         let table = self.ycsb.table;
         let kind = cfg.mix.pick(&mut self.rng);

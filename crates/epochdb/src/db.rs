@@ -384,13 +384,17 @@ impl Worker {
         if value.len() > self.shared.options.max_value_len {
             return Err(Error::ValueTooLarge { len: value.len(), max: self.shared.options.max_value_len });
         }
-        let (epoch, _) = self.enter()?;
+        self.enter()?;
         let done = match self.tables[t].tree.lookup(key).record {
             Some(rec) => {
                 // SAFETY: found in the index within our epoch: live.
                 let r = unsafe { rec.as_ref() };
                 let word = r.tid.lock();
                 if tid::is_latest(word) && !tid::is_absent(word) && value.len() <= r.capacity() {
+                    // As in Phase 1 of a commit: read E after taking the lock,
+                    // so the new TID's epoch is at least the old one's.
+                    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                    let epoch = self.shared.epochs.current();
                     let new = self.tidgen.generate(Tid::of_word(word), epoch, None);
                     r.write_value(value);
                     r.tid.unlock_to(new.raw() | tid::LATEST_BIT);

@@ -232,7 +232,7 @@ impl TidGenerator {
             let drawn = counter.fetch_add(TID_STEP, Ordering::Relaxed) & SEQ_FIELD_MASK;
             tid = tid.max(Tid(floor.0 | drawn));
         }
-        debug_assert_eq!(tid.epoch(), epoch, "TID left its epoch: sequence overflow");
+        debug_assert_eq!(tid.epoch(), epoch, "TID left its epoch: a stale epoch, or sequence overflow");
         self.last = tid;
         tid
     }

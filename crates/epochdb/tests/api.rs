@@ -323,3 +323,31 @@ fn key_value_calls_read_and_write_without_transactions() {
     assert_eq!(w.run(|txn| Ok(txn.get(t, b"k")?.map(<[u8]>::to_vec))).expect("txn"), Some(vec![9; 500]));
     assert!(matches!(w.kv_get(t, &[0; MAX_KEY_LEN + 1], &mut out), Err(Error::KeyTooLarge { .. })));
 }
+
+/// Regression: `kv_put` once took its TID epoch from `e_w` instead of
+/// reading `E` after locking, so a record written by another thread in the
+/// next epoch tripped the TID generator's assertion while the lock was held
+/// (and the other thread then spun on that lock forever). A watchdog turns a
+/// hang into a failure.
+#[test]
+fn kv_puts_from_two_threads_across_epoch_changes() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for th in 0..2u8 {
+        let (db, done) = (db.clone(), done_tx.clone());
+        std::thread::spawn(move || {
+            let mut w = db.worker().expect("worker");
+            let mut out = Vec::new();
+            for i in 0..100_000u32 {
+                let k = [(i % 4) as u8];
+                w.kv_put(t, &k, &[th; 16]).expect("put");
+                w.kv_get(t, &k, &mut out).expect("get");
+            }
+            let _ = done.send(());
+        });
+    }
+    for _ in 0..2 {
+        done_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a kv worker died or hung");
+    }
+}

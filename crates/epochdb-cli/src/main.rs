@@ -48,6 +48,15 @@ TPC-C OPTIONS:
                         after the run; exit status 1 if one fails
 ";
 
+/// Prints to stdout, ignoring a closed pipe (`epochdb ... | head -1`): the
+/// run's results are already in the JSON report, if one was asked for.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
@@ -113,7 +122,7 @@ impl Args {
 fn run(args: &[String]) -> Result<ExitCode, String> {
     match args.first().map(String::as_str) {
         None | Some("help" | "--help" | "-h") => {
-            print!("{HELP}");
+            say!("{HELP}");
             Ok(ExitCode::SUCCESS)
         }
         Some("bench") => match args.get(1).map(String::as_str) {
@@ -190,7 +199,7 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
     } else {
         "not checked".to_string()
     };
-    println!(
+    say!(
         "tpcc with {warehouses} warehouses on {} with {} threads: {:.0} txn/s, {} committed, {} rolled back, abort rate {:.3}%, latency p50 {:.1} us p99 {:.1} us p999 {:.1} us",
         variant.name(),
         settings.threads,
@@ -205,10 +214,10 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
     let mut checks = report::Json::new();
     for (name, value, low, high) in inputs.checks() {
         let ok = (low..=high).contains(&value);
-        println!("  {name:<36} {value:>8.3}  (spec {low}..{high}{})", if ok { "" } else { ", outside" });
+        say!("  {name:<36} {value:>8.3}  (spec {low}..{high}{})", if ok { "" } else { ", outside" });
         checks = checks.num(name, value);
     }
-    println!("  consistency: {consistency}");
+    say!("  consistency: {consistency}");
     if let Some(path) = json_path {
         let mut mix = report::Json::new();
         for (name, n) in TRANSACTIONS.iter().zip(inputs.by_type) {
@@ -266,7 +275,7 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
 
     let consistency = if check { check_rows(&engine, &y)? } else { "not checked".to_string() };
     let per_record = load_rss as f64 / keys as f64;
-    println!(
+    say!(
         "ycsb {mix} ({}) on {} with {} threads: {:.0} txn/s, {} committed, abort rate {:.3}%, latency p50 {:.1} us p99 {:.1} us p999 {:.1} us",
         config.distribution.name(),
         variant.name(),
@@ -278,7 +287,7 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
         m.latency_us(0.99),
         m.latency_us(0.999),
     );
-    println!(
+    say!(
         "memory: {:.1} MB resident after loading, {:.0} bytes per row ({} bytes of key and value)",
         load_rss as f64 / 1e6,
         per_record,

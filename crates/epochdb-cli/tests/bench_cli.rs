@@ -127,3 +127,18 @@ fn bad_arguments_are_reported_not_panicked() {
     }
     assert!(epochdb(&["help"]).status.success());
 }
+
+/// Regression: `epochdb ... | head -1` made the command panic on the
+/// closed pipe ("failed printing to stdout").
+#[test]
+fn a_closed_stdout_is_not_a_crash() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .arg("help")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

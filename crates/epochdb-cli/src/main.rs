@@ -28,6 +28,7 @@ BENCH OPTIONS (defaults in brackets):
     --warmup S          seconds run before measuring [2]
     --variant V         memsilo | kv | global-tid [memsilo]
     --json FILE         write the report as JSON
+    --plot FILE         draw throughput and mean latency per second as SVG
     --quiet             no progress line
 
 YCSB OPTIONS:
@@ -142,6 +143,15 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// Writes the `--plot` SVG, if one was asked for.
+fn plot(path: Option<String>, title: &str, m: &driver::Measured) -> Result<(), String> {
+    match path {
+        Some(p) => std::fs::write(&p, epochdb_workloads::plot::svg(title, &m.timeseries, &m.latency_series_us))
+            .map_err(|e| format!("{p}: {e}")),
+        None => Ok(()),
+    }
+}
+
 /// The options every benchmark shares.
 fn common(a: &mut Args) -> Result<(Settings, Variant), String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -166,6 +176,7 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
     let snapshot_reads = a.flag("--snapshot-reads");
     let check = a.flag("--check");
     let json_path = a.take_str("--json");
+    let plot_path = a.take_str("--plot");
     a.finish()?;
     if variant == Variant::Kv {
         return Err("TPC-C needs transactions: use memsilo or global-tid".into());
@@ -187,6 +198,8 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
     for t in &terminals {
         inputs.add(&t.stats);
     }
+    let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, variant.name());
+    plot(plot_path, &title, &m)?;
     let consistency = if check {
         use epochdb_workloads::engine::Engine;
         let mut w = engine.worker().map_err(|e| e.to_string())?;
@@ -253,6 +266,7 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
     }
     config.columns = a.take("--columns", config.columns)?;
     let json_path = a.take_str("--json");
+    let plot_path = a.take_str("--plot");
     let check = a.flag("--check");
     a.finish()?;
     if keys < 2 || config.columns == 0 {
@@ -272,6 +286,8 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
         eprintln!("loaded {keys} rows in {load_s:.1} s ({:.1} MB resident)", load_rss as f64 / 1e6);
     }
     let (m, _clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(|e| e.to_string())?;
+    let title = format!("YCSB {mix}, {keys} keys, {} threads, {}", settings.threads, variant.name());
+    plot(plot_path, &title, &m)?;
 
     let consistency = if check { check_rows(&engine, &y)? } else { "not checked".to_string() };
     let per_record = load_rss as f64 / keys as f64;

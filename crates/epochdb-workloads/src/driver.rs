@@ -35,6 +35,8 @@ pub struct Measured {
     pub latency_ns: Histogram<u64>,
     /// Commits in each second of the measured interval.
     pub timeseries: Vec<u64>,
+    /// Mean latency (microseconds) of the commits in each second.
+    pub latency_series_us: Vec<f64>,
 }
 
 impl Measured {
@@ -57,9 +59,14 @@ impl Measured {
     }
 }
 
+/// A thread's running totals, on their own cache line: commits, and the
+/// sum of their latencies.
 #[repr(align(128))]
 #[derive(Default)]
-struct Counter(AtomicU64);
+struct Counter {
+    commits: AtomicU64,
+    latency_ns: AtomicU64,
+}
 
 fn histogram() -> Histogram<u64> {
     // 1 ns .. 100 s at 3 significant digits; the bounds are valid constants.
@@ -94,7 +101,7 @@ pub fn run<C: Terminal + Send>(
                     let mut worker = engine.worker()?;
                     let mut c = terminal(t);
                     let mut hist = histogram();
-                    let (mut aborted, mut rolled_back, mut committed) = (0u64, 0u64, 0u64);
+                    let (mut aborted, mut rolled_back, mut committed, mut latency_sum) = (0u64, 0u64, 0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
                         let start = Instant::now();
                         let outcome = c.run_one(&mut *worker);
@@ -107,10 +114,13 @@ pub fn run<C: Terminal + Send>(
                         }
                         match outcome {
                             Ok(aborts) => {
-                                let _ = hist.record(start.elapsed().as_nanos() as u64);
+                                let ns = start.elapsed().as_nanos() as u64;
+                                let _ = hist.record(ns);
                                 aborted += aborts as u64;
                                 committed += 1;
-                                commits[t].0.store(committed, Ordering::Relaxed);
+                                latency_sum += ns;
+                                commits[t].latency_ns.store(latency_sum, Ordering::Relaxed);
+                                commits[t].commits.store(committed, Ordering::Relaxed);
                             }
                             Err(TxnError::Rollback) => rolled_back += 1,
                             Err(e) => {
@@ -124,7 +134,8 @@ pub fn run<C: Terminal + Send>(
             })
             .collect();
 
-        let sum = || commits.iter().map(|c| c.0.load(Ordering::Relaxed)).sum::<u64>();
+        let sum = || commits.iter().map(|c| c.commits.load(Ordering::Relaxed)).sum::<u64>();
+        let latency = || commits.iter().map(|c| c.latency_ns.load(Ordering::Relaxed)).sum::<u64>();
         let started = Instant::now();
         while started.elapsed() < settings.warmup && !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(10));
@@ -132,15 +143,24 @@ pub fn run<C: Terminal + Send>(
         measuring.store(true, Ordering::Relaxed);
         let begin = Instant::now();
         let mut timeseries = Vec::new();
-        let mut last = 0;
+        let mut latency_series_us = Vec::new();
+        let (mut last, mut last_latency) = (0, 0);
         let mut next_tick = begin + Duration::from_secs(1);
         let end = begin + settings.duration;
         while Instant::now() < end && !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             if now >= next_tick {
                 let total = sum();
-                timeseries.push(total - last);
+                let total_latency = latency();
+                let n = total - last;
+                timeseries.push(n);
+                latency_series_us.push(if n == 0 {
+                    0.0
+                } else {
+                    (total_latency - last_latency) as f64 / n as f64 / 1e3
+                });
                 last = total;
+                last_latency = total_latency;
                 next_tick += Duration::from_secs(1);
                 if settings.progress {
                     let secs = now.duration_since(begin).as_secs_f64();
@@ -167,11 +187,18 @@ pub fn run<C: Terminal + Send>(
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(TxnError::Fatal("benchmark thread panicked".into()))))
             .collect();
-        (joined, timeseries, elapsed_s)
+        (joined, timeseries, latency_series_us, elapsed_s)
     });
-    let (joined, timeseries, elapsed_s) = results;
-    let mut measured =
-        Measured { committed: 0, aborted: 0, rolled_back: 0, elapsed_s, latency_ns: histogram(), timeseries };
+    let (joined, timeseries, latency_series_us, elapsed_s) = results;
+    let mut measured = Measured {
+        committed: 0,
+        aborted: 0,
+        rolled_back: 0,
+        elapsed_s,
+        latency_ns: histogram(),
+        timeseries,
+        latency_series_us,
+    };
     let mut clients = Vec::new();
     for r in joined {
         let (hist, aborted, rolled_back, c) = r?;

@@ -62,6 +62,12 @@ impl Json {
         self
     }
 
+    pub fn nums(mut self, key: &str, values: &[f64]) -> Json {
+        let items: Vec<String> = values.iter().map(|&v| number(v)).collect();
+        self.fields.push((key.into(), format!("[{}]", items.join(", "))));
+        self
+    }
+
     pub fn strs(mut self, key: &str, values: &[String]) -> Json {
         let items: Vec<String> = values.iter().map(|v| escape(v)).collect();
         self.fields.push((key.into(), format!("[{}]", items.join(", "))));
@@ -100,6 +106,7 @@ pub fn base(workload: &str, variant: &str, threads: usize, m: &Measured) -> Json
         .num("abort_rate", m.abort_rate())
         .obj("latency_us", latency)
         .ints("timeseries", &m.timeseries)
+        .nums("latency_timeseries_us", &m.latency_series_us)
 }
 
 /// Where and on what the run happened: git revision, CPU count, time.

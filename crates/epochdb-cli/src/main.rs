@@ -143,6 +143,22 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// Adds the fields every report ends with and writes it to `path`.
+fn write_report(path: &str, j: report::Json, consistency: &str) -> Result<(), String> {
+    let j = j.str("consistency", consistency).obj("run", report::provenance());
+    std::fs::write(path, j.render(0) + "\n").map_err(|e| format!("{path}: {e}"))
+}
+
+/// Failure (1) only when a requested consistency check failed.
+fn exit_status(check: bool, consistency: &str) -> ExitCode {
+    if !check || consistency == "ok" {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("consistency check failed: {consistency}");
+        ExitCode::FAILURE
+    }
+}
+
 /// Writes the `--plot` SVG, if one was asked for.
 fn plot(path: Option<String>, title: &str, m: &driver::Measured) -> Result<(), String> {
     match path {
@@ -242,17 +258,10 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
             .num("warmup_s", settings.warmup.as_secs_f64())
             .num("load_s", load_s)
             .obj("mix", mix)
-            .obj("input_checks", checks)
-            .str("consistency", &consistency)
-            .obj("run", report::provenance());
-        std::fs::write(&path, j.render(0) + "\n").map_err(|e| format!("{path}: {e}"))?;
+            .obj("input_checks", checks);
+        write_report(&path, j, &consistency)?;
     }
-    if consistency == "ok" || !check {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        eprintln!("consistency check failed: {consistency}");
-        Ok(ExitCode::FAILURE)
-    }
+    Ok(exit_status(check, &consistency))
 }
 
 fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
@@ -318,17 +327,10 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
             .num("warmup_s", settings.warmup.as_secs_f64())
             .num("load_s", load_s)
             .int("load_rss_bytes", load_rss)
-            .num("rss_bytes_per_row", per_record)
-            .str("consistency", &consistency)
-            .obj("run", report::provenance());
-        std::fs::write(&path, j.render(0) + "\n").map_err(|e| format!("{path}: {e}"))?;
+            .num("rss_bytes_per_row", per_record);
+        write_report(&path, j, &consistency)?;
     }
-    if consistency == "ok" || !check {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        eprintln!("consistency check failed: {consistency}");
-        Ok(ExitCode::FAILURE)
-    }
+    Ok(exit_status(check, &consistency))
 }
 
 /// After a YCSB run every loaded or inserted row must still be there.

@@ -202,6 +202,15 @@ impl Worker for TxnWorker {
     }
 }
 
+/// Copies a value read into the caller's buffer; false if there was none.
+fn copy_out(value: Option<&[u8]>, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    if let Some(v) = value {
+        out.extend_from_slice(v);
+    }
+    value.is_some()
+}
+
 fn bounds<'a>(lo: &'a [u8], hi: Option<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
     (Bound::Included(lo), hi.map_or(Bound::Unbounded, Bound::Excluded))
 }
@@ -210,14 +219,7 @@ struct DbTxn<'t, 'w>(&'t mut epochdb::Txn<'w>);
 
 impl Txn for DbTxn<'_, '_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
-        match self.0.get(DbTable(table), key)? {
-            Some(v) => {
-                out.clear();
-                out.extend_from_slice(v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(copy_out(self.0.get(DbTable(table), key)?, out))
     }
 
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
@@ -259,14 +261,7 @@ fn read_only<T>() -> TxnResult<T> {
 
 impl Txn for SnapTxn<'_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
-        match self.0.get(DbTable(table), key)? {
-            Some(v) => {
-                out.clear();
-                out.extend_from_slice(v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(copy_out(self.0.get(DbTable(table), key)?, out))
     }
 
     fn put(&mut self, _: Table, _: &[u8], _: &[u8]) -> TxnResult {

@@ -181,7 +181,8 @@ impl Database {
     }
 }
 
-fn check_key(key: &[u8]) -> Result<()> {
+/// Keys longer than `MAX_KEY_LEN` are a typed error everywhere.
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_LEN {
         return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
     }

@@ -15,9 +15,8 @@
 //! has `snap(epoch) < se_w`, so it is the one writers keep.
 
 use crate::catalog::TableId;
-use crate::db::Worker;
-use crate::error::{Error, Result};
-use crate::options::MAX_KEY_LEN;
+use crate::db::{check_key, Worker};
+use crate::error::Result;
 use crate::record::Record;
 use crate::tid::{is_absent, Tid};
 use std::ops::RangeBounds;
@@ -66,9 +65,7 @@ impl<'w> SnapshotTxn<'w> {
 
     /// The value of `key` at the snapshot. Valid until the next call.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&[u8]>> {
-        if key.len() > MAX_KEY_LEN {
-            return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
-        }
+        check_key(key)?;
         let ti = self.w.table_index(table)?;
         let Worker { tables, scratch, .. } = &mut *self.w;
         Ok(match tables[ti].tree.lookup(key).record {

@@ -14,9 +14,8 @@ pub(crate) mod commit;
 pub(crate) mod sets;
 
 use crate::catalog::{index_entry_key, index_entry_primary, index_prefix, Extractor, IndexId, TableId};
-use crate::db::Worker;
+use crate::db::{check_key, Worker};
 use crate::error::{AbortReason, Error, Result};
-use crate::options::MAX_KEY_LEN;
 use crate::record::Record;
 use crate::tid::{is_absent, is_latest, Tid, ABSENT_BIT, LATEST_BIT};
 use sets::{NodeEntry, ReadEntry, WriteKind};
@@ -66,10 +65,7 @@ impl<'w> Txn<'w> {
         if let Some(r) = self.doomed {
             return Err(Error::Aborted(r));
         }
-        if key.len() > MAX_KEY_LEN {
-            return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
-        }
-        Ok(())
+        check_key(key)
     }
 
     fn check_value(&mut self, ti: usize, value: &[u8]) -> Result<()> {

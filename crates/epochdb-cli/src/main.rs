@@ -5,6 +5,13 @@
 //! epochdb bench tpcc [options]     TPC-C (not yet implemented)
 //! ```
 
+#[cfg(feature = "bump-alloc")]
+mod bump;
+
+#[cfg(feature = "bump-alloc")]
+#[global_allocator]
+static ALLOCATOR: bump::Bump = bump::Bump::new();
+
 use epochdb::Options;
 use epochdb_workloads::driver::{self, Settings};
 use epochdb_workloads::engine::{EpochDb, Variant};

@@ -14,7 +14,7 @@ static ALLOCATOR: bump::Bump = bump::Bump::new();
 
 use epochdb::Options;
 use epochdb_workloads::driver::{self, Settings};
-use epochdb_workloads::engine::{EpochDb, Variant};
+use epochdb_workloads::engine::{Engine, EpochDb, Variant};
 use epochdb_workloads::report;
 use epochdb_workloads::ycsb::{self, Config, Distribution, Ycsb};
 use std::collections::HashMap;
@@ -221,10 +221,9 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
     for t in &terminals {
         inputs.add(&t.stats);
     }
-    let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, variant.name());
+    let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, engine.name());
     plot(plot_path, &title, &m)?;
     let consistency = if check {
-        use epochdb_workloads::engine::Engine;
         let mut w = engine.worker().map_err(|e| e.to_string())?;
         let failures = tpcc.check(&mut *w).map_err(|e| e.to_string())?;
         if failures.is_empty() {
@@ -235,18 +234,7 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
     } else {
         "not checked".to_string()
     };
-    say!(
-        "tpcc with {warehouses} warehouses on {} with {} threads: {:.0} txn/s, {} committed, {} rolled back, abort rate {:.3}%, latency p50 {:.1} us p99 {:.1} us p999 {:.1} us",
-        variant.name(),
-        settings.threads,
-        m.throughput(),
-        m.committed,
-        m.rolled_back,
-        m.abort_rate() * 100.0,
-        m.latency_us(0.5),
-        m.latency_us(0.99),
-        m.latency_us(0.999),
-    );
+    say!("tpcc with {warehouses} warehouses on {} with {} threads: {}", engine.name(), settings.threads, m.summary());
     let mut checks = report::Json::new();
     for (name, value, low, high) in inputs.checks() {
         let ok = (low..=high).contains(&value);
@@ -255,16 +243,16 @@ fn bench_tpcc(mut a: Args) -> Result<ExitCode, String> {
     }
     say!("  consistency: {consistency}");
     if let Some(path) = json_path {
-        let mut mix = report::Json::new();
+        let mut transactions = report::Json::new();
         for (name, n) in TRANSACTIONS.iter().zip(inputs.by_type) {
-            mix = mix.int(name, n);
+            transactions = transactions.int(name, n);
         }
-        let j = report::base("tpcc", variant.name(), settings.threads, &m)
+        let j = report::base("tpcc", engine.name(), settings.threads, &m)
             .int("warehouses", warehouses as u64)
             .str("read_only_as_snapshots", if snapshot_reads { "yes" } else { "no" })
             .num("warmup_s", settings.warmup.as_secs_f64())
             .num("load_s", load_s)
-            .obj("mix", mix)
+            .obj("transactions", transactions)
             .obj("input_checks", checks);
         write_report(&path, j, &consistency)?;
     }
@@ -301,23 +289,22 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
     if settings.progress {
         eprintln!("loaded {keys} rows in {load_s:.1} s ({:.1} MB resident)", load_rss as f64 / 1e6);
     }
-    let (m, _clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(|e| e.to_string())?;
-    let title = format!("YCSB {mix}, {keys} keys, {} threads, {}", settings.threads, variant.name());
+    let (m, clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(|e| e.to_string())?;
+    let mut transactions = report::Json::new();
+    for (i, kind) in ycsb::KINDS.iter().enumerate() {
+        transactions = transactions.int(kind, clients.iter().map(|c| c.counts[i]).sum());
+    }
+    let title = format!("YCSB {mix}, {keys} keys, {} threads, {}", settings.threads, engine.name());
     plot(plot_path, &title, &m)?;
 
     let consistency = if check { check_rows(&engine, &y)? } else { "not checked".to_string() };
     let per_record = load_rss as f64 / keys as f64;
     say!(
-        "ycsb {mix} ({}) on {} with {} threads: {:.0} txn/s, {} committed, abort rate {:.3}%, latency p50 {:.1} us p99 {:.1} us p999 {:.1} us",
+        "ycsb {mix} ({}) on {} with {} threads: {}",
         config.distribution.name(),
-        variant.name(),
+        engine.name(),
         settings.threads,
-        m.throughput(),
-        m.committed,
-        m.abort_rate() * 100.0,
-        m.latency_us(0.5),
-        m.latency_us(0.99),
-        m.latency_us(0.999),
+        m.summary()
     );
     say!(
         "memory: {:.1} MB resident after loading, {:.0} bytes per row ({} bytes of key and value)",
@@ -326,8 +313,9 @@ fn bench_ycsb(mut a: Args) -> Result<ExitCode, String> {
         8 + config.value_len()
     );
     if let Some(path) = json_path {
-        let j = report::base("ycsb", variant.name(), settings.threads, &m)
+        let j = report::base("ycsb", engine.name(), settings.threads, &m)
             .str("mix", &mix)
+            .obj("transactions", transactions)
             .str("distribution", &config.distribution.name())
             .int("keys", keys)
             .int("value_bytes", config.value_len() as u64)

@@ -52,6 +52,13 @@ fn ycsb_runs_every_variant_and_writes_its_report() {
         for f in ["abort_rate", "p50", "p99", "p999", "timeseries", "duration_s"] {
             field(&report, f);
         }
+        if mix == "silo" {
+            // The reported counts follow the mix: 80% reads, 20% read-modify-writes.
+            let n = |k: &str| field(&report, k).parse::<f64>().expect(k);
+            let total = n("read") + n("rmw");
+            assert!((n("read") / total - 0.8).abs() < 0.02, "{report}");
+            assert_eq!(n("update") + n("insert") + n("scan"), 0.0);
+        }
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -53,6 +53,20 @@ impl Measured {
         }
     }
 
+    /// The one-line human summary both benchmarks print.
+    pub fn summary(&self) -> String {
+        format!(
+            "{:.0} txn/s, {} committed, {} rolled back, abort rate {:.3}%, latency p50 {:.1} us p99 {:.1} us p999 {:.1} us",
+            self.throughput(),
+            self.committed,
+            self.rolled_back,
+            self.abort_rate() * 100.0,
+            self.latency_us(0.5),
+            self.latency_us(0.99),
+            self.latency_us(0.999),
+        )
+    }
+
     /// Latency at `q` (0..1) in microseconds.
     pub fn latency_us(&self, q: f64) -> f64 {
         self.latency_ns.value_at_quantile(q) as f64 / 1000.0

@@ -68,12 +68,6 @@ impl Json {
         self
     }
 
-    pub fn strs(mut self, key: &str, values: &[String]) -> Json {
-        let items: Vec<String> = values.iter().map(|v| escape(v)).collect();
-        self.fields.push((key.into(), format!("[{}]", items.join(", "))));
-        self
-    }
-
     pub fn obj(mut self, key: &str, value: Json) -> Json {
         self.fields.push((key.into(), value.render(1)));
         self
@@ -86,7 +80,8 @@ impl Json {
     }
 }
 
-/// The fields every benchmark report shares.
+/// The fields every benchmark report shares; `variant` is the engine's
+/// name ([`crate::engine::Engine::name`]).
 pub fn base(workload: &str, variant: &str, threads: usize, m: &Measured) -> Json {
     let latency = Json::new()
         .num("p50", m.latency_us(0.5))

@@ -243,12 +243,7 @@ impl Txn for DbTxn<'_, '_> {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> TxnResult {
-        let range = bounds(lo, hi);
-        if reverse {
-            self.0.scan_rev(DbTable(table), range, limit, visit)?;
-        } else {
-            self.0.scan(DbTable(table), range, limit, visit)?;
-        }
+        self.0.scan_dir(DbTable(table), bounds(lo, hi), reverse, limit, visit)?;
         Ok(())
     }
 }
@@ -285,12 +280,7 @@ impl Txn for SnapTxn<'_> {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> TxnResult {
-        let range = bounds(lo, hi);
-        if reverse {
-            self.0.scan_rev(DbTable(table), range, limit, visit)?;
-        } else {
-            self.0.scan(DbTable(table), range, limit, visit)?;
-        }
+        self.0.scan_dir(DbTable(table), bounds(lo, hi), reverse, limit, visit)?;
         Ok(())
     }
 }

@@ -96,7 +96,9 @@ impl<'w> SnapshotTxn<'w> {
         self.scan_dir(table, range, true, limit, visit)
     }
 
-    fn scan_dir(
+    /// [`SnapshotTxn::scan`] (`reverse = false`) or
+    /// [`SnapshotTxn::scan_rev`] (`true`).
+    pub fn scan_dir(
         &mut self,
         table: TableId,
         range: impl RangeBounds<[u8]>,

@@ -237,9 +237,9 @@ impl<'w> Txn<'w> {
         table: TableId,
         range: impl RangeBounds<[u8]>,
         limit: usize,
-        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        self.scan_rows(table, bounds(&range), false, limit, &mut visit)
+        self.scan_dir(table, range, false, limit, visit)
     }
 
     /// [`Txn::scan`] in descending key order.
@@ -248,21 +248,21 @@ impl<'w> Txn<'w> {
         table: TableId,
         range: impl RangeBounds<[u8]>,
         limit: usize,
-        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        self.scan_rows(table, bounds(&range), true, limit, &mut visit)
+        self.scan_dir(table, range, true, limit, visit)
     }
 
-    /// Scans present rows only.
-    fn scan_rows(
+    /// [`Txn::scan`] (`reverse = false`) or [`Txn::scan_rev`] (`true`).
+    pub fn scan_dir(
         &mut self,
         table: TableId,
-        range: (Bound<&[u8]>, Bound<&[u8]>),
+        range: impl RangeBounds<[u8]>,
         reverse: bool,
         limit: usize,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
-        self.scan_inner(table, range, reverse, limit, &mut |k, v, _| v.is_none_or(|v| visit(k, v)))
+        self.scan_inner(table, bounds(&range), reverse, limit, &mut |k, v, _| v.is_none_or(|v| visit(k, v)))
     }
 
     /// Like [`Txn::scan`], but also visits deleted (absent) records with a

@@ -93,10 +93,18 @@ fn data_50(rng: &mut Rng) -> [u8; 50] {
     d
 }
 
-fn zip(rng: &mut Rng) -> [u8; 9] {
-    let mut z: [u8; 9] = n_string(rng, 4);
-    z[4..].copy_from_slice(b"11111");
-    z
+/// Street, city and state a-strings; zip = 4 random digits + "11111"
+/// (clause 4.3.2.7).
+fn address(rng: &mut Rng) -> Address {
+    let mut zip: [u8; 9] = n_string(rng, 4);
+    zip[4..].copy_from_slice(b"11111");
+    Address {
+        street_1: a_string(rng, 10, 20),
+        street_2: a_string(rng, 10, 20),
+        city: a_string(rng, 10, 20),
+        state: a_string(rng, 2, 2),
+        zip,
+    }
 }
 
 fn now_us() -> u64 {
@@ -226,11 +234,7 @@ impl Tpcc {
         let mut v = Vec::new();
         let wh = Warehouse {
             name: a_string(rng, 6, 10),
-            street_1: a_string(rng, 10, 20),
-            street_2: a_string(rng, 10, 20),
-            city: a_string(rng, 10, 20),
-            state: a_string(rng, 2, 2),
-            zip: zip(rng),
+            address: address(rng),
             tax: rng.range(0, 2000) as u32,
             ytd: 30_000_000,
         };
@@ -256,11 +260,7 @@ impl Tpcc {
         for d in 1..=DISTRICTS {
             let dist = District {
                 name: a_string(rng, 6, 10),
-                street_1: a_string(rng, 10, 20),
-                street_2: a_string(rng, 10, 20),
-                city: a_string(rng, 10, 20),
-                state: a_string(rng, 2, 2),
-                zip: zip(rng),
+                address: address(rng),
                 tax: rng.range(0, 2000) as u32,
                 ytd: 3_000_000,
                 next_o_id: ORDERS + 1,
@@ -273,11 +273,7 @@ impl Tpcc {
                     first: a_string(rng, 8, 16),
                     middle: text(b"OE"),
                     last,
-                    street_1: a_string(rng, 10, 20),
-                    street_2: a_string(rng, 10, 20),
-                    city: a_string(rng, 10, 20),
-                    state: a_string(rng, 2, 2),
-                    zip: zip(rng),
+                    address: address(rng),
                     phone: n_string(rng, 16),
                     since: now,
                     credit: if rng.percent(10) { *b"BC" } else { *b"GC" },

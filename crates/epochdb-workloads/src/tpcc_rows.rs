@@ -76,38 +76,43 @@ macro_rules! row {
     };
 }
 
-row!(Warehouse {
-    name: [u8; 10],
-    street_1: [u8; 20],
-    street_2: [u8; 20],
-    city: [u8; 20],
-    state: [u8; 2],
-    zip: [u8; 9],
-    tax: u32,
-    ytd: i64,
-});
+/// The address columns WAREHOUSE, DISTRICT and CUSTOMER share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Address {
+    pub street_1: [u8; 20],
+    pub street_2: [u8; 20],
+    pub city: [u8; 20],
+    pub state: [u8; 2],
+    pub zip: [u8; 9],
+}
 
-row!(District {
-    name: [u8; 10],
-    street_1: [u8; 20],
-    street_2: [u8; 20],
-    city: [u8; 20],
-    state: [u8; 2],
-    zip: [u8; 9],
-    tax: u32,
-    ytd: i64,
-    next_o_id: u32,
-});
+impl Field for Address {
+    const SIZE: usize = 20 + 20 + 20 + 2 + 9;
+    fn put(&self, out: &mut Vec<u8>) {
+        for part in [&self.street_1[..], &self.street_2, &self.city, &self.state, &self.zip] {
+            out.extend_from_slice(part);
+        }
+    }
+    fn get(b: &[u8]) -> Self {
+        Address {
+            street_1: Field::get(b),
+            street_2: Field::get(&b[20..]),
+            city: Field::get(&b[40..]),
+            state: Field::get(&b[60..]),
+            zip: Field::get(&b[62..]),
+        }
+    }
+}
+
+row!(Warehouse { name: [u8; 10], address: Address, tax: u32, ytd: i64 });
+
+row!(District { name: [u8; 10], address: Address, tax: u32, ytd: i64, next_o_id: u32 });
 
 row!(Customer {
     first: [u8; 16],
     middle: [u8; 2],
     last: [u8; 16],
-    street_1: [u8; 20],
-    street_2: [u8; 20],
-    city: [u8; 20],
-    state: [u8; 2],
-    zip: [u8; 9],
+    address: Address,
     phone: [u8; 16],
     since: u64,
     credit: [u8; 2],
@@ -202,6 +207,16 @@ mod tests {
         s.encode(&mut buf);
         let back = Stock::decode(&buf).expect("decode");
         assert_eq!(trimmed(&back.dist[3]), b"dist three");
+        let address = Address {
+            street_1: text(b"1 Main St"),
+            street_2: text(b"Suite 2"),
+            city: text(b"Springfield"),
+            state: *b"IL",
+            zip: *b"123411111",
+        };
+        let wh = Warehouse { name: text(b"north"), address, tax: 1250, ytd: -7 };
+        wh.encode(&mut buf);
+        assert_eq!(Warehouse::decode(&buf).expect("decode"), wh);
         assert_eq!(key_part(&key::<12>(&[1, 2, 3]), 2), 3);
         assert!(key::<8>(&[1, 2]) < key::<8>(&[1, 3]) && key::<8>(&[1, 300]) < key::<8>(&[2, 0]));
     }

@@ -114,6 +114,8 @@ fn transfers_opens_and_closes_keep_the_total() {
         stop.store(true, Ordering::Relaxed);
         (auditor.join().expect("auditor"), snapshot_auditor.join().expect("snapshot auditor"))
     });
+    // Printed so the figure in notes can be rerun: `-- --nocapture`.
+    eprintln!("serializable audits {audits}, snapshot audits {snapshot_audits}");
     assert!(audits > 0 && snapshot_audits > 0);
     assert_eq!(audit(&mut w, t), TOTAL);
 }

@@ -197,12 +197,45 @@ pub(crate) struct IndexInfo {
     pub extract: Extractor,
 }
 
+/// What only the application can supply about a table: its schema and
+/// index extractors (code is not stored on disk).
+#[derive(Default)]
+pub(crate) struct TableDef {
+    pub schema: Option<Schema>,
+    pub indexes: Vec<IndexInfo>,
+}
+
 pub(crate) struct Table {
     pub id: TableId,
     pub name: String,
     pub tree: Tree,
-    pub schema: Option<Schema>,
-    pub indexes: Vec<IndexInfo>,
+    /// Its secondary indexes' names and entry tables.
+    pub index_names: Vec<(String, TableId)>,
+    /// Set by `create_table`. A table recovered from disk has none until
+    /// the application opens it again with `create_table`.
+    pub def: std::sync::OnceLock<TableDef>,
+}
+
+impl Table {
+    pub fn new(id: TableId, name: String, index_names: Vec<(String, TableId)>, def: TableDef) -> Table {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(def);
+        Table { id, name, tree: Tree::new(), index_names, def: cell }
+    }
+
+    pub fn schema(&self) -> Option<&Schema> {
+        self.def.get().and_then(|d| d.schema.as_ref())
+    }
+
+    /// The index extractors; an error for a recovered table that has
+    /// indexes but has not been opened with `create_table` yet.
+    pub fn indexes(&self) -> crate::Result<&[IndexInfo]> {
+        match self.def.get() {
+            Some(d) => Ok(&d.indexes),
+            None if self.index_names.is_empty() => Ok(&[]),
+            None => Err(crate::Error::TableNotOpened(self.name.clone())),
+        }
+    }
 }
 
 /// Appends the index entry key for `secondary` -> `primary` to `out`:

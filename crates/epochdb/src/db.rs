@@ -5,13 +5,17 @@
 //! transaction buffers and garbage lists. Workers collect garbage between
 //! transactions (Silo §4.8), so no helper thread frees memory.
 
-use crate::catalog::{IndexId, IndexInfo, Table, TableId, TableOptions};
+use crate::catalog::{IndexId, IndexInfo, Table, TableDef, TableId, TableOptions};
+use crate::checkpoint::{CheckpointStats, Checkpointer};
 use crate::epoch::{Advancer, EpochSlot, Epochs};
 use crate::error::{AbortReason, Error, Result};
+use crate::fsio::Io;
 use crate::gc::{self, Cleanup, Garbage, Retired};
-use crate::index::Tree;
-use crate::options::Options;
-use crate::options::MAX_KEY_LEN;
+use crate::log::{self, LogSlot};
+use crate::logger::{Durable, Loggers};
+use crate::manifest::{Manifest, TableEntry};
+use crate::options::{Durability, Options, MAX_KEY_LEN};
+use crate::recovery::{self, Progress, RecoveryReport};
 use crate::snapshot::SnapshotTxn;
 use crate::sync::{AtomicU64, Ordering};
 use crate::tid::{self, Tid, TidGenerator, TidSource};
@@ -35,6 +39,19 @@ pub(crate) struct Shared {
     orphans: Mutex<Garbage>,
     has_orphans: AtomicBool,
     closed: AtomicBool,
+    /// Logging state; `None` with durability off.
+    pub durable: Option<Arc<Durable>>,
+    /// The data directory's manifest (catalog, checkpoint, void epochs).
+    pub manifest: Mutex<Manifest>,
+    pub io: Io,
+    pub checkpoint_stats: Mutex<CheckpointStats>,
+    recovery: Option<RecoveryReport>,
+}
+
+impl Shared {
+    pub fn tables_snapshot(&self) -> Vec<Arc<Table>> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl Drop for Shared {
@@ -47,10 +64,15 @@ impl Drop for Shared {
     }
 }
 
-/// Stops the advancer when the last `Database` clone is dropped.
+/// Stops the background threads when the last `Database` clone is
+/// dropped: the checkpointer first, then the advancer, then the loggers
+/// (whose final flush makes every commit durable), then the lock.
 struct Handle {
     shared: Arc<Shared>,
+    _checkpointer: Option<Checkpointer>,
     _advancer: Advancer,
+    _loggers: Option<Loggers>,
+    _lock: Option<std::fs::File>,
 }
 
 impl Drop for Handle {
@@ -74,21 +96,55 @@ impl std::fmt::Debug for Database {
 }
 
 impl Database {
-    /// Opens an in-memory database.
+    /// Opens a database. With durability on, a data directory that holds a
+    /// database is recovered first (see [`Database::open_with_progress`]).
     pub fn open(options: Options) -> Result<Database> {
+        Database::open_with_progress(options, &|_| {})
+    }
+
+    /// Opens a database, reporting recovery's progress to `progress`.
+    pub fn open_with_progress(options: Options, progress: &(dyn Fn(Progress) + Sync)) -> Result<Database> {
         options.validate()?;
-        let epochs = Arc::new(Epochs::new(options.snapshot_epochs));
+        let io = Io::new(options.faults.clone());
+        let (tables, manifest, first_epoch, report, lock) = match &options.data_dir {
+            Some(dir) if options.durability != Durability::Off => {
+                std::fs::create_dir_all(dir)?;
+                let lock = lock_dir(dir)?;
+                let r = recovery::recover(&options, &io, progress)?;
+                (r.tables, r.manifest, r.first_epoch, Some(r.report), Some(lock))
+            }
+            _ => (Vec::new(), Manifest::default(), 1, None, None),
+        };
+        let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, first_epoch));
         let advancer = Advancer::start(epochs.clone(), options.epoch_interval)?;
+        let log_dirs = options.log_dirs();
+        let durable = report.as_ref().map(|r| Arc::new(Durable::new(log_dirs.len(), r.pepoch)));
+        let loggers = match (&durable, &options.data_dir) {
+            (Some(d), Some(dir)) => {
+                let rotate = options.log_rotate_epochs;
+                Some(Loggers::start(&log_dirs, dir, d.clone(), epochs.clone(), io.clone(), rotate)?)
+            }
+            _ => None,
+        };
+        let checkpointing = options.durability == Durability::LogAndCheckpoint;
         let shared = Arc::new(Shared {
             options,
             epochs,
-            tables: RwLock::new(Vec::new()),
+            tables: RwLock::new(tables.into_iter().map(Arc::new).collect()),
             global_tid: Padded::default(),
             orphans: Mutex::new(Garbage::default()),
             has_orphans: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            durable,
+            manifest: Mutex::new(manifest),
+            io,
+            checkpoint_stats: Mutex::new(CheckpointStats::default()),
+            recovery: report,
         });
-        Ok(Database { handle: Arc::new(Handle { shared, _advancer: advancer }) })
+        let checkpointer = if checkpointing { Some(Checkpointer::start(shared.clone())?) } else { None };
+        let handle =
+            Handle { shared, _checkpointer: checkpointer, _advancer: advancer, _loggers: loggers, _lock: lock };
+        Ok(Database { handle: Arc::new(handle) })
     }
 
     fn shared(&self) -> &Arc<Shared> {
@@ -96,27 +152,42 @@ impl Database {
     }
 
     /// Creates a table (and the tables of its secondary indexes, named
-    /// `table.index`).
+    /// `table.index`). On a recovered database, "creating" a table that was
+    /// recovered opens it: the index names must be the same, and this is
+    /// where its schema and index extractors are supplied again.
     pub fn create_table(&self, name: &str, options: TableOptions) -> Result<TableId> {
-        let mut tables = self.shared().tables.write().unwrap_or_else(|e| e.into_inner());
-        let taken = |n: &str| tables.iter().any(|t| t.name == n);
-        if taken(name) {
-            return Err(Error::TableExists(name.into()));
+        let shared = self.shared();
+        let mut tables = shared.tables.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = tables.iter().find(|t| t.name == name) {
+            return reopen_table(t, &log::lock(&shared.manifest), options);
         }
+        let taken = |n: &str| tables.iter().any(|t| t.name == n);
         let index_names: Vec<String> = options.indexes.iter().map(|(i, _)| format!("{name}.{i}")).collect();
         if let Some(n) = index_names.iter().find(|n| taken(n)) {
             return Err(Error::TableExists(n.clone()));
         }
         let id = TableId(tables.len() as u32);
+        if shared.durable.is_some() {
+            // The catalog is durable before any log record can name the table.
+            let mut m = log::lock(&shared.manifest);
+            let mut next = m.clone();
+            next.tables.push(TableEntry { name: name.into(), index_of: None });
+            for (i, _) in &options.indexes {
+                next.tables.push(TableEntry { name: format!("{name}.{i}"), index_of: Some((id.0, i.clone())) });
+            }
+            let dir = shared.options.data_dir.as_deref().ok_or(Error::NotDurable)?;
+            next.store(dir, &shared.io)?;
+            *m = next;
+        }
         let indexes: Vec<IndexInfo> = (options.indexes.into_iter().enumerate())
             .map(|(i, (name, extract))| IndexInfo { name, entries: TableId(id.0 + 1 + i as u32), extract })
             .collect();
         let index_tables: Vec<Arc<Table>> = (indexes.iter().zip(index_names))
-            .map(|(i, name)| {
-                Arc::new(Table { id: i.entries, name, tree: Tree::new(), schema: None, indexes: Vec::new() })
-            })
+            .map(|(i, name)| Arc::new(Table::new(i.entries, name, Vec::new(), TableDef::default())))
             .collect();
-        tables.push(Arc::new(Table { id, name: name.into(), tree: Tree::new(), schema: options.schema, indexes }));
+        let index_names = indexes.iter().map(|i| (i.name.clone(), i.entries)).collect();
+        let def = TableDef { schema: options.schema, indexes };
+        tables.push(Arc::new(Table::new(id, name.into(), index_names, def)));
         tables.extend(index_tables);
         Ok(id)
     }
@@ -131,17 +202,17 @@ impl Database {
     pub fn index(&self, table: TableId, index: &str) -> Result<IndexId> {
         let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
         let t = tables.get(table.0 as usize).ok_or(Error::UnknownTable(table))?;
-        t.indexes
+        t.index_names
             .iter()
-            .find(|i| i.name == index)
-            .map(|i| IndexId { table, entries: i.entries })
+            .find(|i| i.0 == index)
+            .map(|i| IndexId { table, entries: i.1 })
             .ok_or_else(|| Error::NoSuchIndex { table: t.name.clone(), index: index.into() })
     }
 
     /// The schema of `table`, if it has one.
     pub fn schema(&self, table: TableId) -> Result<Option<crate::Schema>> {
         let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
-        Ok(tables.get(table.0 as usize).ok_or(Error::UnknownTable(table))?.schema.clone())
+        Ok(tables.get(table.0 as usize).ok_or(Error::UnknownTable(table))?.schema().cloned())
     }
 
     /// A handle for running transactions on this thread.
@@ -149,7 +220,14 @@ impl Database {
         let shared = self.shared().clone();
         let slot = shared.epochs.register();
         let global = shared.options.tid_source == TidSource::GlobalCounter;
+        let log = shared.durable.as_ref().map(|d| {
+            let o = &shared.options;
+            let log = Arc::new(LogSlot::new(slot.clone(), o.log_buffer_size, o.log_buffers));
+            d.register(log.clone());
+            log
+        });
         Ok(Worker {
+            log,
             slot,
             tables: Vec::new(),
             tidgen: TidGenerator::default(),
@@ -179,6 +257,70 @@ impl Database {
     pub fn options(&self) -> &Options {
         &self.shared().options
     }
+
+    /// The persistent epoch: every transaction that committed in an epoch
+    /// `<= pepoch` survives a crash. 0 with durability off.
+    pub fn durable_epoch(&self) -> u64 {
+        self.shared().durable.as_ref().map_or(0, |d| d.pepoch())
+    }
+
+    /// Whether a transaction that committed in `epoch` is durable (its
+    /// results may be released). An error if durability failed or is off.
+    pub fn is_durable(&self, epoch: u64) -> Result<bool> {
+        let d = self.shared().durable.as_ref().ok_or(Error::NotDurable)?;
+        d.check()?;
+        Ok(d.pepoch() >= epoch)
+    }
+
+    /// Blocks until transactions of `epoch` are durable (at most about two
+    /// epochs plus a sync), or returns the error that stops them from being.
+    pub fn wait_durable(&self, epoch: u64) -> Result<()> {
+        self.shared().durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
+    }
+
+    /// Bytes of log written since open.
+    pub fn log_bytes(&self) -> u64 {
+        self.shared().durable.as_ref().map_or(0, |d| d.log_bytes.load(Ordering::Relaxed))
+    }
+
+    /// What recovery did when this database was opened (durable databases).
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.shared().recovery.as_ref()
+    }
+
+    /// What the last installed checkpoint did.
+    pub fn checkpoint_stats(&self) -> CheckpointStats {
+        log::lock(&self.shared().checkpoint_stats).clone()
+    }
+}
+
+/// Takes the data directory's lock file, held until the database closes.
+fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.into())),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
+/// `create_table` of a name that exists: opens a recovered table.
+fn reopen_table(t: &Table, manifest: &Manifest, options: TableOptions) -> Result<TableId> {
+    let is_index = manifest.tables.get(t.id.0 as usize).is_some_and(|e| e.index_of.is_some());
+    if t.def.get().is_some() || is_index {
+        return Err(Error::TableExists(t.name.clone()));
+    }
+    let names: Vec<&str> = options.indexes.iter().map(|i| i.0.as_str()).collect();
+    let recovered: Vec<&str> = t.index_names.iter().map(|i| i.0.as_str()).collect();
+    if names != recovered {
+        return Err(Error::Schema(format!("table {:?} was created with indexes {recovered:?}, not {names:?}", t.name)));
+    }
+    let indexes = (options.indexes.into_iter().zip(&t.index_names))
+        .map(|((name, extract), (_, entries))| IndexInfo { name, entries: *entries, extract })
+        .collect();
+    // Lost race with another opener: theirs stands, and is the same.
+    let _ = t.def.set(TableDef { schema: options.schema, indexes });
+    Ok(t.id)
 }
 
 /// Keys longer than `MAX_KEY_LEN` are a typed error everywhere.
@@ -213,6 +355,8 @@ impl WorkerStats {
 /// thread uses it at a time.
 pub struct Worker {
     pub(crate) shared: Arc<Shared>,
+    /// This worker's log buffers; `None` with durability off.
+    pub(crate) log: Option<Arc<LogSlot>>,
     slot: Arc<EpochSlot>,
     /// This worker's copy of the catalog; refreshed when it meets a newer id.
     pub(crate) tables: Vec<Arc<Table>>,
@@ -300,6 +444,20 @@ impl Worker {
         }
     }
 
+    /// Like [`Worker::run`], then waits until the transaction is durable:
+    /// its results may be released to the outside world.
+    pub fn run_durable<T>(&mut self, f: impl FnMut(&mut Txn<'_>) -> Result<T>) -> Result<T> {
+        let (v, info) = self.run_with_info(f)?;
+        self.wait_durable(info.epoch)?;
+        Ok(v)
+    }
+
+    /// Blocks until transactions of `epoch` are durable; see
+    /// [`Database::wait_durable`].
+    pub fn wait_durable(&self, epoch: u64) -> Result<()> {
+        self.shared.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
+    }
+
     pub fn stats(&self) -> &WorkerStats {
         &self.stats
     }
@@ -321,6 +479,9 @@ impl Worker {
     fn enter(&mut self) -> Result<(u64, u64)> {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
+        }
+        if let Some(d) = &self.shared.durable {
+            d.check()?;
         }
         Ok(self.shared.epochs.enter(&self.slot))
     }
@@ -399,6 +560,7 @@ impl Worker {
                     let new = self.tidgen.generate(Tid::of_word(word), epoch, None);
                     r.write_value(value);
                     r.tid.unlock_to(new.raw() | tid::LATEST_BIT);
+                    self.log_write(new, epoch, table.0, key, Some(value));
                     true
                 } else {
                     r.tid.unlock_to(word);
@@ -412,6 +574,21 @@ impl Worker {
             self.run(|txn| txn.put(table, key, value))?;
         }
         Ok(())
+    }
+
+    /// Appends a one-write transaction to the log (for `kv_put`).
+    fn log_write(&self, tid: Tid, epoch: u64, table: u32, key: &[u8], value: Option<&[u8]>) {
+        let (Some(slot), Some(d)) = (&self.log, &self.shared.durable) else { return };
+        let size = log::record_size(std::iter::once((key.len(), value.map(<[u8]>::len))));
+        slot.append(
+            epoch,
+            size,
+            || d.is_failed(),
+            |buf| {
+                log::encode_txn(buf, tid, 1);
+                log::encode_entry(buf, table, key, value);
+            },
+        );
     }
 
     /// Garbage waiting for its epoch (for tests and monitoring).
@@ -430,6 +607,9 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.shared.epochs.unregister(&self.slot);
+        if let Some(l) = &self.log {
+            l.gone.store(true, Ordering::Release);
+        }
         if !self.garbage.is_empty() {
             let mut o = self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner());
             self.garbage.merge_into(&mut o);

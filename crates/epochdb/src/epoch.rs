@@ -44,6 +44,13 @@ impl EpochSlot {
     fn new() -> EpochSlot {
         EpochSlot { e_w: AtomicU64::new(QUIESCENT), se_w: AtomicU64::new(QUIESCENT) }
     }
+
+    /// `e_w` if the worker is inside a transaction: a lower bound on the
+    /// epoch of anything it commits from now on.
+    pub fn active_epoch(&self) -> Option<u64> {
+        let e = self.e_w.load(Ordering::SeqCst);
+        (e != QUIESCENT).then_some(e)
+    }
 }
 
 #[repr(align(128))]
@@ -61,12 +68,15 @@ pub struct Epochs {
 }
 
 impl Epochs {
-    /// Epoch numbering starts at 1 so that TID 0 means "never committed".
-    pub fn new(k: u64) -> Epochs {
+    /// Epochs that start at `first`: 1 for a new database (so that TID 0
+    /// means "never committed"); after recovery, above every epoch in the
+    /// logs, so new TIDs exceed every recovered one.
+    pub fn starting_at(k: u64, first: u64) -> Epochs {
         assert!(k >= 2, "snapshot epochs must trail by at least two epochs");
         Epochs {
-            global: Padded(AtomicU64::new(1)),
-            snapshot: Padded(AtomicU64::new(0)),
+            global: Padded(AtomicU64::new(first.max(1))),
+            // Recovered data is complete and no new commit is below `first`.
+            snapshot: Padded(AtomicU64::new(if first > 1 { first / k * k } else { 0 })),
             tree_bound: AtomicU64::new(0),
             snapshot_bound: AtomicU64::new(0),
             k,
@@ -209,7 +219,7 @@ mod tests {
 
     #[test]
     fn advance_waits_for_lagging_workers() {
-        let ep = Epochs::new(4);
+        let ep = Epochs::starting_at(4, 1);
         let slot = ep.register();
         assert!(ep.tick());
         assert_eq!(ep.current(), 2);
@@ -228,7 +238,7 @@ mod tests {
 
     #[test]
     fn snapshot_epoch_trails_by_k() {
-        let ep = Epochs::new(4);
+        let ep = Epochs::starting_at(4, 1);
         for _ in 0..20 {
             ep.tick();
         }

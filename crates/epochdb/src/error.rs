@@ -59,6 +59,20 @@ pub enum Error {
     InvalidOptions(String),
     /// The database was dropped while this handle still existed.
     Closed,
+    /// A table recovered from disk has secondary indexes, but the
+    /// application has not yet given their extractors with `create_table`.
+    TableNotOpened(String),
+    /// A log write or sync failed: the database is in its failed state, in
+    /// which nothing more becomes durable and every call returns this error.
+    /// Reopen the database to recover what was durable.
+    Durability(String),
+    /// Recovery found damage it will not skip: the file and offset, and
+    /// what is wrong. `Options::salvage` recovers what is valid instead.
+    Corrupt(String),
+    /// The data directory is open in another process (or handle).
+    Locked(std::path::PathBuf),
+    /// The operation needs durability, which these options turn off.
+    NotDurable,
     Io(std::io::Error),
     /// An error returned by application code inside `Worker::run`.
     User(Box<dyn std::error::Error + Send + Sync>),
@@ -96,6 +110,13 @@ impl fmt::Display for Error {
             Error::Schema(m) => write!(f, "schema: {m}"),
             Error::InvalidOptions(m) => write!(f, "invalid options: {m}"),
             Error::Closed => write!(f, "the database is closed"),
+            Error::TableNotOpened(n) => {
+                write!(f, "table {n:?} was recovered with secondary indexes; open it with create_table first")
+            }
+            Error::Durability(m) => write!(f, "durability failed, database is read-only until reopened: {m}"),
+            Error::Corrupt(m) => write!(f, "recovery stopped: {m} (Options::salvage recovers what is valid)"),
+            Error::Locked(p) => write!(f, "data directory {} is open elsewhere", p.display()),
+            Error::NotDurable => write!(f, "durability is off for this database"),
             Error::Io(e) => write!(f, "I/O: {e}"),
             Error::User(e) => write!(f, "{e}"),
         }
@@ -109,6 +130,12 @@ impl std::error::Error for Error {
             Error::User(e) => Some(e.as_ref()),
             _ => None,
         }
+    }
+}
+
+impl From<crate::frame::Damage> for Error {
+    fn from(d: crate::frame::Damage) -> Error {
+        Error::Corrupt(d.to_string())
     }
 }
 

@@ -29,10 +29,14 @@ pub enum Retired {
     Key(*mut Box<[u8]>),
 }
 
+// SAFETY: a retired object is owned by whoever holds the `Retired`;
+// handing it to another thread hands over that ownership.
+unsafe impl Send for Retired {}
+
 impl Retired {
     /// # Safety
     /// The object is unreachable by every thread and freed only here.
-    unsafe fn free(self) {
+    pub unsafe fn free(self) {
         // SAFETY: per the contract; each pointer came from the allocation
         // function its variant names.
         unsafe {

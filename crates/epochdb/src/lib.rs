@@ -20,13 +20,21 @@
 //! See `ARCHITECTURE.md` for the module map and the invariants.
 
 pub mod catalog;
+mod checkpoint;
+mod crc32c;
 mod db;
 mod epoch;
 mod error;
+mod frame;
+mod fsio;
 mod gc;
 mod index;
+mod log;
+mod logger;
+mod manifest;
 mod options;
 mod record;
+mod recovery;
 mod snapshot;
 mod sync;
 mod tid;
@@ -38,9 +46,12 @@ mod txn;
 pub struct ReadmeDoctests;
 
 pub use catalog::{Column, ColumnType, IndexId, Schema, TableId, TableOptions};
+pub use checkpoint::CheckpointStats;
 pub use db::{Database, Worker, WorkerStats};
 pub use error::{AbortReason, Error, Result};
-pub use options::{Options, MAX_KEY_LEN};
+pub use fsio::Faults;
+pub use options::{Durability, Options, MAX_KEY_LEN};
+pub use recovery::{Phase, Progress, RecoveryReport};
 pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};
 pub use txn::{CommitInfo, Txn};

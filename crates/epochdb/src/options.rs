@@ -2,8 +2,25 @@
 //! each field for what it trades.
 
 use crate::error::{Error, Result};
+use crate::fsio::Faults;
 use crate::tid::TidSource;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// What survives a crash (SiloR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// In memory only: nothing is written to disk.
+    #[default]
+    Off,
+    /// Value logging: every committed transaction in an epoch `<= pepoch`
+    /// survives. Recovery replays the whole log.
+    Log,
+    /// Logging plus periodic fuzzy checkpoints, which bound recovery time
+    /// and let old log files be deleted.
+    LogAndCheckpoint,
+}
 
 /// Longest key, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
@@ -28,6 +45,43 @@ pub struct Options {
     /// How long a committer spins on a locked record before aborting with
     /// `WriteLockConflict` (iterations; yields to the OS after 64).
     pub lock_spins: u32,
+
+    /// Logging and checkpoints; needs `data_dir` unless `Off`.
+    pub durability: Durability,
+    /// Holds the manifest, the pepoch file, the lock file, and (unless
+    /// `log_dirs`/`checkpoint_dirs` say otherwise) the logs in `log/` and
+    /// checkpoints in `checkpoint/`. Opening a directory that holds a
+    /// database recovers it.
+    pub data_dir: Option<PathBuf>,
+    /// One logger thread per directory (one per disk); workers are divided
+    /// among them. Empty: `data_dir/log`.
+    pub log_dirs: Vec<PathBuf>,
+    /// One checkpointer thread per directory, each writing a key subrange
+    /// of every table. Empty: `data_dir/checkpoint`.
+    pub checkpoint_dirs: Vec<PathBuf>,
+    /// Time from the end of one checkpoint to the start of the next
+    /// (SiloR: 10 s).
+    pub checkpoint_interval: Duration,
+    /// `m`: files per table per checkpoint directory, to be loaded by `m`
+    /// recovery threads in parallel.
+    pub checkpoint_files: usize,
+    /// `data.log` is renamed `old_data.<e>` after this many epochs (SiloR:
+    /// 100), so whole files can be deleted after a checkpoint.
+    pub log_rotate_epochs: u64,
+    /// Bytes per worker log buffer (SiloR: 512 KB).
+    pub log_buffer_size: usize,
+    /// Log buffers per worker. A worker blocks only when all of its buffers
+    /// wait for the logger.
+    pub log_buffers: usize,
+    /// Threads that load checkpoints and replay logs at open. 0: one per CPU.
+    pub recovery_threads: usize,
+    /// Recover what is valid past damaged blocks and files, instead of
+    /// stopping with [`Error::Corrupt`]. A torn tail of a `data.log` is
+    /// always dropped (and reported), as a crash can leave one.
+    pub salvage: bool,
+    /// Fault injection for tests: failed syncs and a full disk.
+    #[doc(hidden)]
+    pub faults: Option<Arc<Faults>>,
 }
 
 impl Default for Options {
@@ -39,6 +93,18 @@ impl Default for Options {
             max_value_len: 1 << 20,
             max_retries: 10_000,
             lock_spins: 10_000,
+            durability: Durability::Off,
+            data_dir: None,
+            log_dirs: Vec::new(),
+            checkpoint_dirs: Vec::new(),
+            checkpoint_interval: Duration::from_secs(10),
+            checkpoint_files: 2,
+            log_rotate_epochs: 100,
+            log_buffer_size: 512 << 10,
+            log_buffers: 4,
+            recovery_threads: 0,
+            salvage: false,
+            faults: None,
         }
     }
 }
@@ -54,6 +120,44 @@ impl Options {
         if self.max_value_len == 0 || self.max_value_len > u32::MAX as usize / 2 {
             return Err(Error::InvalidOptions("max_value_len must be in 1..=2 GiB".into()));
         }
+        if self.durability != Durability::Off && self.data_dir.is_none() {
+            return Err(Error::InvalidOptions("durability needs a data_dir".into()));
+        }
+        if self.durability == Durability::Off && self.data_dir.is_some() {
+            return Err(Error::InvalidOptions("a data_dir needs durability Log or LogAndCheckpoint".into()));
+        }
+        if self.log_buffer_size < 4096 || self.log_buffers < 2 || self.log_rotate_epochs == 0 {
+            return Err(Error::InvalidOptions(
+                "log buffers need >= 4 KiB, >= 2 per worker; rotation >= 1 epoch".into(),
+            ));
+        }
+        if self.checkpoint_files == 0 {
+            return Err(Error::InvalidOptions("checkpoint_files must be at least 1".into()));
+        }
         Ok(())
+    }
+
+    /// The log directories in use.
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        match (&self.data_dir, self.log_dirs.is_empty()) {
+            (Some(d), true) => vec![d.join("log")],
+            _ => self.log_dirs.clone(),
+        }
+    }
+
+    /// The checkpoint directories in use.
+    pub fn checkpoint_dirs(&self) -> Vec<PathBuf> {
+        match (&self.data_dir, self.checkpoint_dirs.is_empty()) {
+            (Some(d), true) => vec![d.join("checkpoint")],
+            _ => self.checkpoint_dirs.clone(),
+        }
+    }
+
+    /// Recovery threads to use.
+    pub fn recovery_threads(&self) -> usize {
+        match self.recovery_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
     }
 }

@@ -566,6 +566,29 @@ impl Tree {
         }
     }
 
+    /// The root's separator keys: split points that divide the tree into
+    /// parts of similar size (for parallel checkpointing). Call within an
+    /// epoch.
+    pub fn root_keys(&self) -> Vec<Vec<u8>> {
+        'retry: loop {
+            let Ok((root, v)) = self.root_begin() else { continue };
+            // SAFETY: the root is live within the caller's epoch.
+            if unsafe { &*root }.is_leaf {
+                return Vec::new();
+            }
+            // SAFETY: an inner node, checked just above.
+            let n = unsafe { inner(root) };
+            let mut keys = Vec::with_capacity(n.count());
+            for i in 0..n.count().min(INNER_WIDTH) {
+                let Ok(k) = n.key(i) else { continue 'retry };
+                keys.push(k.to_vec());
+            }
+            if n.hdr.version.validate(v) {
+                return keys;
+            }
+        }
+    }
+
     /// Counts `(leaves, inner nodes)`. For tests; call with no writers.
     #[cfg(test)]
     pub fn node_counts(&self) -> (usize, usize) {

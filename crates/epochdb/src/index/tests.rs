@@ -301,5 +301,3 @@ struct Addr(NonNull<Record>);
 
 // SAFETY: test-only: each record is owned by one thread's model at a time.
 unsafe impl Send for Addr {}
-// SAFETY: as above; retired objects are owned by the list holding them.
-unsafe impl Send for Retired {}

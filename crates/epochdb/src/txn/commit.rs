@@ -16,6 +16,7 @@ use super::sets::WriteKind;
 use super::{Txn, PLACEHOLDER_WORD};
 use crate::error::{AbortReason, Error, Result};
 use crate::gc::{Cleanup, Retired};
+use crate::log;
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::{is_latest, is_locked, Tid, ABSENT_BIT, LATEST_BIT, LOCK_BIT};
@@ -115,7 +116,39 @@ impl Txn<'_> {
         for i in 0..self.w.sets.write.len() {
             self.install(i, tid, epoch);
         }
+        self.log(tid, epoch);
         Ok(CommitInfo { tid: Some(tid), epoch })
+    }
+
+    /// Appends the transaction's log record (SiloR §3) while the worker is
+    /// still in its epoch, which the logger's durability bound relies on.
+    fn log(&self, tid: Tid, epoch: u64) {
+        let (Some(slot), Some(durable)) = (&self.w.log, &self.w.shared.durable) else { return };
+        let sets = &self.w.sets;
+        let writes = || {
+            sets.write.iter().map(|w| {
+                // SAFETY: write-set records stay live until our epoch ends
+                // (a grown record's old version is retired, not freed).
+                let key = unsafe { w.rec.as_ref() }.key();
+                let value = match w.kind {
+                    WriteKind::Put => Some(sets.value(w)),
+                    WriteKind::Delete => None,
+                };
+                (w.table, key, value)
+            })
+        };
+        let size = log::record_size(writes().map(|(_, k, v)| (k.len(), v.map(<[u8]>::len))));
+        slot.append(
+            epoch,
+            size,
+            || durable.is_failed(),
+            |buf| {
+                log::encode_txn(buf, tid, sets.write.len() as u32);
+                for (table, key, value) in writes() {
+                    log::encode_entry(buf, table, key, value);
+                }
+            },
+        );
     }
 
     /// Releases the locks of the first `n` write-set records, unchanged.

@@ -73,7 +73,7 @@ impl<'w> Txn<'w> {
         if value.len() > max {
             return Err(Error::ValueTooLarge { len: value.len(), max });
         }
-        if let Some(s) = &self.w.tables[ti].schema {
+        if let Some(s) = self.w.tables[ti].schema() {
             s.validate(value)?;
         }
         Ok(())
@@ -360,7 +360,7 @@ impl<'w> Txn<'w> {
     fn maintain_indexes(&mut self, table: TableId, key: &[u8], old: Option<&[u8]>, new: Option<&[u8]>) -> Result<()> {
         let ti = self.w.table_index(table)?;
         let indexes: Vec<(TableId, Extractor)> =
-            self.w.tables[ti].indexes.iter().map(|i| (i.entries, i.extract.clone())).collect();
+            self.w.tables[ti].indexes()?.iter().map(|i| (i.entries, i.extract.clone())).collect();
         let (mut old_sec, mut new_sec, mut entry) = (Vec::new(), Vec::new(), Vec::new());
         for (entries, extract) in indexes {
             old_sec.clear();

@@ -38,3 +38,25 @@ pub fn wait_for_snapshot(db: &Database, epoch: u64) {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// A fresh, empty directory under the system temp dir for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("epochdb-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Options for a durable database in `dir` with fast epochs.
+pub fn durable_options(dir: &std::path::Path, durability: epochdb::Durability) -> Options {
+    Options {
+        epoch_interval: Duration::from_millis(2),
+        snapshot_epochs: 4,
+        durability,
+        data_dir: Some(dir.into()),
+        checkpoint_interval: Duration::from_millis(50),
+        log_rotate_epochs: 20,
+        log_buffer_size: 16 << 10,
+        ..Options::default()
+    }
+}

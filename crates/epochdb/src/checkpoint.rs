@@ -1,0 +1,330 @@
+//! Fuzzy parallel checkpoints (SiloR §4).
+//!
+//! A manager thread starts a checkpoint `checkpoint_interval` after the
+//! previous one finished. It reads `e_l = E`; then one checkpointer per
+//! checkpoint directory walks its key subrange of every table in key order
+//! (the subranges come from the root's separator keys), outside any
+//! transaction and without blocking writers: it enters an epoch for a
+//! short chunk of records, stable-reads each, and skips absent records and
+//! records whose epoch is `>= e_l` (the log has them). Blocks go
+//! round-robin into `m` files per table, synced every 32 MB. When all are
+//! done, `e_h = E`; once `e_h <= pepoch` the checkpoint is installed by
+//! rewriting the manifest, and older checkpoints and log files holding only
+//! epochs `< e_l` are deleted. Recovery loads the checkpoint and replays
+//! the log from `e_l`: records the checkpoint skipped or saw mid-change are
+//! all in the log, and the largest TID wins.
+
+use crate::catalog::Table;
+use crate::db::Shared;
+use crate::error::Result;
+use crate::frame::{self, FILE_HEADER_LEN};
+use crate::log::{self, lock};
+use crate::logger::{CURRENT_LOG, OLD_LOG_PREFIX};
+use crate::manifest::CheckpointInfo;
+use crate::tid::{self, Tid};
+use std::fs::{File, OpenOptions};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub const CHECKPOINT_MAGIC: &[u8; 8] = b"EPOCHCKP";
+const DIR_PREFIX: &str = "ckpt.";
+const BLOCK: usize = 1 << 20;
+const SYNC_EVERY: u64 = 32 << 20;
+/// Records read per epoch entry, so the checkpointer never holds back
+/// epoch advance or garbage collection for long.
+const CHUNK: usize = 256;
+
+/// What the last checkpoint did.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointStats {
+    /// Checkpoints installed since open.
+    pub installed: u64,
+    /// `e_l` of the last installed checkpoint.
+    pub epoch: u64,
+    /// Bytes in its files.
+    pub bytes: u64,
+    /// Bytes of records it skipped because their epoch was `>= e_l`: the
+    /// checkpoint would have been this much larger without the skip.
+    pub skipped_bytes: u64,
+    pub records: u64,
+    /// Time from start to installation.
+    pub seconds: f64,
+}
+
+/// The checkpoint manager thread; stopped on drop.
+pub struct Checkpointer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    pub(crate) fn start(shared: Arc<Shared>) -> Result<Checkpointer> {
+        remove_uninstalled(&shared)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread =
+            std::thread::Builder::new().name("epochdb-checkpoint".into()).spawn(move || manage(&shared, &s))?;
+        Ok(Checkpointer { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+fn manage(shared: &Shared, stop: &AtomicBool) {
+    let Some(durable) = shared.durable.as_ref() else { return };
+    loop {
+        let deadline = Instant::now() + shared.options.checkpoint_interval;
+        while Instant::now() < deadline {
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::park_timeout(
+                deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
+            );
+        }
+        match checkpoint(shared, stop) {
+            Ok(Some(stats)) => *lock(&shared.checkpoint_stats) = stats,
+            Ok(None) => return, // stopped
+            Err(e) => {
+                durable.fail(format!("checkpoint: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Takes and installs one checkpoint; `None` if stopped first.
+fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointStats>> {
+    let start = Instant::now();
+    let epochs = &shared.epochs;
+    let e_l = epochs.current();
+    let tables = shared.tables_snapshot();
+    let dirs = shared.options.checkpoint_dirs();
+    let out: Mutex<Vec<Result<Part>>> = Mutex::new(Vec::new());
+    let parts = dirs.len();
+    std::thread::scope(|s| {
+        for (i, dir) in dirs.iter().enumerate() {
+            let (tables, out) = (&tables, &out);
+            s.spawn(move || {
+                let r = write_part(shared, stop, dir, i, parts, e_l, tables);
+                lock(out).push(r);
+            });
+        }
+    });
+    let mut stats = CheckpointStats { epoch: e_l, ..Default::default() };
+    let mut files = Vec::new();
+    for r in out.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        let p = r?;
+        if p.stopped {
+            return Ok(None);
+        }
+        stats.bytes += p.files.iter().map(|f| f.1).sum::<u64>();
+        stats.skipped_bytes += p.skipped_bytes;
+        stats.records += p.records;
+        files.extend(p.files);
+    }
+    let e_h = epochs.current();
+    let durable = shared.durable.as_ref().ok_or(crate::Error::NotDurable)?;
+    while durable.pepoch() < e_h {
+        durable.check()?;
+        if stop.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    {
+        let mut m = lock(&shared.manifest);
+        m.checkpoint = Some(CheckpointInfo { e_l, e_h, files });
+        m.voids.retain(|v| v.1 >= e_l);
+        m.store(shared.options.data_dir.as_deref().unwrap_or(Path::new(".")), &shared.io)?;
+    }
+    remove_obsolete(shared, e_l)?;
+    stats.installed = lock(&shared.checkpoint_stats).installed + 1;
+    stats.seconds = start.elapsed().as_secs_f64();
+    Ok(Some(stats))
+}
+
+/// One checkpointer's output.
+struct Part {
+    files: Vec<(PathBuf, u64)>,
+    skipped_bytes: u64,
+    records: u64,
+    stopped: bool,
+}
+
+/// Checkpointer `part` of `parts`: writes its subrange of every table into
+/// `dir/ckpt.<e_l>/t<table>.<j>`.
+fn write_part(
+    shared: &Shared,
+    stop: &AtomicBool,
+    dir: &Path,
+    part: usize,
+    parts: usize,
+    e_l: u64,
+    tables: &[Arc<Table>],
+) -> Result<Part> {
+    let io = &shared.io;
+    let m = shared.options.checkpoint_files;
+    let ckpt_dir = dir.join(format!("{DIR_PREFIX}{e_l}"));
+    std::fs::create_dir_all(&ckpt_dir)?;
+    let slot = shared.epochs.register();
+    let mut result = Part { files: Vec::new(), skipped_bytes: 0, records: 0, stopped: false };
+    let mut since_sync = 0u64;
+    let mut value = Vec::new();
+    for t in tables {
+        let mut files: Vec<(PathBuf, File, u64)> = Vec::new();
+        for j in 0..m {
+            let path = ckpt_dir.join(format!("t{}.{j}", t.id.0));
+            let f = OpenOptions::new().write(true).create(true).truncate(true).open(&path)?;
+            io.write_at(&f, &frame::file_header(CHECKPOINT_MAGIC), 0)?;
+            files.push((path, f, FILE_HEADER_LEN as u64));
+        }
+        shared.epochs.enter(&slot);
+        let splits = t.tree.root_keys();
+        shared.epochs.exit(&slot);
+        let Some((lo, hi)) = subrange(&splits, part, parts) else {
+            for (path, f, len) in files {
+                io.sync(&f)?;
+                result.files.push((path, len));
+            }
+            continue;
+        };
+        let mut cursor: Option<Vec<u8>> = None;
+        let mut block = frame::new_block(BLOCK + 4096);
+        let (mut blo, mut bhi) = (u64::MAX, 0);
+        let mut next_file = 0;
+        loop {
+            if stop.load(Ordering::Acquire) {
+                shared.epochs.unregister(&slot);
+                result.stopped = true;
+                return Ok(result);
+            }
+            let lower = match &cursor {
+                Some(k) => Bound::Excluded(k.as_slice()),
+                None => lo.as_deref().map_or(Bound::Unbounded, Bound::Included),
+            };
+            let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let mut seen = 0;
+            let mut last_key = Vec::new();
+            shared.epochs.enter(&slot);
+            t.tree.scan(
+                lower,
+                upper,
+                false,
+                |_, _| {},
+                |key, rec| {
+                    // SAFETY: reached from the index within our epoch: live.
+                    let word = unsafe { rec.as_ref() }.stable_read(&mut value);
+                    let tid = Tid::of_word(word);
+                    let size = 22 + key.len() + value.len();
+                    if tid::is_absent(word) {
+                        // Deleted: nothing to recover.
+                    } else if tid.epoch() >= e_l {
+                        result.skipped_bytes += size as u64;
+                    } else {
+                        log::encode_txn(&mut block, tid, 1);
+                        log::encode_entry(&mut block, t.id.0, key, Some(&value));
+                        blo = blo.min(tid.epoch());
+                        bhi = bhi.max(tid.epoch());
+                        result.records += 1;
+                    }
+                    last_key.clear();
+                    last_key.extend_from_slice(key);
+                    seen += 1;
+                    seen < CHUNK && block.len() < BLOCK
+                },
+            );
+            shared.epochs.exit(&slot);
+            let done = seen == 0 || (seen < CHUNK && block.len() < BLOCK);
+            if block.len() >= BLOCK || (done && block.len() > frame::BLOCK_HEADER_LEN) {
+                frame::seal(&mut block, blo.min(bhi), bhi);
+                let f = &mut files[next_file];
+                io.write_at(&f.1, &block, f.2)?;
+                f.2 += block.len() as u64;
+                since_sync += block.len() as u64;
+                next_file = (next_file + 1) % m;
+                block.truncate(frame::BLOCK_HEADER_LEN);
+                (blo, bhi) = (u64::MAX, 0);
+                if since_sync >= SYNC_EVERY {
+                    for f in &files {
+                        io.sync(&f.1)?;
+                    }
+                    since_sync = 0;
+                }
+            }
+            if done {
+                break;
+            }
+            cursor = Some(last_key);
+        }
+        for (path, f, len) in files {
+            io.sync(&f)?;
+            result.files.push((path, len));
+        }
+    }
+    shared.epochs.unregister(&slot);
+    io.sync_dir(&ckpt_dir)?;
+    io.sync_dir(dir)?;
+    Ok(result)
+}
+
+/// Part `i` of `n` of a key space split at `splits`: `Some((lo, hi))` for
+/// `[lo, hi)` (`None` bounds are open), or `None` if the part is empty
+/// (a tree too small to split gives everything to part 0).
+type Range = (Option<Vec<u8>>, Option<Vec<u8>>);
+fn subrange(splits: &[Vec<u8>], i: usize, n: usize) -> Option<Range> {
+    if n == 1 || splits.len() + 1 < n {
+        return (i == 0).then_some((None, None));
+    }
+    // Boundary j (0 < j < n) is split k_j = j * (len + 1) / n, >= 1 and
+    // strictly increasing in j because len + 1 >= n.
+    let at = |j: usize| (j > 0 && j < n).then(|| splits[j * (splits.len() + 1) / n - 1].clone());
+    Some((at(i), at(i + 1)))
+}
+
+/// Deletes checkpoint directories other than the installed one (an
+/// interrupted checkpoint leaves one behind).
+fn remove_uninstalled(shared: &Shared) -> Result<()> {
+    let keep = lock(&shared.manifest).checkpoint.as_ref().map(|c| format!("{DIR_PREFIX}{}", c.e_l));
+    for dir in shared.options.checkpoint_dirs() {
+        std::fs::create_dir_all(&dir)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name.starts_with(DIR_PREFIX) && Some(&name) != keep.as_ref() {
+                std::fs::remove_dir_all(dir.join(&name))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After installing the checkpoint at `e_l`: older checkpoints, and log
+/// files whose records all have epochs `< e_l`, are no longer needed.
+fn remove_obsolete(shared: &Shared, e_l: u64) -> Result<()> {
+    remove_uninstalled(shared)?;
+    for dir in shared.options.log_dirs() {
+        for entry in std::fs::read_dir(&dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name == CURRENT_LOG || !name.starts_with(OLD_LOG_PREFIX) {
+                continue;
+            }
+            if crate::recovery::old_log_epoch(&name).is_some_and(|hi| hi < e_l) {
+                std::fs::remove_file(dir.join(&name))?;
+            }
+        }
+        shared.io.sync_dir(&dir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,286 @@
+//! Framing shared by every file epochdb writes (FORMAT.md, "Framing").
+//!
+//! A file starts with a 16-byte header: an 8-byte magic naming the file
+//! kind and the format version. After it come blocks, each a 32-byte header
+//! (magic, payload length, epoch range, CRC32C) and its payload. The CRC
+//! lets a reader tell a complete block from a torn or corrupted one; looking
+//! for any valid block after a bad one tells a torn tail (nothing valid
+//! after) from damage in the middle.
+
+use crate::crc32c;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The on-disk format version, in every file header.
+pub const VERSION: u32 = 1;
+pub const FILE_HEADER_LEN: usize = 16;
+pub const BLOCK_HEADER_LEN: usize = 32;
+const BLOCK_MAGIC: [u8; 4] = *b"EBLK";
+/// Largest payload a reader accepts (a sanity bound on a corrupt length).
+pub const MAX_PAYLOAD: usize = 1 << 30;
+
+pub fn file_header(magic: &[u8; 8]) -> [u8; FILE_HEADER_LEN] {
+    let mut h = [0u8; FILE_HEADER_LEN];
+    h[..8].copy_from_slice(magic);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h
+}
+
+/// What is wrong with a file, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    pub path: PathBuf,
+    pub offset: u64,
+    /// False when a valid block follows the bad one: damage in the middle,
+    /// not a write cut short by a crash.
+    pub at_tail: bool,
+    pub what: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let place = if self.at_tail { "torn tail" } else { "corruption" };
+        write!(f, "{place} in {} at offset {}: {}", self.path.display(), self.offset, self.what)
+    }
+}
+
+/// Checks a file's header; an error names the file.
+pub fn check_file_header(path: &Path, file: &File, magic: &[u8; 8]) -> Result<(), Damage> {
+    let mut h = [0u8; FILE_HEADER_LEN];
+    let bad = |what: String| Damage { path: path.into(), offset: 0, at_tail: false, what };
+    file.read_exact_at(&mut h, 0).map_err(|e| bad(format!("cannot read the file header: {e}")))?;
+    if &h[..8] != magic {
+        return Err(bad(format!("not a {} file", String::from_utf8_lossy(magic))));
+    }
+    let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    if version != VERSION {
+        return Err(bad(format!("format version {version}; this build reads version {VERSION}")));
+    }
+    Ok(())
+}
+
+/// A buffer that holds one block: space for the header, then the payload.
+pub fn new_block(capacity: usize) -> Vec<u8> {
+    let mut b = Vec::with_capacity(capacity);
+    b.resize(BLOCK_HEADER_LEN, 0);
+    b
+}
+
+/// Fills in the header of a block built with [`new_block`].
+pub fn seal(block: &mut [u8], lo: u64, hi: u64) {
+    let len = (block.len() - BLOCK_HEADER_LEN) as u32;
+    block[..4].copy_from_slice(&BLOCK_MAGIC);
+    block[4..8].copy_from_slice(&len.to_le_bytes());
+    block[8..16].copy_from_slice(&lo.to_le_bytes());
+    block[16..24].copy_from_slice(&hi.to_le_bytes());
+    block[24..28].fill(0);
+    let crc = crc32c::extend(crc32c::checksum(&block[..28]), &block[BLOCK_HEADER_LEN..]);
+    block[28..32].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Why a block at some offset is not valid.
+enum Bad {
+    /// All-zero header: the end of the written part of a preallocated file.
+    Zero,
+    Invalid(String),
+}
+
+/// Reads the blocks of one file in order.
+pub struct BlockReader {
+    file: File,
+    path: PathBuf,
+    offset: u64,
+    len: u64,
+    header: [u8; BLOCK_HEADER_LEN],
+}
+
+impl BlockReader {
+    /// Opens `path` and checks its header.
+    pub fn open(path: &Path, magic: &[u8; 8]) -> Result<BlockReader, Damage> {
+        let file = File::open(path).map_err(|e| Damage {
+            path: path.into(),
+            offset: 0,
+            at_tail: false,
+            what: format!("cannot open: {e}"),
+        })?;
+        check_file_header(path, &file, magic)?;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(BlockReader { file, path: path.into(), offset: FILE_HEADER_LEN as u64, len, header: [0; 32] })
+    }
+
+    /// Where the next block would start: after a clean end, the length of
+    /// the valid data.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next block; `Ok(None)` at a clean end; `Err` at a bad block (the
+    /// reader then stands at the bad block; see [`BlockReader::skip_to_next_valid`]).
+    pub fn next_block(&mut self, payload: &mut Vec<u8>) -> Result<Option<(u64, u64, u64)>, Damage> {
+        if self.offset + BLOCK_HEADER_LEN as u64 > self.len {
+            if self.offset == self.len {
+                return Ok(None);
+            }
+            return self.damage("a block header cut short".into());
+        }
+        match self.try_read(self.offset, payload) {
+            Ok((lo, hi)) => {
+                let at = self.offset;
+                self.offset += (BLOCK_HEADER_LEN + payload.len()) as u64;
+                Ok(Some((at, lo, hi)))
+            }
+            Err(Bad::Zero) if self.next_valid(self.offset).is_none() => Ok(None),
+            Err(Bad::Zero) => self.damage("a zeroed block header".into()),
+            Err(Bad::Invalid(what)) => self.damage(what),
+        }
+    }
+
+    fn damage<T>(&self, what: String) -> Result<T, Damage> {
+        let at_tail = self.next_valid(self.offset + 1).is_none();
+        Err(Damage { path: self.path.clone(), offset: self.offset, at_tail, what })
+    }
+
+    /// Moves past a bad block to the next valid one (salvage); false if none.
+    pub fn skip_to_next_valid(&mut self) -> bool {
+        match self.next_valid(self.offset + 1) {
+            Some(at) => {
+                self.offset = at;
+                true
+            }
+            None => {
+                self.offset = self.len;
+                false
+            }
+        }
+    }
+
+    fn try_read(&mut self, at: u64, payload: &mut Vec<u8>) -> Result<(u64, u64), Bad> {
+        let io = |e: io::Error| Bad::Invalid(format!("read failed: {e}"));
+        self.file.read_exact_at(&mut self.header, at).map_err(io)?;
+        let h = &self.header;
+        if h.iter().all(|&b| b == 0) {
+            return Err(Bad::Zero);
+        }
+        if h[..4] != BLOCK_MAGIC {
+            return Err(Bad::Invalid("bad block magic".into()));
+        }
+        let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
+        let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+        let (lo, hi) = (word(8), word(16));
+        let crc = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
+        if len > MAX_PAYLOAD || at + (BLOCK_HEADER_LEN + len) as u64 > self.len {
+            return Err(Bad::Invalid(format!("block length {len} runs past the end of the file")));
+        }
+        payload.clear();
+        payload.resize(len, 0);
+        self.file.read_exact_at(payload, at + BLOCK_HEADER_LEN as u64).map_err(io)?;
+        if crc32c::extend(crc32c::checksum(&self.header[..28]), payload) != crc {
+            return Err(Bad::Invalid("block checksum mismatch".into()));
+        }
+        Ok((lo, hi))
+    }
+
+    /// The offset of the first valid block at or after `from`. Only on the
+    /// error path: scans the rest of the file for a block magic.
+    fn next_valid(&self, from: u64) -> Option<u64> {
+        let mut rest = Vec::new();
+        let len = self.len.saturating_sub(from) as usize;
+        rest.resize(len, 0);
+        self.file.read_exact_at(&mut rest, from).ok()?;
+        let mut probe = BlockReader {
+            file: self.file.try_clone().ok()?,
+            path: self.path.clone(),
+            offset: 0,
+            len: self.len,
+            header: [0; 32],
+        };
+        let mut scratch = Vec::new();
+        let mut i = 0;
+        while i + 4 <= rest.len() {
+            if rest[i..i + 4] == BLOCK_MAGIC && probe.try_read(from + i as u64, &mut scratch).is_ok() {
+                return Some(from + i as u64);
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_with(blocks: &[&[u8]], tail: &[u8]) -> (PathBuf, Vec<u64>) {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("epochdb-frame-{}-{n}", std::process::id()));
+        let mut f = File::create(&path).expect("create");
+        f.write_all(&file_header(b"EPOCHTST")).expect("write");
+        let mut offsets = Vec::new();
+        let mut at = FILE_HEADER_LEN as u64;
+        for (i, p) in blocks.iter().enumerate() {
+            let mut b = new_block(64);
+            b.extend_from_slice(p);
+            seal(&mut b, i as u64, i as u64 + 1);
+            f.write_all(&b).expect("write");
+            offsets.push(at);
+            at += b.len() as u64;
+        }
+        f.write_all(tail).expect("write");
+        (path, offsets)
+    }
+
+    fn read_all(path: &Path) -> (Vec<Vec<u8>>, Option<Damage>) {
+        let mut r = BlockReader::open(path, b"EPOCHTST").expect("open");
+        let mut out = Vec::new();
+        let mut p = Vec::new();
+        loop {
+            match r.next_block(&mut p) {
+                Ok(Some(_)) => out.push(p.clone()),
+                Ok(None) => return (out, None),
+                Err(d) => return (out, Some(d)),
+            }
+        }
+    }
+
+    #[test]
+    fn clean_end_torn_tail_and_middle_corruption() {
+        let (path, _) = file_with(&[b"one", b"two"], &[0; 100]);
+        assert_eq!(read_all(&path), (vec![b"one".to_vec(), b"two".to_vec()], None));
+
+        let (path, offs) = file_with(&[b"one", b"two"], &[]);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes.truncate(bytes.len() - 1);
+        std::fs::write(&path, &bytes).expect("write");
+        let (got, d) = read_all(&path);
+        assert_eq!(got, vec![b"one".to_vec()]);
+        let d = d.expect("damage");
+        assert!(d.at_tail && d.offset == offs[1], "{d}");
+
+        let (path, offs) = file_with(&[b"one", b"two", b"three"], &[]);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[offs[1] as usize + BLOCK_HEADER_LEN] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        let (got, d) = read_all(&path);
+        assert_eq!(got, vec![b"one".to_vec()]);
+        let d = d.expect("damage");
+        assert!(!d.at_tail && d.offset == offs[1], "{d}");
+        let mut r = BlockReader::open(&path, b"EPOCHTST").expect("open");
+        let mut p = Vec::new();
+        assert!(r.next_block(&mut p).is_ok());
+        assert!(r.next_block(&mut p).is_err());
+        assert!(r.skip_to_next_valid());
+        assert_eq!(r.next_block(&mut p).expect("ok").map(|b| b.1), Some(2));
+        assert_eq!(p, b"three");
+    }
+
+    #[test]
+    fn wrong_magic_or_version_is_named() {
+        let (path, _) = file_with(&[], &[]);
+        let e = BlockReader::open(&path, b"EPOCHLOG").err().expect("wrong kind");
+        assert!(e.what.contains("not a EPOCHLOG"), "{e}");
+    }
+}

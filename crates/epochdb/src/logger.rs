@@ -1,0 +1,411 @@
+//! Loggers and the persistent epoch (SiloR §3).
+//!
+//! One logger thread per log directory owns `data.log` there and serves a
+//! share of the workers. It polls (workers never wake it): full buffers
+//! are written as they arrive; at each epoch change it also takes every
+//! worker's partly filled buffer, writes, `fdatasync`s, and publishes its
+//! durable epoch `d_l`: everything its workers committed in epochs `<= d_l`
+//! is on disk. Logger 0 then computes `pepoch = min(d_l)`, writes and syncs
+//! the pepoch file, and only then publishes it; a transaction's results may
+//! be released once its epoch `<= pepoch`. Buffers go back to their worker
+//! right after the write, before the sync. Every 100 epochs (by default)
+//! `data.log` is renamed `old_data.<e>`, `e` its largest epoch.
+//!
+//! A failed write or sync puts the database in a failed state for good:
+//! pepoch stops, waiters get the error, and so does every later call. An
+//! fsync is never retried (after a failed fsync the kernel may have
+//! dropped the dirty pages, so a retry could falsely succeed).
+
+use crate::epoch::Epochs;
+use crate::error::{Error, Result};
+use crate::frame::{self, Damage, FILE_HEADER_LEN};
+use crate::fsio::Io;
+use crate::log::{lock, Buf, LogSlot};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub const LOG_MAGIC: &[u8; 8] = b"EPOCHLOG";
+pub const PEPOCH_MAGIC: &[u8; 8] = b"EPOCHPEP";
+pub const CURRENT_LOG: &str = "data.log";
+pub const OLD_LOG_PREFIX: &str = "old_data.";
+pub const PEPOCH_FILE: &str = "pepoch";
+/// Log files grow in steps of this much preallocated space.
+const PREALLOCATE: u64 = 32 << 20;
+/// How often an idle logger looks for work.
+const POLL: Duration = Duration::from_micros(500);
+
+/// Durability state shared by the database, its workers and its loggers.
+#[derive(Debug)]
+pub struct Durable {
+    pepoch: AtomicU64,
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
+    waiters: (Mutex<()>, Condvar),
+    /// Bytes of log blocks written since open.
+    pub log_bytes: AtomicU64,
+    loggers: Vec<LoggerShare>,
+    next: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// What a logger shares with the rest: its workers' slots and `d_l`.
+#[derive(Debug, Default)]
+struct LoggerShare {
+    slots: Mutex<Vec<Arc<LogSlot>>>,
+    durable: AtomicU64,
+}
+
+impl Durable {
+    pub fn new(loggers: usize, pepoch: u64) -> Durable {
+        Durable {
+            pepoch: AtomicU64::new(pepoch),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            waiters: (Mutex::new(()), Condvar::new()),
+            log_bytes: AtomicU64::new(0),
+            loggers: (0..loggers)
+                .map(|_| LoggerShare { durable: AtomicU64::new(pepoch), ..Default::default() })
+                .collect(),
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// The persistent epoch: every transaction in an epoch `<= pepoch` is
+    /// durable.
+    pub fn pepoch(&self) -> u64 {
+        self.pepoch.load(Ordering::Acquire)
+    }
+
+    /// Hands a worker's log slot to a logger, round-robin.
+    pub fn register(&self, slot: Arc<LogSlot>) {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.loggers.len();
+        lock(&self.loggers[i].slots).push(slot);
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The failure, as an error, if the database has failed.
+    pub fn check(&self) -> Result<()> {
+        if !self.is_failed() {
+            return Ok(());
+        }
+        Err(Error::Durability(lock(&self.failure).clone().unwrap_or_default()))
+    }
+
+    /// Enters the failed state (the first failure is the one reported).
+    pub fn fail(&self, why: String) {
+        lock(&self.failure).get_or_insert(why);
+        self.failed.store(true, Ordering::Release);
+        self.notify();
+    }
+
+    fn notify(&self) {
+        let _g = lock(&self.waiters.0);
+        self.waiters.1.notify_all();
+    }
+
+    /// Blocks until `epoch <= pepoch`, or the database fails.
+    pub fn wait(&self, epoch: u64) -> Result<()> {
+        let mut g = lock(&self.waiters.0);
+        loop {
+            self.check()?;
+            if self.pepoch() >= epoch {
+                return Ok(());
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            // The timeout covers a publish that raced with our check.
+            g = self.waiters.1.wait_timeout(g, Duration::from_millis(5)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    fn publish(&self, pepoch: u64) {
+        self.pepoch.store(pepoch, Ordering::Release);
+        self.notify();
+    }
+}
+
+/// The loggers of one database: stopped (after a final flush) on drop.
+pub struct Loggers {
+    durable: Arc<Durable>,
+    epochs: Arc<Epochs>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Loggers {
+    /// Starts one logger per directory in `dirs`; logger 0 also keeps the
+    /// pepoch file in `data_dir`.
+    pub fn start(
+        dirs: &[PathBuf],
+        data_dir: &Path,
+        durable: Arc<Durable>,
+        epochs: Arc<Epochs>,
+        io: Io,
+        rotate_epochs: u64,
+    ) -> Result<Loggers> {
+        let mut pepoch_file = Some(PepochFile::open(data_dir, io.clone(), durable.pepoch())?);
+        let mut threads = Vec::new();
+        for (id, dir) in dirs.iter().enumerate() {
+            let log = LogFile::create(dir, &io)?;
+            let logger = Logger {
+                id,
+                durable: durable.clone(),
+                epochs: epochs.clone(),
+                io: io.clone(),
+                log,
+                rotate_epochs,
+                pepoch_file: pepoch_file.take(),
+            };
+            let t = std::thread::Builder::new().name(format!("epochdb-logger-{id}")).spawn(move || logger.run())?;
+            threads.push(t);
+        }
+        Ok(Loggers { durable, epochs, threads })
+    }
+}
+
+impl Drop for Loggers {
+    fn drop(&mut self) {
+        // One more epoch, so the final flush covers the last commits (the
+        // advancer has stopped; give active transactions a moment to end).
+        for _ in 0..1000 {
+            if self.epochs.tick() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.durable.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.durable.notify();
+    }
+}
+
+struct Logger {
+    id: usize,
+    durable: Arc<Durable>,
+    epochs: Arc<Epochs>,
+    io: Io,
+    log: LogFile,
+    rotate_epochs: u64,
+    pepoch_file: Option<PepochFile>,
+}
+
+impl Logger {
+    fn run(mut self) {
+        let mut last = 0;
+        let r = loop {
+            let stopping = self.durable.stop.load(Ordering::Acquire);
+            let e = self.epochs.current();
+            let step = if e != last || stopping { self.flush(e) } else { self.write_full().map(|n| n > 0) };
+            last = e;
+            match step {
+                Err(err) => break Err(err),
+                Ok(_) if stopping => break Ok(()),
+                Ok(true) => {}
+                Ok(false) => std::thread::sleep(POLL),
+            }
+        };
+        if let Err(e) = r {
+            self.durable.fail(format!("log writer for {}: {e}", self.log.dir.display()));
+        }
+    }
+
+    fn share(&self) -> &LoggerShare {
+        &self.durable.loggers[self.id]
+    }
+
+    /// Writes the buffers workers have queued; returns how many.
+    fn write_full(&mut self) -> std::io::Result<usize> {
+        let slots = lock(&self.share().slots).clone();
+        let mut n = 0;
+        for s in &slots {
+            let full: Vec<Buf> = std::mem::take(&mut *lock(&s.full));
+            for b in full {
+                self.write(s, b)?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn write(&mut self, slot: &LogSlot, mut buf: Buf) -> std::io::Result<()> {
+        let (lo, hi) = (buf.lo, buf.hi);
+        let bytes = buf.seal();
+        self.log.append(&self.io, bytes, lo, hi)?;
+        self.durable.log_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        lock(&slot.free).push(buf.recycle());
+        Ok(())
+    }
+
+    /// At an epoch change: take every buffer, write, sync, publish `d_l`.
+    ///
+    /// Why `d_l = bound - 1` is safe: `e0 = E` is read first, then the slot
+    /// list, then each worker's `e_w`, then its buffer is taken. A record
+    /// appended after the take was committed by a transaction that was
+    /// active when `e_w` was read (epoch `>= e_w`) or began later (epoch
+    /// `>= e0`, since `E` only grows). Every other record was in the
+    /// buffers written here.
+    fn flush(&mut self, e0: u64) -> std::io::Result<bool> {
+        let slots = lock(&self.share().slots).clone();
+        let mut bound = e0;
+        let mut taken = Vec::new();
+        for s in &slots {
+            if let Some(e_w) = s.epoch.active_epoch() {
+                bound = bound.min(e_w);
+            }
+            let mut cur = lock(&s.current);
+            if !cur.is_empty() {
+                let fresh = lock(&s.free).pop().unwrap_or_default();
+                taken.push((s, std::mem::replace(&mut *cur, Buf { block: fresh, lo: u64::MAX, hi: 0 })));
+            }
+        }
+        self.write_full()?;
+        let wrote = !taken.is_empty();
+        for (s, b) in taken {
+            self.write(s, b)?;
+        }
+        self.io.sync(&self.log.file)?;
+        self.share().durable.store(bound - 1, Ordering::Release);
+        lock(&self.share().slots)
+            .retain(|s| !(s.gone.load(Ordering::Acquire) && lock(&s.current).is_empty() && lock(&s.full).is_empty()));
+        if let Some(p) = &mut self.pepoch_file {
+            let pepoch = self.durable.loggers.iter().map(|l| l.durable.load(Ordering::Acquire)).min().unwrap_or(0);
+            if pepoch > self.durable.pepoch() {
+                p.write(pepoch)?;
+                self.durable.publish(pepoch);
+            }
+        }
+        if self.log.hi >= self.log.lo.saturating_add(self.rotate_epochs) {
+            self.log.rotate(&self.io)?;
+        }
+        Ok(wrote)
+    }
+}
+
+/// A logger's current file, `data.log`.
+struct LogFile {
+    dir: PathBuf,
+    file: File,
+    written: u64,
+    allocated: u64,
+    /// The epoch range of the blocks in the file (`lo > hi` when empty).
+    lo: u64,
+    hi: u64,
+}
+
+impl LogFile {
+    fn create(dir: &Path, io: &Io) -> std::io::Result<LogFile> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(CURRENT_LOG);
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+        io.preallocate(&file, 0, PREALLOCATE)?;
+        io.write_at(&file, &frame::file_header(LOG_MAGIC), 0)?;
+        io.sync(&file)?;
+        io.sync_dir(dir)?;
+        Ok(LogFile {
+            dir: dir.into(),
+            file,
+            written: FILE_HEADER_LEN as u64,
+            allocated: PREALLOCATE,
+            lo: u64::MAX,
+            hi: 0,
+        })
+    }
+
+    fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64) -> std::io::Result<()> {
+        let end = self.written + block.len() as u64;
+        if end > self.allocated {
+            let grow = (end - self.allocated).div_ceil(PREALLOCATE) * PREALLOCATE;
+            io.preallocate(&self.file, self.allocated, grow)?;
+            self.allocated += grow;
+        }
+        io.write_at(&self.file, block, self.written)?;
+        self.written = end;
+        self.lo = self.lo.min(lo);
+        self.hi = self.hi.max(hi);
+        Ok(())
+    }
+
+    /// `data.log` becomes `old_data.<hi>` (trimmed of its preallocated
+    /// tail), and a fresh `data.log` takes its place.
+    fn rotate(&mut self, io: &Io) -> std::io::Result<()> {
+        self.file.set_len(self.written)?;
+        io.sync(&self.file)?;
+        std::fs::rename(self.dir.join(CURRENT_LOG), crate::recovery::old_log_path(&self.dir, self.hi))?;
+        *self = LogFile::create(&self.dir, io)?;
+        Ok(())
+    }
+}
+
+/// The pepoch file: the header, then two slots in separate 512-byte
+/// sectors written alternately, so a torn write leaves the other intact.
+pub struct PepochFile {
+    file: File,
+    io: Io,
+    next_slot: u64,
+}
+
+const PEPOCH_SLOT: u64 = 512;
+
+impl PepochFile {
+    /// Opens (creating if needed) the pepoch file and records `pepoch`.
+    pub fn open(dir: &Path, io: Io, pepoch: u64) -> Result<PepochFile> {
+        let path = dir.join(PEPOCH_FILE);
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        io.write_at(&file, &frame::file_header(PEPOCH_MAGIC), 0)?;
+        let mut p = PepochFile { file, io, next_slot: 0 };
+        p.write(pepoch)?;
+        p.write(pepoch)?;
+        p.io.sync_dir(dir)?;
+        Ok(p)
+    }
+
+    fn write(&mut self, pepoch: u64) -> std::io::Result<()> {
+        let mut slot = [0u8; 16];
+        slot[..8].copy_from_slice(&pepoch.to_le_bytes());
+        let crc = crate::crc32c::checksum(&slot[..8]);
+        slot[8..12].copy_from_slice(&crc.to_le_bytes());
+        self.io.write_at(&self.file, &slot, PEPOCH_SLOT * (1 + self.next_slot))?;
+        self.io.sync(&self.file)?;
+        self.next_slot ^= 1;
+        Ok(())
+    }
+
+    /// The recorded pepoch: the larger of the two valid slots; `None` if
+    /// there is no pepoch file.
+    pub fn read(dir: &Path) -> std::result::Result<Option<u64>, Damage> {
+        let path = dir.join(PEPOCH_FILE);
+        let Ok(file) = File::open(&path) else {
+            return Ok(None);
+        };
+        frame::check_file_header(&path, &file, PEPOCH_MAGIC)?;
+        let mut best = None;
+        for i in 0..2 {
+            let mut slot = [0u8; 16];
+            if file.read_exact_at(&mut slot, PEPOCH_SLOT * (1 + i)).is_err() {
+                continue;
+            }
+            let crc = u32::from_le_bytes([slot[8], slot[9], slot[10], slot[11]]);
+            if crate::crc32c::checksum(&slot[..8]) == crc {
+                let p = u64::from_le_bytes(slot[..8].try_into().unwrap_or([0; 8]));
+                best = best.max(Some(p));
+            }
+        }
+        best.map(Some).ok_or_else(|| Damage {
+            path,
+            offset: PEPOCH_SLOT,
+            at_tail: false,
+            what: "neither pepoch slot is valid".into(),
+        })
+    }
+}

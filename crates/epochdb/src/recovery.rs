@@ -1,0 +1,458 @@
+//! Parallel recovery (SiloR §5).
+//!
+//! 1. Read the manifest (catalog, installed checkpoint, void epochs) and
+//!    the pepoch file.
+//! 2. Load the checkpoint's files with `n` threads.
+//! 3. Replay the log files with the same threads, newest first, skipping
+//!    records with epochs `< e_l` (the checkpoint has them), `> pepoch`
+//!    (never durable) or void.
+//! 4. Remove the tombstones that deletes left.
+//!
+//! Every record carries its TID, and a key keeps the version with the
+//! largest TID whatever order the files are read in, so threads need no
+//! coordination beyond the index's own locks. Deletes are replayed as
+//! absent records (tombstones) so an older value cannot come back; step 4
+//! removes them. The result is the state after every transaction in an
+//! epoch `<= pepoch`: a prefix of the serial order, because TIDs order
+//! conflicting transactions and epochs are prefixes of it (ARCHITECTURE.md).
+
+use crate::catalog::{Table, TableId};
+use crate::checkpoint::CHECKPOINT_MAGIC;
+use crate::error::{Error, Result};
+use crate::frame::{BlockReader, Damage};
+use crate::fsio::Io;
+use crate::gc::Retired;
+use crate::index::{Insert, Tree};
+use crate::log::{self, lock};
+use crate::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
+use crate::manifest::Manifest;
+use crate::options::Options;
+use crate::record::Record;
+use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What recovery did, for the caller to report.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    /// The persistent epoch recovered to: the state holds every
+    /// transaction in an epoch `<= pepoch` and nothing later.
+    pub pepoch: u64,
+    /// `e_l` of the checkpoint loaded, if any.
+    pub checkpoint_epoch: Option<u64>,
+    pub checkpoint_bytes: u64,
+    pub log_bytes: u64,
+    /// Live records (all tables, secondary index entries included).
+    pub records: u64,
+    pub threads: usize,
+    pub seconds: f64,
+    /// Damage dropped: torn tails of `data.log` files, and with
+    /// `Options::salvage`, whatever was skipped.
+    pub dropped: Vec<String>,
+}
+
+/// Recovery's progress, in bytes of checkpoint and log read.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub phase: Phase,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Checkpoint,
+    Log,
+    Done,
+}
+
+/// A recovered database, ready to open.
+pub(crate) struct Recovered {
+    pub tables: Vec<Table>,
+    pub manifest: Manifest,
+    pub first_epoch: u64,
+    pub report: RecoveryReport,
+}
+
+/// Shared by the recovery threads.
+struct Ctx<'a> {
+    tables: &'a [Table],
+    manifest: &'a Manifest,
+    e_l: u64,
+    pepoch: u64,
+    salvage: bool,
+    done: AtomicU64,
+    total: u64,
+    phase: Phase,
+    progress: &'a (dyn Fn(Progress) + Sync),
+    dropped: Mutex<Vec<String>>,
+}
+
+impl Ctx<'_> {
+    fn advance(&self, bytes: u64) {
+        let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        (self.progress)(Progress { phase: self.phase, done_bytes: done, total_bytes: self.total });
+    }
+
+    /// Damage: dropped and reported if `tolerable` (or salvaging), else an error.
+    fn damage(&self, d: Damage, tolerable: bool) -> Result<()> {
+        if tolerable || self.salvage {
+            lock(&self.dropped).push(d.to_string());
+            Ok(())
+        } else {
+            Err(d.into())
+        }
+    }
+}
+
+/// Recovers the database in `options.data_dir`.
+pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) + Sync)) -> Result<Recovered> {
+    let start = Instant::now();
+    let data_dir = options.data_dir.as_deref().ok_or(Error::NotDurable)?;
+    let mut manifest = Manifest::load(data_dir)?.unwrap_or_default();
+    let pepoch = PepochFile::read(data_dir)?.unwrap_or(0);
+    let tables = tables_of(&manifest);
+    let threads = options.recovery_threads();
+    let (e_l, e_h) = manifest.checkpoint.as_ref().map_or((0, 0), |c| (c.e_l, c.e_h));
+    let mut ctx = Ctx {
+        tables: &tables,
+        manifest: &manifest,
+        e_l,
+        pepoch,
+        salvage: options.salvage,
+        done: AtomicU64::new(0),
+        total: 0,
+        phase: Phase::Checkpoint,
+        progress,
+        dropped: Mutex::new(Vec::new()),
+    };
+
+    // Checkpoint.
+    let mut checkpoint_files = Vec::new();
+    if let Some(c) = &manifest.checkpoint {
+        for (path, len) in &c.files {
+            let actual = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            if actual != *len {
+                let d = Damage {
+                    path: path.clone(),
+                    offset: actual.min(*len),
+                    at_tail: false,
+                    what: format!("checkpoint file is {actual} bytes; the manifest says {len}"),
+                };
+                ctx.damage(d, false)?;
+            }
+            checkpoint_files.push((path.clone(), actual, false));
+        }
+    }
+    ctx.total = checkpoint_files.iter().map(|f| f.1).sum();
+    let checkpoint_bytes = ctx.total;
+    let mut retired = parallel(threads, &checkpoint_files, |f, retired| load_file(&ctx, f, CHECKPOINT_MAGIC, retired))?;
+
+    // Logs.
+    let logs = log_files(&options.log_dirs(), e_l)?;
+    ctx.phase = Phase::Log;
+    ctx.done.store(0, Ordering::Relaxed);
+    ctx.total = logs.iter().map(|f| f.1).sum();
+    let log_bytes = ctx.total;
+    let max_epochs = Mutex::new(Vec::new());
+    retired.extend(parallel(threads, &logs, |f, retired| {
+        let (max, valid) = load_file(&ctx, f, LOG_MAGIC, retired)?;
+        lock(&max_epochs).push((f.0.clone(), max, valid));
+        Ok((max, valid))
+    })?);
+    // SAFETY: the recovery threads have ended; replaced records are
+    // reachable from nowhere.
+    unsafe { free_all(retired) };
+
+    // Tombstones.
+    let mut records = 0;
+    for t in &tables {
+        records += remove_tombstones(&t.tree);
+    }
+    ctx.phase = Phase::Done;
+    ctx.advance(0);
+    let dropped = std::mem::take(&mut *lock(&ctx.dropped));
+
+    // New epochs start above everything on disk; what a crash left above
+    // pepoch becomes void, durably, before the crashed files are sealed.
+    let files = max_epochs.into_inner().unwrap_or_else(|e| e.into_inner());
+    let max_seen = files.iter().map(|f| f.1).max().unwrap_or(0);
+    if max_seen > pepoch {
+        manifest.voids.push((pepoch + 1, max_seen));
+    }
+    let void_top = manifest.voids.iter().map(|v| v.1).max().unwrap_or(0);
+    let first_epoch = max_seen.max(pepoch).max(e_h).max(void_top) + 1;
+    if data_dir.join(crate::manifest::MANIFEST_FILE).exists() || !files.is_empty() {
+        manifest.store(data_dir, io)?;
+    }
+    for (path, max, valid) in files {
+        if path.file_name().is_some_and(|n| n == CURRENT_LOG) {
+            seal_crashed_log(&path, max, valid, io)?;
+        }
+    }
+    let report = RecoveryReport {
+        pepoch,
+        checkpoint_epoch: manifest.checkpoint.as_ref().map(|c| c.e_l),
+        checkpoint_bytes,
+        log_bytes,
+        records,
+        threads,
+        seconds: start.elapsed().as_secs_f64(),
+        dropped,
+    };
+    Ok(Recovered { tables, manifest, first_epoch, report })
+}
+
+/// Empty tables for the manifest's catalog.
+fn tables_of(m: &Manifest) -> Vec<Table> {
+    (m.tables.iter().enumerate())
+        .map(|(i, t)| Table {
+            id: TableId(i as u32),
+            name: t.name.clone(),
+            tree: Tree::new(),
+            index_names: (m.tables.iter().enumerate())
+                .filter_map(|(j, x)| match &x.index_of {
+                    Some((p, n)) if *p as usize == i => Some((n.clone(), TableId(j as u32))),
+                    _ => None,
+                })
+                .collect(),
+            def: Default::default(),
+        })
+        .collect()
+}
+
+/// The log files that may hold epochs `>= e_l`, newest first, with sizes;
+/// the flag marks a `data.log` (which a crash may have left torn).
+fn log_files(dirs: &[PathBuf], e_l: u64) -> Result<Vec<(PathBuf, u64, bool)>> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let len = entry.metadata()?.len();
+            if name == CURRENT_LOG {
+                files.push((entry.path(), len, true, u64::MAX));
+            } else if let Some(hi) = old_log_epoch(&name) {
+                if hi >= e_l {
+                    files.push((entry.path(), len, false, hi));
+                }
+            }
+        }
+    }
+    files.sort_by_key(|f| std::cmp::Reverse(f.3));
+    Ok(files.into_iter().map(|(p, l, c, _)| (p, l, c)).collect())
+}
+
+/// The largest epoch in an `old_data.<e>[.n]` file, from its name.
+pub(crate) fn old_log_epoch(name: &str) -> Option<u64> {
+    name.strip_prefix(OLD_LOG_PREFIX)?.split('.').next()?.parse().ok()
+}
+
+/// Runs `f` on every item with `threads` threads; returns the records they
+/// replaced, to free once all are done.
+fn parallel<T: Sync>(
+    threads: usize,
+    items: &[T],
+    f: impl Fn(&T, &mut Vec<Retired>) -> Result<(u64, u64)> + Sync,
+) -> Result<Vec<Retired>> {
+    let next = AtomicU64::new(0);
+    let out = Mutex::new((Vec::new(), None));
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(items.len()).max(1) {
+            s.spawn(|| {
+                let mut retired = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(item) = items.get(i) else { break };
+                    if let Err(e) = f(item, &mut retired) {
+                        lock(&out).1.get_or_insert(e);
+                        next.store(items.len() as u64, Ordering::Relaxed);
+                    }
+                }
+                lock(&out).0.extend(retired);
+            });
+        }
+    });
+    let (retired, err) = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    match err {
+        Some(e) => {
+            // SAFETY: all threads ended; the records are unreachable.
+            unsafe { free_all(retired) };
+            Err(e)
+        }
+        None => Ok(retired),
+    }
+}
+
+/// Loads one checkpoint or log file. Returns the largest epoch in its
+/// blocks and the length of its valid prefix.
+fn load_file(
+    ctx: &Ctx<'_>,
+    file: &(PathBuf, u64, bool),
+    magic: &[u8; 8],
+    retired: &mut Vec<Retired>,
+) -> Result<(u64, u64)> {
+    let (path, _, current) = file;
+    let mut reader = match BlockReader::open(path, magic) {
+        Ok(r) => r,
+        Err(d) => {
+            ctx.damage(d, false)?;
+            return Ok((0, 0));
+        }
+    };
+    let mut payload = Vec::new();
+    let mut max_epoch = 0;
+    let mut last = reader.offset();
+    loop {
+        match reader.next_block(&mut payload) {
+            Ok(Some((_, lo, hi))) => {
+                max_epoch = max_epoch.max(hi);
+                if ctx.phase == Phase::Checkpoint || (hi >= ctx.e_l && lo <= ctx.pepoch) {
+                    replay(ctx, path, &payload, retired)?;
+                }
+                ctx.advance(reader.offset() - last);
+                last = reader.offset();
+            }
+            Ok(None) => return Ok((max_epoch, reader.offset())),
+            Err(d) => {
+                let (at, torn_tail) = (d.offset, *current && d.at_tail);
+                ctx.damage(d, torn_tail)?;
+                if torn_tail || !reader.skip_to_next_valid() {
+                    return Ok((max_epoch, at));
+                }
+                last = reader.offset();
+            }
+        }
+    }
+}
+
+/// Installs the writes of one block.
+fn replay(ctx: &Ctx<'_>, path: &Path, payload: &[u8], retired: &mut Vec<Retired>) -> Result<()> {
+    let mut bad_table = None;
+    log::decode(payload, |e| {
+        // Checkpoint records are all below e_l; log records are filtered.
+        let epoch = e.tid.epoch();
+        let log = ctx.phase == Phase::Log;
+        if log && (epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch)) {
+            return;
+        }
+        match ctx.tables.get(e.table as usize) {
+            Some(t) => install(&t.tree, e.key, e.tid, e.value, retired),
+            None => bad_table = Some(e.table),
+        }
+    })
+    .map_err(|what| Error::Corrupt(format!("{}: {what}", path.display())))?;
+    match bad_table {
+        Some(t) => Err(Error::Corrupt(format!("{}: a record of table {t}, which the manifest lacks", path.display()))),
+        None => Ok(()),
+    }
+}
+
+/// Makes `key` hold the version with TID `tid` unless it holds a newer one.
+/// `None` installs a tombstone.
+fn install(tree: &Tree, key: &[u8], tid: Tid, value: Option<&[u8]>, retired: &mut Vec<Retired>) {
+    let word = tid.raw() | LATEST_BIT | if value.is_none() { ABSENT_BIT } else { 0 };
+    let value = value.unwrap_or(&[]);
+    loop {
+        let Some(rec) = tree.lookup(key).record else {
+            let fresh = Record::alloc(key, value, 0, word, std::ptr::null_mut());
+            match tree.insert_if_absent(key, fresh) {
+                Insert::Inserted { .. } => return,
+                // SAFETY: never published.
+                Insert::Existing(_) => unsafe { Record::free(fresh) },
+            }
+            continue;
+        };
+        // SAFETY: records are freed only after every recovery thread ends.
+        let r = unsafe { rec.as_ref() };
+        let old = r.tid.lock();
+        if !tid::is_latest(old) {
+            r.tid.unlock_to(old); // replaced under us: look again
+            continue;
+        }
+        if Tid::of_word(old) >= tid {
+            r.tid.unlock_to(old);
+            return;
+        }
+        if value.len() <= r.capacity() {
+            r.write_value(value);
+            r.tid.unlock_to(word);
+        } else {
+            let grown = Record::alloc(key, value, 0, word, std::ptr::null_mut());
+            let replaced = tree.replace(key, rec, grown);
+            debug_assert!(replaced, "a locked latest record is in its index");
+            r.tid.unlock_to(old & !LATEST_BIT);
+            retired.push(Retired::Record(rec));
+        }
+        return;
+    }
+}
+
+/// Removes and frees absent records; returns how many records remain.
+fn remove_tombstones(tree: &Tree) -> u64 {
+    let mut dead = Vec::new();
+    let mut live = 0;
+    tree.scan(
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+        false,
+        |_, _| {},
+        |key, rec| {
+            // SAFETY: single-threaded here; nothing is freed during the scan.
+            if tid::is_absent(unsafe { rec.as_ref() }.tid.load()) {
+                dead.push((key.to_vec(), rec));
+            } else {
+                live += 1;
+            }
+            true
+        },
+    );
+    let mut retired = Vec::new();
+    for (key, rec) in dead {
+        if tree.remove_if(&key, rec, &mut retired) {
+            retired.push(Retired::Record(rec));
+        }
+    }
+    // SAFETY: unlinked, and no other thread uses the tree yet.
+    unsafe { free_all(retired) };
+    live
+}
+
+/// # Safety
+/// No thread can reach the objects any more.
+unsafe fn free_all(retired: Vec<Retired>) {
+    for r in retired {
+        // SAFETY: per the contract.
+        unsafe { r.free() };
+    }
+}
+
+/// A crashed run's `data.log` becomes an ordinary old file: trimmed to its
+/// valid blocks (dropping a torn tail) and renamed, or removed if empty.
+fn seal_crashed_log(path: &Path, max_epoch: u64, valid_len: u64, io: &Io) -> Result<()> {
+    if valid_len <= crate::frame::FILE_HEADER_LEN as u64 {
+        std::fs::remove_file(path)?;
+        return Ok(());
+    }
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.set_len(valid_len)?;
+    io.sync(&file)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::rename(path, old_log_path(dir, max_epoch))?;
+    io.sync_dir(dir)?;
+    Ok(())
+}
+
+/// `dir/old_data.<hi>`, or with a `.n` suffix if that name is taken.
+pub(crate) fn old_log_path(dir: &Path, hi: u64) -> PathBuf {
+    let mut p = dir.join(format!("{OLD_LOG_PREFIX}{hi}"));
+    let mut n = 1;
+    while p.exists() {
+        p = dir.join(format!("{OLD_LOG_PREFIX}{hi}.{n}"));
+        n += 1;
+    }
+    p
+}

@@ -1,0 +1,311 @@
+//! Logging, checkpoints and recovery within one process: clean reopen,
+//! deletes, secondary indexes, checkpoints that delete old logs, the lock
+//! file, and fault injection (failed fsync, full disk, torn and corrupted
+//! blocks). Crash tests with a killed child process are in `crash.rs`.
+
+mod common;
+
+use common::{durable_options, temp_dir};
+use epochdb::{Database, Durability, Error, Faults, Options, TableId, TableOptions};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn contents(db: &Database, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| {
+        let mut m = BTreeMap::new();
+        txn.scan(t, .., usize::MAX, |k, v| {
+            m.insert(k.to_vec(), v.to_vec());
+            true
+        })?;
+        Ok(m)
+    })
+    .expect("scan")
+}
+
+/// Asserts two states are equal, naming the first differing keys.
+fn assert_same(got: &BTreeMap<Vec<u8>, Vec<u8>>, want: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
+    let keys: std::collections::BTreeSet<&Vec<u8>> = got.keys().chain(want.keys()).collect();
+    let diff: Vec<String> = keys
+        .into_iter()
+        .filter(|k| got.get(*k) != want.get(*k))
+        .take(5)
+        .map(|k| {
+            let show = |v: Option<&Vec<u8>>| v.map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).into_owned());
+            format!("{}: got {:?}, want {:?}", String::from_utf8_lossy(k), show(got.get(k)), show(want.get(k)))
+        })
+        .collect();
+    assert!(diff.is_empty(), "{what}: {} vs {} keys; first differences: {diff:#?}", got.len(), want.len());
+}
+
+/// Applies `n` writes (puts, growing puts, deletes) and returns the model.
+fn churn(db: &Database, t: TableId, n: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+    let mut w = db.worker().expect("worker");
+    for i in 0..n {
+        let key = format!("k{:04}", i % 97).into_bytes();
+        let value = format!("v{i}-{}", "x".repeat((i % 13) as usize * 10)).into_bytes();
+        if i % 7 == 3 {
+            w.run(|txn| txn.delete(t, &key)).expect("delete");
+            model.remove(&key);
+        } else {
+            w.run(|txn| txn.put(t, &key, &value)).expect("put");
+            model.insert(key, value);
+        }
+    }
+    let info = w.run_with_info(|txn| txn.put(t, b"last", b"1")).expect("put").1;
+    model.insert(b"last".to_vec(), b"1".to_vec());
+    w.wait_durable(info.epoch).expect("durable");
+}
+
+#[test]
+fn a_clean_reopen_recovers_everything_including_deletes() {
+    for durability in [Durability::Log, Durability::LogAndCheckpoint] {
+        let dir = temp_dir(&format!("reopen-{durability:?}"));
+        let mut model = BTreeMap::new();
+        {
+            let db = Database::open(durable_options(&dir, durability)).expect("open");
+            let t = db.create_table("t", TableOptions::new()).expect("table");
+            churn(&db, t, 2000, &mut model);
+        }
+        for round in 0..3 {
+            let db = Database::open(durable_options(&dir, durability)).expect("reopen");
+            let report = db.recovery_report().expect("report").clone();
+            assert!(report.dropped.is_empty(), "{report:?}");
+            let t = db.table("t").expect("table survives");
+            assert_same(&contents(&db, t), &model, &format!("{durability:?} round {round}"));
+            assert!(db.epoch() > report.pepoch, "new epochs start above the recovered ones");
+            churn(&db, t, 300, &mut model);
+        }
+    }
+}
+
+#[test]
+fn secondary_indexes_are_logged_and_recovered() {
+    let dir = temp_dir("indexes");
+    let by_len = || TableOptions::new().index("by_len", |_k, v, out| out.push(v.len() as u8));
+    {
+        let db = Database::open(durable_options(&dir, Durability::Log)).expect("open");
+        let t = db.create_table("t", by_len()).expect("table");
+        let mut w = db.worker().expect("worker");
+        for (k, v) in [("a", "xx"), ("b", "yyy"), ("c", "zz")] {
+            w.run_durable(|txn| txn.insert_indexed(t, k.as_bytes(), v.as_bytes())).expect("insert");
+        }
+        w.run_durable(|txn| txn.delete_indexed(t, b"c")).expect("delete");
+    }
+    let db = Database::open(durable_options(&dir, Durability::Log)).expect("reopen");
+    let t = db.table("t").expect("table");
+    let mut w = db.worker().expect("worker");
+    let e = w.run(|txn| txn.put_indexed(t, b"d", b"q")).expect_err("extractors are not on disk");
+    assert!(matches!(e, Error::TableNotOpened(_)), "{e}");
+    let e = db.create_table("t", TableOptions::new()).expect_err("index names must match");
+    assert!(matches!(e, Error::Schema(_)), "{e}");
+    assert_eq!(db.create_table("t", by_len()).expect("reopen table"), t);
+    let idx = db.index(t, "by_len").expect("index");
+    let rows = w
+        .run(|txn| {
+            let mut rows = Vec::new();
+            txn.index_scan(idx, &[2], false, usize::MAX, |pk| {
+                rows.push(pk.to_vec());
+                true
+            })?;
+            Ok(rows)
+        })
+        .expect("index scan");
+    assert_eq!(rows, vec![b"a".to_vec()]);
+}
+
+fn log_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.join("log"))
+        .expect("log dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn checkpoints_install_and_retire_old_logs() {
+    let dir = temp_dir("checkpoint");
+    let mut model = BTreeMap::new();
+    let opts = || Options { log_rotate_epochs: 5, ..durable_options(&dir, Durability::LogAndCheckpoint) };
+    {
+        let db = Database::open(opts()).expect("open");
+        let t = db.create_table("t", TableOptions::new()).expect("table");
+        let mut w = db.worker().expect("worker");
+        for i in 0..500u32 {
+            let key = format!("stable{i:04}").into_bytes();
+            w.run(|txn| txn.put(t, &key, b"s")).expect("put");
+            model.insert(key, b"s".to_vec());
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while db.checkpoint_stats().installed < 3 {
+            churn(&db, t, 200, &mut model);
+            assert!(std::time::Instant::now() < deadline, "no checkpoint installed");
+        }
+        let s = db.checkpoint_stats();
+        assert!(s.records >= 500 && s.skipped_bytes > 0, "stable rows in, recent ones left to the log: {s:?}");
+        // Old log files holding only epochs below e_l are gone.
+        for name in log_files(&dir) {
+            if let Some(e) = name.strip_prefix("old_data.") {
+                let hi: u64 = e.split('.').next().and_then(|e| e.parse().ok()).expect("epoch");
+                assert!(hi >= s.epoch, "{name} kept after the checkpoint at {}", s.epoch);
+            }
+        }
+        churn(&db, t, 100, &mut model);
+    }
+    let db = Database::open(opts()).expect("reopen");
+    let r = db.recovery_report().expect("report");
+    assert!(r.checkpoint_epoch.is_some() && r.checkpoint_bytes > 0, "{r:?}");
+    assert_same(&contents(&db, db.table("t").expect("t")), &model, "after checkpoints");
+}
+
+#[test]
+fn a_data_directory_opens_once() {
+    let dir = temp_dir("lock");
+    let db = Database::open(durable_options(&dir, Durability::Log)).expect("open");
+    let e = Database::open(durable_options(&dir, Durability::Log)).expect_err("second open");
+    assert!(matches!(e, Error::Locked(_)), "{e}");
+    drop(db);
+    Database::open(durable_options(&dir, Durability::Log)).expect("open after close");
+}
+
+#[test]
+fn a_failed_fsync_fails_the_database_for_good() {
+    let dir = temp_dir("fsync");
+    let faults = Faults::new();
+    let db = Database::open(Options { faults: Some(faults.clone()), ..durable_options(&dir, Durability::Log) })
+        .expect("open");
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    w.run_durable(|txn| txn.put(t, b"before", b"1")).expect("durable before the fault");
+    faults.fail_syncs_after(0);
+    let e = w.run_durable(|txn| txn.put(t, b"after", b"2")).expect_err("cannot become durable");
+    assert!(matches!(e, Error::Durability(_)), "{e}");
+    let e = w.run(|txn| txn.put(t, b"later", b"3")).expect_err("failed state");
+    assert!(matches!(e, Error::Durability(_)), "{e}");
+    assert!(db.is_durable(db.epoch()).is_err());
+    drop(w);
+    drop(db);
+    let db = Database::open(durable_options(&dir, Durability::Log)).expect("recover");
+    let got = contents(&db, db.table("t").expect("t"));
+    assert_eq!(got.get(&b"before"[..]).map(Vec::as_slice), Some(&b"1"[..]));
+    assert!(!got.contains_key(&b"later"[..]));
+}
+
+#[test]
+fn a_full_disk_is_a_clear_error_and_recovery_still_works() {
+    let dir = temp_dir("enospc");
+    let faults = Faults::new();
+    let opts = Options { faults: Some(faults.clone()), ..durable_options(&dir, Durability::Log) };
+    let db = Database::open(opts).expect("open");
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    w.run_durable(|txn| txn.put(t, b"k0", b"v")).expect("durable");
+    faults.disk_space(0);
+    let big = vec![7u8; 100_000];
+    let mut err = None;
+    for i in 0..2000 {
+        if let Err(e) = w.run_durable(|txn| txn.put(t, format!("k{i}").as_bytes(), &big)) {
+            err = Some(e);
+            break;
+        }
+    }
+    let e = err.expect("the disk fills");
+    assert!(e.to_string().contains("No space left") || e.to_string().contains("space"), "{e}");
+    drop(w);
+    drop(db);
+    let db = Database::open(durable_options(&dir, Durability::Log)).expect("recover");
+    let got = contents(&db, db.table("t").expect("t"));
+    assert_eq!(got.get(&b"k0"[..]).map(Vec::as_slice), Some(&b"v"[..]));
+}
+
+/// Writes a log with several blocks and returns the crashed run's
+/// `data.log` path (the process "crashes" by leaking the database).
+fn crashed_log(dir: &Path) -> std::path::PathBuf {
+    let db = Database::open(durable_options(dir, Durability::Log)).expect("open");
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    for i in 0..200u32 {
+        w.run_durable(|txn| txn.put(t, &i.to_be_bytes(), &[1; 300])).expect("put");
+    }
+    // Let the lock go with a clean close, but the file layout is as after
+    // a crash: everything is in data.log.
+    drop(w);
+    drop(db);
+    dir.join("log").join("data.log")
+}
+
+/// Offsets of the blocks in a log file.
+fn block_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 16;
+    let mut v = Vec::new();
+    while at + 32 <= bytes.len() && &bytes[at..at + 4] == b"EBLK" {
+        v.push(at);
+        at += 32 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4")) as usize;
+    }
+    v
+}
+
+#[test]
+fn a_torn_tail_is_dropped_and_reported() {
+    let dir = temp_dir("torn");
+    let log = crashed_log(&dir);
+    let mut bytes = std::fs::read(&log).expect("read");
+    let blocks = block_offsets(&bytes);
+    assert!(blocks.len() > 3, "{blocks:?}");
+    let last = *blocks.last().expect("a block");
+    bytes.truncate(last + 40); // the last block's write was cut short
+    std::fs::write(&log, &bytes).expect("write");
+    let db = Database::open(durable_options(&dir, Durability::Log)).expect("a torn tail is not an error");
+    let r = db.recovery_report().expect("report");
+    assert_eq!(r.dropped.len(), 1, "{r:?}");
+    assert!(r.dropped[0].contains("torn tail") && r.dropped[0].contains("data.log"), "{r:?}");
+    assert!(r.records > 0);
+}
+
+#[test]
+fn corruption_in_the_middle_stops_recovery_unless_salvaging() {
+    let dir = temp_dir("bitflip");
+    let log = crashed_log(&dir);
+    let mut bytes = std::fs::read(&log).expect("read");
+    let blocks = block_offsets(&bytes);
+    let victim = blocks[blocks.len() / 2];
+    bytes[victim + 40] ^= 0x10;
+    std::fs::write(&log, &bytes).expect("write");
+    let e = Database::open(durable_options(&dir, Durability::Log)).expect_err("corruption");
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Corrupt(_)), "{msg}");
+    assert!(msg.contains("data.log") && msg.contains(&format!("offset {victim}")), "{msg}");
+    let db = Database::open(Options { salvage: true, ..durable_options(&dir, Durability::Log) }).expect("salvage");
+    let r = db.recovery_report().expect("report");
+    assert_eq!(r.dropped.len(), 1, "{r:?}");
+    assert!(r.records > 0);
+}
+
+#[test]
+fn a_corrupt_manifest_or_pepoch_names_the_file() {
+    let dir = temp_dir("manifest");
+    crashed_log(&dir);
+    let pepoch = dir.join("pepoch");
+    let mut bytes = std::fs::read(&pepoch).expect("read");
+    bytes[512] ^= 1;
+    bytes[1024] ^= 1;
+    std::fs::write(&pepoch, &bytes).expect("write");
+    let e = Database::open(durable_options(&dir, Durability::Log)).expect_err("corrupt pepoch");
+    assert!(e.to_string().contains("pepoch"), "{e}");
+    let manifest = dir.join("manifest");
+    let mut bytes = std::fs::read(&manifest).expect("read");
+    let n = bytes.len();
+    bytes[n - 1] ^= 1;
+    std::fs::write(&manifest, &bytes).expect("write");
+    let e = Database::open(durable_options(&dir, Durability::Log)).expect_err("corrupt manifest");
+    assert!(e.to_string().contains("manifest"), "{e}");
+}
+
+#[test]
+fn durability_calls_on_an_in_memory_database_are_errors() {
+    let db = Database::open(Options::default()).expect("open");
+    assert!(matches!(db.wait_durable(1), Err(Error::NotDurable)));
+    let e = Database::open(Options { durability: Durability::Log, ..Options::default() }).expect_err("no dir");
+    assert!(matches!(e, Error::InvalidOptions(_)), "{e}");
+}

@@ -1,7 +1,8 @@
 //! Fuzzy parallel checkpoints (SiloR §4).
 //!
 //! A manager thread starts a checkpoint `checkpoint_interval` after the
-//! previous one finished. It reads `e_l = E`; then one checkpointer per
+//! previous one finished. It reads `e_l = E` and waits for `E` to move on
+//! (so every transaction of an epoch `< e_l` has finished); then one checkpointer per
 //! checkpoint directory walks its key subrange of every table in key order
 //! (the subranges come from the root's separator keys), outside any
 //! transaction and without blocking writers: it enters an epoch for a
@@ -110,6 +111,15 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
     let start = Instant::now();
     let epochs = &shared.epochs;
     let e_l = epochs.current();
+    // Transactions of epoch e_l - 1 may still be installing (E - e_w <= 1),
+    // and the log replay will skip them, so the checkpoint must see them:
+    // E moves past e_l only once no worker is in an epoch below e_l.
+    while epochs.current() <= e_l {
+        if stop.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let tables = shared.tables_snapshot();
     let dirs = shared.options.checkpoint_dirs();
     let out: Mutex<Vec<Result<Part>>> = Mutex::new(Vec::new());

@@ -1,0 +1,197 @@
+//! Crash tests: a child process (this test binary, re-run with an
+//! environment variable) runs bank transfers with logging and checkpoints
+//! on, and appends to a side file the id of every transaction it saw
+//! become durable. The parent kills it with SIGKILL at a random moment —
+//! often during a checkpoint or a log rotation, which happen every few
+//! milliseconds here — recovers, and checks: the bank's total is intact,
+//! every acknowledged transfer is present, every acknowledged delete is
+//! absent, and no record carries an epoch above the recovered pepoch.
+//! Then the next child continues on the recovered directory.
+
+mod common;
+
+use common::{durable_options, temp_dir, u64_of, Rng};
+use epochdb::{Database, Durability, Options, TableId, TableOptions};
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ACCOUNTS: u64 = 64;
+const INITIAL: u64 = 1000;
+const CHILD_DIR: &str = "EPOCHDB_CRASH_CHILD_DIR";
+const CHILD_RUN: &str = "EPOCHDB_CRASH_CHILD_RUN";
+
+fn options(dir: &Path) -> Options {
+    Options {
+        checkpoint_interval: Duration::from_millis(30),
+        log_rotate_epochs: 8,
+        ..durable_options(dir, Durability::LogAndCheckpoint)
+    }
+}
+
+/// `accounts`, `journal` (one row per transfer) and `gone` (the ids of
+/// journal rows deleted, written in the deleting transaction).
+fn tables(db: &Database) -> [TableId; 3] {
+    ["accounts", "journal", "gone"].map(|n| db.create_table(n, TableOptions::new()).expect("table"))
+}
+
+/// The child's work; a no-op unless the parent started this process.
+#[test]
+fn child_process_entry_point() {
+    let (Ok(dir), Ok(run)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_RUN)) else { return };
+    let dir = Path::new(&dir);
+    let run: u64 = run.parse().expect("run");
+    let db = Database::open(options(dir)).expect("child open");
+    let [accounts, journal, gone] = tables(&db);
+    let mut w = db.worker().expect("worker");
+    w.run_durable(|txn| {
+        if txn.get(accounts, &0u64.to_be_bytes())?.is_none() {
+            for a in 0..ACCOUNTS {
+                txn.put(accounts, &a.to_be_bytes(), &INITIAL.to_le_bytes())?;
+            }
+        }
+        Ok(())
+    })
+    .expect("init");
+    std::thread::scope(|s| {
+        for thread in 0..2u64 {
+            let db = db.clone();
+            s.spawn(move || transfer_forever(&db, dir, run, thread, [accounts, journal, gone]));
+        }
+    });
+}
+
+fn transfer_forever(db: &Database, dir: &Path, run: u64, thread: u64, [accounts, journal, gone]: [TableId; 3]) {
+    let mut acks = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("acks.{run}.{thread}")))
+        .expect("acks file");
+    let mut w = db.worker().expect("worker");
+    let mut rng = Rng(run * 1000 + thread + 1);
+    let mut pending: Vec<(u64, String)> = Vec::new();
+    for seq in 0u64.. {
+        let id = (run << 40) | (thread << 32) | seq;
+        let (from, to, amount) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS), rng.below(50));
+        let (_, info) = w
+            .run_with_info(|txn| {
+                let a = u64_of(txn.get(accounts, &from.to_be_bytes())?.expect("account"));
+                txn.put(accounts, &from.to_be_bytes(), &(a - amount.min(a)).to_le_bytes())?;
+                let b = u64_of(txn.get(accounts, &to.to_be_bytes())?.expect("account"));
+                txn.put(accounts, &to.to_be_bytes(), &(b + amount.min(a)).to_le_bytes())?;
+                txn.put(journal, &id.to_be_bytes(), &[7; 40])?;
+                if seq >= 3 && seq % 3 == 0 {
+                    txn.delete(journal, &(id - 3).to_be_bytes())?;
+                    txn.put(gone, &(id - 3).to_be_bytes(), b"")?;
+                }
+                Ok(())
+            })
+            .expect("transfer");
+        pending.push((info.epoch, format!("+{id}\n")));
+        if seq >= 3 && seq % 3 == 0 {
+            pending.push((info.epoch, format!("-{}\n", id - 3)));
+        }
+        // Throttled, so the state the parent verifies stays small.
+        std::thread::sleep(Duration::from_micros(20));
+        let durable = db.durable_epoch();
+        let n = pending.iter().take_while(|p| p.0 <= durable).count();
+        if n > 0 {
+            let lines: String = pending.drain(..n).map(|p| p.1).collect();
+            acks.write_all(lines.as_bytes()).expect("ack");
+        }
+    }
+}
+
+/// Acknowledged inserts and deletes, from complete lines of the side files.
+fn read_acks(dir: &Path) -> (HashSet<u64>, HashSet<u64>) {
+    let (mut added, mut deleted) = (HashSet::new(), HashSet::new());
+    for entry in std::fs::read_dir(dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        if !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("acks.")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("acks");
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let (sign, id) = line.trim_end().split_at(1);
+            let id: u64 = id.parse().expect("id");
+            if sign == "+" {
+                added.insert(id)
+            } else {
+                deleted.insert(id)
+            };
+        }
+    }
+    (added, deleted)
+}
+
+/// Recovers `dir` and checks the invariants; returns how many acks it checked.
+fn check(dir: &Path) -> usize {
+    let db = Database::open(options(dir)).expect("recover");
+    let pepoch = db.recovery_report().expect("report").pepoch;
+    let [accounts, journal, gone] = tables(&db);
+    let (added, deleted) = read_acks(dir);
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| {
+        let mut total = 0;
+        let mut n = 0;
+        let mut max_epoch = 0;
+        for a in 0..ACCOUNTS {
+            let (v, tid) = txn.get_versioned(accounts, &a.to_be_bytes())?;
+            if let Some(v) = v {
+                total += u64_of(v);
+                n += 1;
+                max_epoch = max_epoch.max(tid.map_or(0, |t| t.epoch()));
+            }
+        }
+        assert!(n == 0 || (n == ACCOUNTS && total == ACCOUNTS * INITIAL), "bank: {n} accounts, total {total}");
+        assert!(max_epoch <= pepoch, "a record from epoch {max_epoch} > pepoch {pepoch}");
+        // A journal row leaves only together with its `gone` witness; a
+        // delete may be durable without its acknowledgement, not the reverse.
+        for id in &added {
+            let present = txn.get(journal, &id.to_be_bytes())?.is_some();
+            let deleted = txn.get(gone, &id.to_be_bytes())?.is_some();
+            assert!(present != deleted, "acknowledged transfer {id:#x}: in journal {present}, deleted {deleted}");
+        }
+        for id in &deleted {
+            assert!(txn.get(journal, &id.to_be_bytes())?.is_none(), "acknowledged delete of {id:#x} undone");
+            assert!(txn.get(gone, &id.to_be_bytes())?.is_some(), "acknowledged delete of {id:#x} lost its witness");
+        }
+        Ok(())
+    })
+    .expect("check");
+    added.len() + deleted.len()
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_nothing_acknowledged() {
+    let dir = temp_dir("crash");
+    let iterations: u64 = std::env::var("EPOCHDB_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let mut rng = Rng(0x5EED);
+    let mut checked = 0;
+    for run in 1..=iterations {
+        let mut child = Command::new(std::env::current_exe().expect("exe"))
+            .args(["--exact", "child_process_entry_point", "--nocapture", "--test-threads", "1"])
+            .env(CHILD_DIR, &dir)
+            .env(CHILD_RUN, run.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        let lifetime = Duration::from_millis(150 + rng.below(500));
+        std::thread::sleep(lifetime);
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("child {run} exited early: {status}");
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        let started = Instant::now();
+        checked = check(&dir);
+        eprintln!(
+            "run {run}: killed after {lifetime:?}; recovered and checked {checked} acknowledgements in {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(checked > 100, "the children acknowledged too little to mean anything: {checked}");
+}

@@ -149,3 +149,64 @@ fn a_closed_stdout_is_not_a_crash() {
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A durable TPC-C run, then `recover --check tpcc` and `inspect` on its
+/// data directory.
+#[test]
+fn durable_tpcc_recovers_consistent() {
+    let dir = std::env::temp_dir().join(format!("epochdb-cli-durable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.to_string_lossy().into_owned();
+    let json = dir.with_extension("json");
+    let out = epochdb(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "2",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--check",
+        "--durability",
+        "log+checkpoint",
+        "--checkpoint-interval",
+        "0.3",
+        "--data-dir",
+        &data,
+        "--json",
+        json.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = std::fs::read_to_string(&json).expect("report");
+    for field in ["\"durable_latency_us\"", "\"log_bytes\"", "\"p99\"", "\"checkpoint\""] {
+        assert!(report.contains(field), "{field} missing from {report}");
+    }
+    let out = epochdb(&[
+        "recover",
+        "--data-dir",
+        &data,
+        "--check",
+        "tpcc",
+        "--quiet",
+        "--json",
+        json.to_str().expect("utf-8"),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("consistency: ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(&json).expect("report");
+    for field in ["\"pepoch\"", "\"checkpoint_bytes\"", "\"log_bytes\"", "\"records\"", "\"seconds\""] {
+        assert!(report.contains(field), "{field} missing from {report}");
+    }
+    let out = epochdb(&["inspect", "--data-dir", &data]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("pepoch") && stdout.contains("checkpoint: e_l"), "{stdout}");
+    let out = epochdb(&["bench", "tpcc", "--durability", "log", "--data-dir", "/etc", "--duration", "1"]);
+    assert!(!out.status.success(), "a directory epochdb did not write is never emptied");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -37,6 +37,9 @@ pub struct Measured {
     pub timeseries: Vec<u64>,
     /// Mean latency (microseconds) of the commits in each second.
     pub latency_series_us: Vec<f64>,
+    /// With durability on: per committed transaction, nanoseconds from
+    /// submission until the driver saw its epoch become durable (SiloR §6.2).
+    pub durable_latency_ns: Option<Histogram<u64>>,
 }
 
 impl Measured {
@@ -97,6 +100,54 @@ pub trait Terminal {
 
 /// Runs the terminals `terminal(0..threads)` on `settings.threads` threads
 /// and returns what was measured, and the terminals (with their counts).
+/// A thread's commits waiting for their epoch to become durable. Polled
+/// after each commit (one load of the engine's pepoch), never blocking.
+struct Durability<'e> {
+    engine: &'e dyn Engine,
+    on: bool,
+    pending: std::collections::VecDeque<(u64, Instant)>,
+    latency_ns: Histogram<u64>,
+}
+
+impl<'e> Durability<'e> {
+    fn new(engine: &'e dyn Engine) -> Durability<'e> {
+        let on = engine.durable_epoch().is_some();
+        Durability { engine, on, pending: Default::default(), latency_ns: histogram() }
+    }
+
+    fn committed(&mut self, epoch: u64, start: Instant) {
+        if self.on {
+            self.pending.push_back((epoch, start));
+            self.poll();
+        }
+    }
+
+    fn poll(&mut self) {
+        let pepoch = self.engine.durable_epoch().unwrap_or(0);
+        let now = Instant::now();
+        while let Some(&(e, start)) = self.pending.front() {
+            if e > pepoch {
+                break;
+            }
+            let _ = self.latency_ns.record(now.duration_since(start).as_nanos() as u64);
+            self.pending.pop_front();
+        }
+    }
+
+    /// Waits (up to a few seconds) for the last commits to become durable.
+    fn finish(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.pending.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+            self.poll();
+        }
+    }
+}
+
+/// What a driver thread returns: its latency histograms (to commit, to
+/// durability), aborts, rollbacks, and its terminal.
+type ThreadResult<C> = (Histogram<u64>, Histogram<u64>, u64, u64, C);
+
 /// The run stops early on a fatal error.
 pub fn run<C: Terminal + Send>(
     engine: &dyn Engine,
@@ -111,10 +162,11 @@ pub fn run<C: Terminal + Send>(
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (measuring, stop, commits, terminal) = (&measuring, &stop, &commits, &terminal);
-                s.spawn(move || -> TxnResult<(Histogram<u64>, u64, u64, C)> {
+                s.spawn(move || -> TxnResult<ThreadResult<C>> {
                     let mut worker = engine.worker()?;
                     let mut c = terminal(t);
                     let mut hist = histogram();
+                    let mut durable = Durability::new(engine);
                     let (mut aborted, mut rolled_back, mut committed, mut latency_sum) = (0u64, 0u64, 0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
                         let start = Instant::now();
@@ -130,6 +182,7 @@ pub fn run<C: Terminal + Send>(
                             Ok(aborts) => {
                                 let ns = start.elapsed().as_nanos() as u64;
                                 let _ = hist.record(ns);
+                                durable.committed(worker.last_commit_epoch(), start);
                                 aborted += aborts as u64;
                                 committed += 1;
                                 latency_sum += ns;
@@ -143,7 +196,8 @@ pub fn run<C: Terminal + Send>(
                             }
                         }
                     }
-                    Ok((hist, aborted, rolled_back, c))
+                    durable.finish();
+                    Ok((hist, durable.latency_ns, aborted, rolled_back, c))
                 })
             })
             .collect();
@@ -212,10 +266,14 @@ pub fn run<C: Terminal + Send>(
         latency_ns: histogram(),
         timeseries,
         latency_series_us,
+        durable_latency_ns: engine.durable_epoch().map(|_| histogram()),
     };
     let mut clients = Vec::new();
     for r in joined {
-        let (hist, aborted, rolled_back, c) = r?;
+        let (hist, durable, aborted, rolled_back, c) = r?;
+        if let Some(d) = &mut measured.durable_latency_ns {
+            let _ = d.add(&durable);
+        }
         measured.committed += hist.len();
         measured.aborted += aborted;
         measured.rolled_back += rolled_back;

@@ -84,6 +84,12 @@ pub trait Worker {
     /// Runs `body` as one transaction until it commits, retrying aborts.
     /// Returns how many attempts aborted before the commit.
     fn run(&mut self, kind: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32>;
+
+    /// The epoch of the last transaction `run` committed (an upper bound
+    /// is fine), for engines that log by epoch; 0 otherwise.
+    fn last_commit_epoch(&self) -> u64 {
+        0
+    }
 }
 
 pub trait Engine: Sync {
@@ -91,6 +97,17 @@ pub trait Engine: Sync {
     fn name(&self) -> &str;
     fn create_table(&self, name: &str) -> TxnResult<Table>;
     fn worker(&self) -> TxnResult<Box<dyn Worker + '_>>;
+
+    /// With durability on, the persistent epoch: transactions of epochs up
+    /// to it are durable. `None` for an engine without durability.
+    fn durable_epoch(&self) -> Option<u64> {
+        None
+    }
+
+    /// Bytes of log written so far.
+    fn log_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// epochdb's benchmark variants (Silo §5.2).
@@ -132,11 +149,20 @@ pub struct EpochDb {
 }
 
 impl EpochDb {
-    pub fn open(variant: Variant, mut options: Options) -> TxnResult<EpochDb> {
+    pub fn open(variant: Variant, options: Options) -> TxnResult<EpochDb> {
+        EpochDb::open_with_progress(variant, options, &|_| {})
+    }
+
+    /// [`EpochDb::open`], reporting recovery's progress.
+    pub fn open_with_progress(
+        variant: Variant,
+        mut options: Options,
+        progress: &(dyn Fn(epochdb::Progress) + Sync),
+    ) -> TxnResult<EpochDb> {
         if variant == Variant::GlobalTid {
             options.tid_source = TidSource::GlobalCounter;
         }
-        Ok(EpochDb { db: Database::open(options)?, variant, snapshot_reads: false })
+        Ok(EpochDb { db: Database::open_with_progress(options, progress)?, variant, snapshot_reads: false })
     }
 
     pub fn database(&self) -> &Database {
@@ -166,21 +192,32 @@ impl Engine for EpochDb {
     fn worker(&self) -> TxnResult<Box<dyn Worker + '_>> {
         let w = self.db.worker()?;
         Ok(match self.variant {
-            Variant::Kv => Box::new(KvWorker(w)),
-            _ => Box::new(TxnWorker { w, snapshot_reads: self.snapshot_reads }),
+            Variant::Kv => Box::new(KvWorker(w, &self.db)),
+            _ => Box::new(TxnWorker { w, snapshot_reads: self.snapshot_reads, epoch: 0 }),
         })
+    }
+
+    fn durable_epoch(&self) -> Option<u64> {
+        (self.db.options().durability != epochdb::Durability::Off).then(|| self.db.durable_epoch())
+    }
+
+    fn log_bytes(&self) -> u64 {
+        self.db.log_bytes()
     }
 }
 
 struct TxnWorker {
     w: epochdb::Worker,
     snapshot_reads: bool,
+    epoch: u64,
 }
 
 impl Worker for TxnWorker {
     fn run(&mut self, kind: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32> {
         if kind == TxnKind::ReadOnly && self.snapshot_reads {
             let mut snap = SnapTxn(self.w.snapshot()?);
+            // It reads only epochs below SE, which trails E by k epochs.
+            self.epoch = 0;
             body(&mut snap)?;
             return Ok(0);
         }
@@ -188,7 +225,7 @@ impl Worker for TxnWorker {
         loop {
             let mut txn = self.w.begin()?;
             let outcome = match body(&mut DbTxn(&mut txn)) {
-                Ok(()) => txn.commit().map(|_| ()).map_err(TxnError::from),
+                Ok(()) => txn.commit().map(|info| self.epoch = info.epoch).map_err(TxnError::from),
                 Err(e) => {
                     txn.abort();
                     Err(e)
@@ -199,6 +236,10 @@ impl Worker for TxnWorker {
                 other => return other.map(|()| aborts),
             }
         }
+    }
+
+    fn last_commit_epoch(&self) -> u64 {
+        self.epoch
     }
 }
 
@@ -286,16 +327,21 @@ impl Txn for SnapTxn<'_> {
 }
 
 /// The `kv` variant: every operation goes straight to the index.
-struct KvWorker(epochdb::Worker);
+struct KvWorker<'d>(epochdb::Worker, &'d Database);
 
-impl Worker for KvWorker {
+impl Worker for KvWorker<'_> {
     fn run(&mut self, _: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32> {
         body(self)?;
         Ok(0)
     }
+
+    /// `kv_put` does not report its epoch; `E` now bounds it from above.
+    fn last_commit_epoch(&self) -> u64 {
+        self.1.epoch()
+    }
 }
 
-impl Txn for KvWorker {
+impl Txn for KvWorker<'_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
         Ok(self.0.kv_get(DbTable(table), key, out)?)
     }

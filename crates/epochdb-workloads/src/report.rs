@@ -73,6 +73,12 @@ impl Json {
         self
     }
 
+    /// Appends `other`'s fields.
+    pub fn merge(mut self, other: Json) -> Json {
+        self.fields.extend(other.fields);
+        self
+    }
+
     pub fn render(&self, depth: usize) -> String {
         let pad = "  ".repeat(depth + 1);
         let body: Vec<String> = self.fields.iter().map(|(k, v)| format!("{pad}{}: {v}", escape(k))).collect();
@@ -89,7 +95,7 @@ pub fn base(workload: &str, variant: &str, threads: usize, m: &Measured) -> Json
         .num("p999", m.latency_us(0.999))
         .num("mean", m.latency_ns.mean() / 1000.0)
         .num("max", m.latency_ns.max() as f64 / 1000.0);
-    Json::new()
+    let mut j = Json::new()
         .str("workload", workload)
         .str("variant", variant)
         .int("threads", threads as u64)
@@ -101,7 +107,13 @@ pub fn base(workload: &str, variant: &str, threads: usize, m: &Measured) -> Json
         .num("abort_rate", m.abort_rate())
         .obj("latency_us", latency)
         .ints("timeseries", &m.timeseries)
-        .nums("latency_timeseries_us", &m.latency_series_us)
+        .nums("latency_timeseries_us", &m.latency_series_us);
+    if let Some(d) = &m.durable_latency_ns {
+        let q = |q: f64| d.value_at_quantile(q) as f64 / 1000.0;
+        let durable = Json::new().num("p50", q(0.5)).num("p99", q(0.99)).num("p999", q(0.999)).int("count", d.len());
+        j = j.obj("durable_latency_us", durable);
+    }
+    j
 }
 
 /// Where and on what the run happened: git revision, CPU count, time.

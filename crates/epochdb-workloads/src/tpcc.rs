@@ -158,15 +158,12 @@ impl Loader<'_> {
     }
 }
 
-impl Tpcc {
-    /// Creates the tables and populates `warehouses` warehouses with
-    /// `threads` loader threads (clause 4.3.3.1).
-    pub fn load(engine: &dyn Engine, warehouses: u32, threads: usize) -> TxnResult<Tpcc> {
-        if warehouses == 0 {
-            return Err(TxnError::Fatal("at least one warehouse".into()));
-        }
+impl Tables {
+    /// Creates the nine tables and two index tables (or, on a recovered
+    /// database, opens them).
+    fn create(engine: &dyn Engine) -> TxnResult<Tables> {
         let t = |n: &str| engine.create_table(n);
-        let tables = Tables {
+        Ok(Tables {
             warehouse: t("warehouse")?,
             district: t("district")?,
             customer: t("customer")?,
@@ -178,7 +175,26 @@ impl Tpcc {
             order_line: t("order_line")?,
             item: t("item")?,
             stock: t("stock")?,
-        };
+        })
+    }
+}
+
+impl Tpcc {
+    /// Opens the tables of a TPC-C database loaded earlier (e.g. one just
+    /// recovered), to run [`Tpcc::check`] on it.
+    pub fn attach(engine: &dyn Engine, warehouses: u32) -> TxnResult<Tpcc> {
+        let mut rng = Rng::new(0x7BCC);
+        let constants = Constants::random(&mut rng);
+        Ok(Tpcc { warehouses, tables: Tables::create(engine)?, constants })
+    }
+
+    /// Creates the tables and populates `warehouses` warehouses with
+    /// `threads` loader threads (clause 4.3.3.1).
+    pub fn load(engine: &dyn Engine, warehouses: u32, threads: usize) -> TxnResult<Tpcc> {
+        if warehouses == 0 {
+            return Err(TxnError::Fatal("at least one warehouse".into()));
+        }
+        let tables = Tables::create(engine)?;
         let mut rng = Rng::new(0x7BCC);
         let load_constants = Constants::random(&mut rng);
         let tpcc = Tpcc { warehouses, tables, constants: Constants::for_run(load_constants, &mut rng) };

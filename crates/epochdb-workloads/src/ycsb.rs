@@ -17,6 +17,9 @@ use crate::engine::{Engine, Table, TxnError, TxnKind, TxnResult, Worker};
 use crate::keygen::{Chooser, Rng, Zipfian};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The table YCSB loads (YCSB's own name).
+pub const TABLE: &str = "usertable";
+
 /// Percentages of each transaction type; they add up to 100.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Mix {
@@ -143,7 +146,7 @@ pub struct Ycsb {
 impl Ycsb {
     /// Creates the table and loads `config.keys` rows with `threads` threads.
     pub fn load(engine: &dyn Engine, config: Config, threads: usize) -> TxnResult<Ycsb> {
-        let table = engine.create_table("usertable")?;
+        let table = engine.create_table(TABLE)?;
         let threads = threads.max(1) as u64;
         let batch = 512;
         std::thread::scope(|s| {

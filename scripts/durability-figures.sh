@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Durability figures for the README: throughput with durability off, log and
+# log+checkpoint (3 runs each, interleaved, medians), latency to durability,
+# and recovery time of a >= 2 GB database with 1 and 2 threads.
+# Usage: scripts/durability-figures.sh [DATA_DIR]   (needs ~6 GB free there)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q -p epochdb-cli
+bin=target/release/epochdb
+dir=${1:-target/figures-data}
+out=target/figures
+mkdir -p "$out"
+field() { grep -m1 "\"$2\"" "$1" | sed 's/.*: //; s/,$//'; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+for wl in tpcc ycsb; do
+  for run in 1 2 3; do
+    for d in off log log+checkpoint; do
+      $bin bench $wl --threads 2 --duration 10 --quiet --durability $d --data-dir "$dir" \
+        --json "$out/$wl-$d-$run.json" > /dev/null
+    done
+  done
+  for d in off log log+checkpoint; do
+    tput=$(for r in 1 2 3; do field "$out/$wl-$d-$r.json" throughput; done | median)
+    if [ "$d" = off ]; then
+      echo "$wl $d: throughput median $tput"
+    else
+      p50=$(for r in 1 2 3; do grep -A1 durable_latency_us "$out/$wl-$d-$r.json" | tail -1 | sed 's/.*: //; s/,//'; done | median)
+      p99=$(for r in 1 2 3; do grep -A2 durable_latency_us "$out/$wl-$d-$r.json" | tail -1 | sed 's/.*: //; s/,//'; done | median)
+      ckpt=$(field "$out/$wl-$d-1.json" bytes || true)
+      skip=$(field "$out/$wl-$d-1.json" skipped_bytes || true)
+      echo "$wl $d: throughput median $tput; durable latency median p50 ${p50} us, p99 ${p99} us; checkpoint bytes ${ckpt:-0} (+${skip:-0} skipped as >= e_l)"
+    fi
+  done
+done
+
+# A database of >= 2 GB of log and checkpoint, then recovery.
+$bin bench tpcc --threads 2 --duration 30 --quiet --durability log+checkpoint --checkpoint-interval 12 \
+  --data-dir "$dir" > /dev/null
+$bin inspect --data-dir "$dir" | head -5
+for run in 1 2 3; do
+  for t in 1 2; do
+    $bin recover --data-dir "$dir" --threads $t --quiet --json "$out/recover-$t-$run.json" | head -1
+  done
+done
+for t in 1 2; do
+  s=$(for r in 1 2 3; do field "$out/recover-$t-$r.json" seconds; done | median)
+  echo "recovery with $t threads: median $s s"
+done

@@ -140,9 +140,9 @@ impl Args {
         self.values.remove(name).and_then(|mut v| v.pop())
     }
 
-    /// Every value given for `name`.
-    fn take_all(&mut self, name: &str) -> Vec<String> {
-        self.values.remove(name).unwrap_or_default()
+    /// Every value given for `name`, as paths.
+    fn take_paths(&mut self, name: &str) -> Vec<PathBuf> {
+        self.values.remove(name).unwrap_or_default().into_iter().map(PathBuf::from).collect()
     }
 
     fn flag(&self, name: &str) -> bool {
@@ -219,7 +219,7 @@ fn durability(a: &mut Args) -> Result<Options, String> {
         _ => return Err(format!("unknown durability {mode:?} (off, log, log+checkpoint)")),
     };
     let data_dir = a.take_str("--data-dir").unwrap_or_else(|| "epochdb-data".into());
-    let log_dirs: Vec<PathBuf> = a.take_all("--log-dir").into_iter().map(PathBuf::from).collect();
+    let log_dirs: Vec<PathBuf> = a.take_paths("--log-dir");
     let interval: f64 = a.take("--checkpoint-interval", 10.0)?;
     let epoch_ms: f64 = a.take("--epoch-ms", 40.0)?;
     if !(interval > 0.0 && epoch_ms > 0.0) {
@@ -468,7 +468,7 @@ fn check_rows(engine: &EpochDb, y: &Ycsb) -> Result<String, String> {
 /// with a progress bar, then reports what it read and how fast.
 fn recover(mut a: Args) -> Result<ExitCode, String> {
     let data_dir = a.take_str("--data-dir").ok_or("--data-dir is required")?;
-    let log_dirs: Vec<PathBuf> = a.take_all("--log-dir").into_iter().map(PathBuf::from).collect();
+    let log_dirs: Vec<PathBuf> = a.take_paths("--log-dir");
     let threads: usize = a.take("--threads", 0)?;
     let check = a.take_str("--check");
     let json_path = a.take_str("--json");
@@ -582,7 +582,7 @@ fn check_ycsb(engine: &EpochDb) -> Result<String, String> {
 /// `epochdb inspect`: what a data directory holds, read-only.
 fn inspect(mut a: Args) -> Result<ExitCode, String> {
     let data_dir = a.take_str("--data-dir").ok_or("--data-dir is required")?;
-    let log_dirs: Vec<PathBuf> = a.take_all("--log-dir").into_iter().map(PathBuf::from).collect();
+    let log_dirs: Vec<PathBuf> = a.take_paths("--log-dir");
     a.finish()?;
     let i = epochdb::inspect(Path::new(&data_dir), &log_dirs).map_err(|e| e.to_string())?;
     say!("data directory {data_dir}");

@@ -204,80 +204,76 @@ fn write_part(
         shared.epochs.enter(&slot);
         let splits = t.tree.root_keys();
         shared.epochs.exit(&slot);
-        let Some((lo, hi)) = subrange(&splits, part, parts) else {
-            for (path, f, len) in files {
-                io.sync(&f)?;
-                result.files.push((path, len));
-            }
-            continue;
-        };
-        let mut cursor: Option<Vec<u8>> = None;
-        let mut block = frame::new_block(BLOCK + 4096);
-        let (mut blo, mut bhi) = (u64::MAX, 0);
-        let mut next_file = 0;
-        loop {
-            if stop.load(Ordering::Acquire) {
-                shared.epochs.unregister(&slot);
-                result.stopped = true;
-                return Ok(result);
-            }
-            let lower = match &cursor {
-                Some(k) => Bound::Excluded(k.as_slice()),
-                None => lo.as_deref().map_or(Bound::Unbounded, Bound::Included),
-            };
-            let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let mut seen = 0;
-            let mut last_key = Vec::new();
-            shared.epochs.enter(&slot);
-            t.tree.scan(
-                lower,
-                upper,
-                false,
-                |_, _| {},
-                |key, rec| {
-                    // SAFETY: reached from the index within our epoch: live.
-                    let word = unsafe { rec.as_ref() }.stable_read(&mut value);
-                    let tid = Tid::of_word(word);
-                    let size = 22 + key.len() + value.len();
-                    if tid::is_absent(word) {
-                        // Deleted: nothing to recover.
-                    } else if tid.epoch() >= e_l {
-                        result.skipped_bytes += size as u64;
-                    } else {
-                        log::encode_txn(&mut block, tid, 1);
-                        log::encode_entry(&mut block, t.id.0, key, Some(&value));
-                        blo = blo.min(tid.epoch());
-                        bhi = bhi.max(tid.epoch());
-                        result.records += 1;
-                    }
-                    last_key.clear();
-                    last_key.extend_from_slice(key);
-                    seen += 1;
-                    seen < CHUNK && block.len() < BLOCK
-                },
-            );
-            shared.epochs.exit(&slot);
-            let done = seen == 0 || (seen < CHUNK && block.len() < BLOCK);
-            if block.len() >= BLOCK || (done && block.len() > frame::BLOCK_HEADER_LEN) {
-                frame::seal(&mut block, blo.min(bhi), bhi);
-                let f = &mut files[next_file];
-                io.write_at(&f.1, &block, f.2)?;
-                f.2 += block.len() as u64;
-                since_sync += block.len() as u64;
-                next_file = (next_file + 1) % m;
-                block.truncate(frame::BLOCK_HEADER_LEN);
-                (blo, bhi) = (u64::MAX, 0);
-                if since_sync >= SYNC_EVERY {
-                    for f in &files {
-                        io.sync(&f.1)?;
-                    }
-                    since_sync = 0;
+        // An empty part still writes its (header-only) files.
+        if let Some((lo, hi)) = subrange(&splits, part, parts) {
+            let mut cursor: Option<Vec<u8>> = None;
+            let mut block = frame::new_block(BLOCK + 4096);
+            let (mut blo, mut bhi) = (u64::MAX, 0);
+            let mut next_file = 0;
+            loop {
+                if stop.load(Ordering::Acquire) {
+                    shared.epochs.unregister(&slot);
+                    result.stopped = true;
+                    return Ok(result);
                 }
+                let lower = match &cursor {
+                    Some(k) => Bound::Excluded(k.as_slice()),
+                    None => lo.as_deref().map_or(Bound::Unbounded, Bound::Included),
+                };
+                let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                let mut seen = 0;
+                let mut last_key = Vec::new();
+                shared.epochs.enter(&slot);
+                t.tree.scan(
+                    lower,
+                    upper,
+                    false,
+                    |_, _| {},
+                    |key, rec| {
+                        // SAFETY: reached from the index within our epoch: live.
+                        let word = unsafe { rec.as_ref() }.stable_read(&mut value);
+                        let tid = Tid::of_word(word);
+                        let size = 22 + key.len() + value.len();
+                        if tid::is_absent(word) {
+                            // Deleted: nothing to recover.
+                        } else if tid.epoch() >= e_l {
+                            result.skipped_bytes += size as u64;
+                        } else {
+                            log::encode_txn(&mut block, tid, 1);
+                            log::encode_entry(&mut block, t.id.0, key, Some(&value));
+                            blo = blo.min(tid.epoch());
+                            bhi = bhi.max(tid.epoch());
+                            result.records += 1;
+                        }
+                        last_key.clear();
+                        last_key.extend_from_slice(key);
+                        seen += 1;
+                        seen < CHUNK && block.len() < BLOCK
+                    },
+                );
+                shared.epochs.exit(&slot);
+                let done = seen == 0 || (seen < CHUNK && block.len() < BLOCK);
+                if block.len() >= BLOCK || (done && block.len() > frame::BLOCK_HEADER_LEN) {
+                    frame::seal(&mut block, blo.min(bhi), bhi);
+                    let f = &mut files[next_file];
+                    io.write_at(&f.1, &block, f.2)?;
+                    f.2 += block.len() as u64;
+                    since_sync += block.len() as u64;
+                    next_file = (next_file + 1) % m;
+                    block.truncate(frame::BLOCK_HEADER_LEN);
+                    (blo, bhi) = (u64::MAX, 0);
+                    if since_sync >= SYNC_EVERY {
+                        for f in &files {
+                            io.sync(&f.1)?;
+                        }
+                        since_sync = 0;
+                    }
+                }
+                if done {
+                    break;
+                }
+                cursor = Some(last_key);
             }
-            if done {
-                break;
-            }
-            cursor = Some(last_key);
         }
         for (path, f, len) in files {
             io.sync(&f)?;

@@ -148,7 +148,8 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
     }
     ctx.total = checkpoint_files.iter().map(|f| f.1).sum();
     let checkpoint_bytes = ctx.total;
-    let mut retired = parallel(threads, &checkpoint_files, |f, retired| load_file(&ctx, f, CHECKPOINT_MAGIC, retired))?;
+    let mut retired =
+        parallel(threads, &checkpoint_files, |f, retired| load_file(&ctx, f, CHECKPOINT_MAGIC, retired).map(drop))?;
 
     // Logs.
     let logs = log_files(&options.log_dirs(), e_l)?;
@@ -160,7 +161,7 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
     retired.extend(parallel(threads, &logs, |f, retired| {
         let (max, valid) = load_file(&ctx, f, LOG_MAGIC, retired)?;
         lock(&max_epochs).push((f.0.clone(), max, valid));
-        Ok((max, valid))
+        Ok(())
     })?);
     // SAFETY: the recovery threads have ended; replaced records are
     // reachable from nowhere.
@@ -256,7 +257,7 @@ pub(crate) fn old_log_epoch(name: &str) -> Option<u64> {
 fn parallel<T: Sync>(
     threads: usize,
     items: &[T],
-    f: impl Fn(&T, &mut Vec<Retired>) -> Result<(u64, u64)> + Sync,
+    f: impl Fn(&T, &mut Vec<Retired>) -> Result<()> + Sync,
 ) -> Result<Vec<Retired>> {
     let next = AtomicU64::new(0);
     let out = Mutex::new((Vec::new(), None));

@@ -137,13 +137,17 @@ fn checkpoints_install_and_retire_old_logs() {
             w.run(|txn| txn.put(t, &key, b"s")).expect("put");
             model.insert(key, b"s".to_vec());
         }
+        // Churn until three checkpoints are in and one of them met rows
+        // newer than its e_l (whether a scan meets one is up to timing).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while db.checkpoint_stats().installed < 3 {
+        let mut skipped = false;
+        while db.checkpoint_stats().installed < 3 || !skipped {
             churn(&db, t, 200, &mut model);
-            assert!(std::time::Instant::now() < deadline, "no checkpoint installed");
+            skipped |= db.checkpoint_stats().skipped_bytes > 0;
+            assert!(std::time::Instant::now() < deadline, "no checkpoint installed, or none skipped a row");
         }
         let s = db.checkpoint_stats();
-        assert!(s.records >= 500 && s.skipped_bytes > 0, "stable rows in, recent ones left to the log: {s:?}");
+        assert!(s.records >= 500, "stable rows in: {s:?}");
         // Old log files holding only epochs below e_l are gone.
         for name in log_files(&dir) {
             if let Some(e) = name.strip_prefix("old_data.") {
@@ -219,10 +223,16 @@ fn a_full_disk_is_a_clear_error_and_recovery_still_works() {
     assert_eq!(got.get(&b"k0"[..]).map(Vec::as_slice), Some(&b"v"[..]));
 }
 
-/// Writes a log with several blocks and returns the crashed run's
-/// `data.log` path (the process "crashes" by leaking the database).
+/// Options under which `data.log` is never rotated, so that every block
+/// [`crashed_log`] writes stays in it (however slowly the epochs pass).
+fn one_log_file(dir: &Path) -> Options {
+    Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(dir, Durability::Log) }
+}
+
+/// Writes a log with several blocks, all in `data.log` (see
+/// [`one_log_file`]), and returns its path.
 fn crashed_log(dir: &Path) -> std::path::PathBuf {
-    let db = Database::open(durable_options(dir, Durability::Log)).expect("open");
+    let db = Database::open(one_log_file(dir)).expect("open");
     let t = db.create_table("t", TableOptions::new()).expect("table");
     let mut w = db.worker().expect("worker");
     for i in 0..200u32 {
@@ -256,7 +266,7 @@ fn a_torn_tail_is_dropped_and_reported() {
     let last = *blocks.last().expect("a block");
     bytes.truncate(last + 40); // the last block's write was cut short
     std::fs::write(&log, &bytes).expect("write");
-    let db = Database::open(durable_options(&dir, Durability::Log)).expect("a torn tail is not an error");
+    let db = Database::open(one_log_file(&dir)).expect("a torn tail is not an error");
     let r = db.recovery_report().expect("report");
     assert_eq!(r.dropped.len(), 1, "{r:?}");
     assert!(r.dropped[0].contains("torn tail") && r.dropped[0].contains("data.log"), "{r:?}");
@@ -269,14 +279,15 @@ fn corruption_in_the_middle_stops_recovery_unless_salvaging() {
     let log = crashed_log(&dir);
     let mut bytes = std::fs::read(&log).expect("read");
     let blocks = block_offsets(&bytes);
+    assert!(blocks.len() > 3, "{blocks:?}");
     let victim = blocks[blocks.len() / 2];
     bytes[victim + 40] ^= 0x10;
     std::fs::write(&log, &bytes).expect("write");
-    let e = Database::open(durable_options(&dir, Durability::Log)).expect_err("corruption");
+    let e = Database::open(one_log_file(&dir)).expect_err("corruption");
     let msg = e.to_string();
     assert!(matches!(e, Error::Corrupt(_)), "{msg}");
     assert!(msg.contains("data.log") && msg.contains(&format!("offset {victim}")), "{msg}");
-    let db = Database::open(Options { salvage: true, ..durable_options(&dir, Durability::Log) }).expect("salvage");
+    let db = Database::open(Options { salvage: true, ..one_log_file(&dir) }).expect("salvage");
     let r = db.recovery_report().expect("report");
     assert_eq!(r.dropped.len(), 1, "{r:?}");
     assert!(r.records > 0);

@@ -27,7 +27,7 @@ pub use node_version::Restart;
 use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, Ordering};
-use node::{new_sep_key, prefetch, prefix, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
+use node::{new_sep_key, prefetch, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
 use std::ops::Bound;
 use std::ptr::NonNull;
 
@@ -178,18 +178,17 @@ impl Tree {
 
     /// Finds `key`. Writes no shared memory.
     pub fn lookup(&self, key: &[u8]) -> Lookup {
-        let kp = prefix(key);
         loop {
-            if let Ok(found) = self.try_lookup(key, kp) {
+            if let Ok(found) = self.try_lookup(key) {
                 return found;
             }
         }
     }
 
-    fn try_lookup(&self, key: &[u8], kp: u64) -> Result<Lookup, Restart> {
+    fn try_lookup(&self, key: &[u8]) -> Result<Lookup, Restart> {
         let d = self.descend(Target::Key(key), None)?;
-        let (i, found) = d.leaf.search(key, kp)?;
-        let record = if found { Some(NonNull::new(d.leaf.entry(i).1).ok_or(Restart)?) } else { None };
+        let (i, found) = d.leaf.search(key)?;
+        let record = if found { Some(NonNull::new(d.leaf.entry(i)).ok_or(Restart)?) } else { None };
         if !d.leaf.hdr.version.validate(d.version) {
             return Err(Restart);
         }
@@ -203,15 +202,14 @@ impl Tree {
             unsafe { rec.as_ref() }.key(),
             key
         );
-        let kp = prefix(key);
         loop {
-            if let Ok(done) = self.try_insert(key, kp, rec) {
+            if let Ok(done) = self.try_insert(key, rec) {
                 return done;
             }
         }
     }
 
-    fn try_insert(&self, key: &[u8], kp: u64, rec: NonNull<Record>) -> Result<Insert, Restart> {
+    fn try_insert(&self, key: &[u8], rec: NonNull<Record>) -> Result<Insert, Restart> {
         let (mut node, mut v) = self.root_begin()?;
         let mut parent: Option<(&Inner, u64, usize)> = None;
         loop {
@@ -239,9 +237,9 @@ impl Tree {
             }
             // SAFETY: as above.
             let l = unsafe { leaf(node) };
-            let (pos, found) = l.search(key, kp)?;
+            let (pos, found) = l.search(key)?;
             if found {
-                let existing = NonNull::new(l.entry(pos).1).ok_or(Restart)?;
+                let existing = NonNull::new(l.entry(pos)).ok_or(Restart)?;
                 if !l.hdr.version.validate(v) {
                     return Err(Restart);
                 }
@@ -249,18 +247,13 @@ impl Tree {
             }
             let n = l.count();
             if n == LEAF_WIDTH {
-                return self.split_leaf(l, v, parent, pos, kp, rec);
+                return self.split_leaf(l, v, parent, pos, rec);
             }
             // An unchanged version means `pos` is still right.
             if !l.hdr.version.try_upgrade(v) {
                 return Err(Restart);
             }
-            for i in (pos..n).rev() {
-                let (p, r) = l.entry(i);
-                l.set(i + 1, p, r);
-            }
-            l.set(pos, kp, rec.as_ptr());
-            l.hdr.count.store(n as u32 + 1, Ordering::Release);
+            l.insert_at(pos, key, rec.as_ptr());
             let new_version = l.hdr.version.next_after_modify();
             l.hdr.version.unlock_modified();
             return Ok(Insert::Inserted { leaf: l, old_version: v, new_version, sibling: None });
@@ -295,31 +288,16 @@ impl Tree {
         right: *const NodeHeader,
         parent: Option<(&Inner, u64, usize)>,
     ) {
-        // SAFETY: `sep` is a fresh or moved separator that we own here.
-        let sep_prefix = prefix(unsafe { &*sep });
         match parent {
             Some((p, _, index)) => {
-                let n = p.count();
-                debug_assert!(n < INNER_WIDTH, "parents are split on the way down");
-                for i in (index..n).rev() {
-                    p.set_key(i + 1, p.prefixes[i].load(Ordering::Relaxed), p.keys[i].load(Ordering::Relaxed));
-                }
-                for i in (index + 1..=n).rev() {
-                    p.children[i + 1].store(p.children[i].load(Ordering::Relaxed), Ordering::Release);
-                }
-                p.set_key(index, sep_prefix, sep);
-                p.children[index + 1].store(right as *mut NodeHeader, Ordering::Release);
-                p.hdr.count.store(n as u32 + 1, Ordering::Release);
+                debug_assert!(p.count() < INNER_WIDTH, "parents are split on the way down");
+                p.insert_at(index, sep, right as *mut NodeHeader);
                 p.hdr.version.unlock_modified();
             }
             None => {
                 let root = Inner::new_boxed();
                 // SAFETY: fresh allocation, not yet shared.
-                let r = unsafe { &*root };
-                r.set_key(0, sep_prefix, sep);
-                r.children[0].store(left as *mut NodeHeader, Ordering::Relaxed);
-                r.children[1].store(right as *mut NodeHeader, Ordering::Relaxed);
-                r.hdr.count.store(1, Ordering::Relaxed);
+                unsafe { &*root }.fill(&[sep], &[left as *mut NodeHeader, right as *mut NodeHeader]);
                 self.root.store(root as *mut NodeHeader, Ordering::Release);
             }
         }
@@ -331,35 +309,25 @@ impl Tree {
         v: u64,
         parent: Option<(&Inner, u64, usize)>,
         pos: usize,
-        kp: u64,
         rec: NonNull<Record>,
     ) -> Result<Insert, Restart> {
         self.lock_for_split(&l.hdr, v, parent)?;
-        let mut entries = [(0u64, std::ptr::null_mut::<Record>()); LEAF_WIDTH + 1];
-        for (i, e) in entries.iter_mut().enumerate().take(pos) {
-            *e = l.entry(i);
-        }
-        entries[pos] = (kp, rec.as_ptr());
-        for i in pos..LEAF_WIDTH {
-            entries[i + 1] = l.entry(i);
+        let mut entries = [std::ptr::null_mut::<Record>(); LEAF_WIDTH + 1];
+        for (i, e) in entries.iter_mut().enumerate() {
+            *e = match i.cmp(&pos) {
+                std::cmp::Ordering::Less => l.entry(i),
+                std::cmp::Ordering::Equal => rec.as_ptr(),
+                std::cmp::Ordering::Greater => l.entry(i - 1),
+            };
         }
         let mid = entries.len() / 2;
         let right = Leaf::new_boxed();
         // SAFETY: fresh allocation, published only by `link_right`.
         let r = unsafe { &*right };
-        for (i, &(p, rp)) in entries[mid..].iter().enumerate() {
-            r.set(i, p, rp);
-        }
-        r.hdr.count.store((entries.len() - mid) as u32, Ordering::Relaxed);
-        for (i, &(p, rp)) in entries[..mid].iter().enumerate() {
-            l.set(i, p, rp);
-        }
-        for i in mid..LEAF_WIDTH {
-            l.set(i, 0, std::ptr::null_mut());
-        }
-        l.hdr.count.store(mid as u32, Ordering::Release);
+        r.fill(&entries[mid..]);
+        l.fill(&entries[..mid]);
         // SAFETY: entries come from a locked leaf or the caller; all live.
-        let sep = new_sep_key(unsafe { &*entries[mid].1 }.key());
+        let sep = new_sep_key(unsafe { &*entries[mid] }.key());
         let new_version = l.hdr.version.next_after_modify();
         self.link_right(&l.hdr, sep, &r.hdr, parent);
         l.hdr.version.unlock_modified();
@@ -368,26 +336,16 @@ impl Tree {
 
     fn split_inner(&self, n: &Inner, v: u64, parent: Option<(&Inner, u64, usize)>) -> Result<(), Restart> {
         self.lock_for_split(&n.hdr, v, parent)?;
+        let keys: [*mut SepKey; INNER_WIDTH] = std::array::from_fn(|i| n.keys[i].load(Ordering::Relaxed));
+        let children: [*mut NodeHeader; INNER_WIDTH + 1] =
+            std::array::from_fn(|i| n.children[i].load(Ordering::Relaxed));
         let mid = INNER_WIDTH / 2;
         let right = Inner::new_boxed();
         // SAFETY: fresh allocation, published only by `link_right`.
         let r = unsafe { &*right };
-        for i in mid + 1..INNER_WIDTH {
-            r.set_key(i - mid - 1, n.prefixes[i].load(Ordering::Relaxed), n.keys[i].load(Ordering::Relaxed));
-        }
-        for i in mid + 1..=INNER_WIDTH {
-            r.children[i - mid - 1].store(n.children[i].load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        r.hdr.count.store((INNER_WIDTH - mid - 1) as u32, Ordering::Relaxed);
-        let up = n.keys[mid].load(Ordering::Relaxed);
-        for i in mid..INNER_WIDTH {
-            n.set_key(i, 0, std::ptr::null_mut());
-        }
-        for i in mid + 1..=INNER_WIDTH {
-            n.children[i].store(std::ptr::null_mut(), Ordering::Release);
-        }
-        n.hdr.count.store(mid as u32, Ordering::Release);
-        self.link_right(&n.hdr, up, &r.hdr, parent);
+        r.fill(&keys[mid + 1..], &children[mid + 1..]);
+        n.fill(&keys[..mid], &children[..=mid]);
+        self.link_right(&n.hdr, keys[mid], &r.hdr, parent);
         n.hdr.version.unlock_modified();
         Ok(())
     }
@@ -395,11 +353,10 @@ impl Tree {
     /// Finds the entry of `key` if it maps to `rec`, and locks its leaf.
     /// Returns `None` (nothing locked) if `key` does not map to `rec`.
     fn lock_entry(&self, key: &[u8], rec: NonNull<Record>) -> Option<(&Leaf, usize)> {
-        let kp = prefix(key);
         loop {
             let Ok(d) = self.descend(Target::Key(key), None) else { continue };
-            let Ok((i, found)) = d.leaf.search(key, kp) else { continue };
-            if !found || d.leaf.entry(i).1 != rec.as_ptr() {
+            let Ok((i, found)) = d.leaf.search(key) else { continue };
+            if !found || d.leaf.entry(i) != rec.as_ptr() {
                 if d.leaf.hdr.version.validate(d.version) {
                     return None;
                 }
@@ -426,12 +383,7 @@ impl Tree {
     pub fn remove_if(&self, key: &[u8], rec: NonNull<Record>, retired: &mut Vec<Retired>) -> bool {
         let Some((leaf, i)) = self.lock_entry(key, rec) else { return false };
         let n = leaf.count();
-        for j in i + 1..n {
-            let (p, r) = leaf.entry(j);
-            leaf.set(j - 1, p, r);
-        }
-        leaf.set(n - 1, 0, std::ptr::null_mut());
-        leaf.hdr.count.store(n as u32 - 1, Ordering::Release);
+        leaf.remove_at(i);
         leaf.hdr.version.unlock_modified();
         if n == 1 {
             self.remove_empty_leaf(key, retired);
@@ -475,20 +427,10 @@ impl Tree {
             let step = path.steps[anchor];
             // SAFETY: locked and live.
             let a = unsafe { &*step.node };
-            let n = a.count();
             // Drop the child and the separator on its left (or, for the
             // first child, on its right): a neighbour absorbs its range.
-            let gone_key = step.index.saturating_sub(1);
-            retired.push(Retired::Key(a.keys[gone_key].load(Ordering::Relaxed)));
-            for i in gone_key + 1..n {
-                a.set_key(i - 1, a.prefixes[i].load(Ordering::Relaxed), a.keys[i].load(Ordering::Relaxed));
-            }
-            a.set_key(n - 1, 0, std::ptr::null_mut());
-            for i in step.index + 1..=n {
-                a.children[i - 1].store(a.children[i].load(Ordering::Relaxed), Ordering::Release);
-            }
-            a.children[n].store(std::ptr::null_mut(), Ordering::Release);
-            a.hdr.count.store(n as u32 - 1, Ordering::Release);
+            // Removing a separator keeps the node's head valid.
+            retired.push(Retired::Key(a.remove_at(step.index, step.index.saturating_sub(1))));
             a.hdr.version.unlock_modified();
             for s in &path.steps[anchor + 1..path.len] {
                 // SAFETY: locked, live, and now unreachable.
@@ -517,7 +459,7 @@ impl Tree {
         let mut cursor: Vec<u8> = Vec::new();
         let mut cursor_bound = if reverse { bound_kind(upper, &mut cursor) } else { bound_kind(lower, &mut cursor) };
         let mut fence: Vec<u8> = Vec::new();
-        let mut entries = [(0u64, std::ptr::null_mut::<Record>()); LEAF_WIDTH];
+        let mut entries = [std::ptr::null_mut::<Record>(); LEAF_WIDTH];
         loop {
             let target = match (cursor_bound, reverse) {
                 (BoundKind::Unbounded, false) => Target::First,
@@ -539,12 +481,12 @@ impl Tree {
             if let Some(k) = unsafe { next.as_ref() } {
                 fence.extend_from_slice(k);
             }
-            if !d.leaf.hdr.version.validate(d.version) || entries[..n].iter().any(|e| e.1.is_null()) {
+            if !d.leaf.hdr.version.validate(d.version) || entries[..n].iter().any(|e| e.is_null()) {
                 continue;
             }
             on_leaf(d.leaf, d.version);
             for i in 0..n {
-                let (_, rp) = entries[if reverse { n - 1 - i } else { i }];
+                let rp = entries[if reverse { n - 1 - i } else { i }];
                 // SAFETY: read from a validated leaf: live in our epoch.
                 let rec = unsafe { NonNull::new_unchecked(rp) };
                 // SAFETY: as above.
@@ -674,7 +616,7 @@ impl Drop for Tree {
                 if (*n).is_leaf {
                     let l = Box::from_raw(n as *mut Leaf);
                     for i in 0..l.count() {
-                        if let Some(r) = NonNull::new(l.entry(i).1) {
+                        if let Some(r) = NonNull::new(l.entry(i)) {
                             Record::free(r);
                         }
                     }

@@ -1,27 +1,37 @@
 //! Tree node layouts and key comparison (Silo §3, Masstree §4.1).
 //!
-//! Leaves are exactly four cache lines: a 16-byte header, 15 key prefixes
-//! and 15 record pointers. The full key of a leaf entry lives in its record,
-//! so a leaf never owns key bytes. Inner nodes hold 15 separators (prefix +
-//! pointer to an owned copy of the key) and 16 children.
+//! Keys are compared as 8-byte big-endian *slices*, as in Masstree, but
+//! where Masstree stacks trie layers this tree truncates prefixes per node:
+//! every key in a node shares its first `skip` bytes (`skip <= 8`), which
+//! the node header holds once as its *head*, and each entry keeps the slice
+//! of the 8 bytes after them. Composite keys whose first 8 bytes rarely
+//! differ (TPC-C's `(w, d, o, ol)`) therefore still compare by one integer
+//! per entry; only equal slices fall back to the full key, which lives in
+//! the record (leaves) or in an owned separator (inner nodes).
 //!
-//! Keys compare by their first 8 bytes as a big-endian `u64` (zero padded);
-//! only when those are equal do we touch the full key.
+//! A leaf is four cache lines: a 24-byte header, 14 slices and 14 record
+//! pointers. An inner node holds 14 separators (slice + pointer to an owned
+//! copy of the key) and 15 children.
 //!
 //! Invariants:
 //! - Entries `0..count` are sorted by key, strictly; slots at `count..` are
 //!   null, so an optimistic reader that sees a stale count never follows a
 //!   pointer to freed memory.
+//! - Every key in a node is at least `skip` bytes long and starts with the
+//!   head's first `skip` bytes; the head's other bytes are zero. A writer
+//!   that adds a key the head does not cover narrows the head and rewrites
+//!   the slices before it unlocks (`admit`), so the change is one version
+//!   bump for readers.
 //! - In an inner node, every key in `children[i]` is `>= keys[i-1]` and
 //!   `< keys[i]`.
 
 use super::node_version::{NodeVersion, Restart};
 use crate::record::Record;
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::cmp::Ordering as Cmp;
 
-pub const LEAF_WIDTH: usize = 15;
-pub const INNER_WIDTH: usize = 15;
+pub const LEAF_WIDTH: usize = 14;
+pub const INNER_WIDTH: usize = 14;
 
 /// A separator key owned by an inner node.
 pub type SepKey = Box<[u8]>;
@@ -32,33 +42,176 @@ pub struct NodeHeader {
     pub version: NodeVersion,
     pub count: AtomicU32,
     pub is_leaf: bool,
+    /// Bytes every key in the node shares (0..=8).
+    skip: AtomicU8,
+    /// Those bytes, big-endian, zero padded.
+    head: AtomicU64,
 }
 
-#[repr(C)]
+#[repr(C, align(64))]
 #[derive(Debug)]
 pub struct Leaf {
     pub hdr: NodeHeader,
-    pub prefixes: [AtomicU64; LEAF_WIDTH],
+    pub slices: [AtomicU64; LEAF_WIDTH],
     pub records: [AtomicPtr<Record>; LEAF_WIDTH],
 }
 
-#[repr(C)]
+#[repr(C, align(64))]
 #[derive(Debug)]
 pub struct Inner {
     pub hdr: NodeHeader,
-    pub prefixes: [AtomicU64; INNER_WIDTH],
+    pub slices: [AtomicU64; INNER_WIDTH],
     pub keys: [AtomicPtr<SepKey>; INNER_WIDTH],
     pub children: [AtomicPtr<NodeHeader>; INNER_WIDTH + 1],
 }
 
+const _: () = assert!(std::mem::size_of::<NodeHeader>() == 24);
 const _: () = assert!(std::mem::size_of::<Leaf>() == 256, "a leaf is four cache lines");
-const _: () = assert!(std::mem::size_of::<Inner>() <= 384);
+const _: () = assert!(std::mem::size_of::<Inner>() == 384, "an inner node is six cache lines");
+
+/// Where a key falls relative to a node's head.
+enum Place {
+    /// Below every key in the node.
+    Below,
+    /// Shares the head; its slice after the head.
+    Within(u64),
+    /// Above every key in the node.
+    Above,
+}
+
+/// Bytes `at..at + 8` of `key` as a big-endian integer, zero padded.
+#[inline]
+pub fn slice_at(key: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    if at < key.len() {
+        let n = (key.len() - at).min(8);
+        b[..n].copy_from_slice(&key[at..at + n]);
+    }
+    u64::from_be_bytes(b)
+}
+
+/// The top `skip` bytes of a word.
+#[inline]
+fn head_mask(skip: usize) -> u64 {
+    (!0u64).checked_shl(64 - 8 * skip as u32).unwrap_or(0)
+}
+
+impl NodeHeader {
+    fn new(is_leaf: bool) -> NodeHeader {
+        NodeHeader {
+            version: NodeVersion::default(),
+            count: AtomicU32::new(0),
+            is_leaf,
+            skip: AtomicU8::new(0),
+            head: AtomicU64::new(0),
+        }
+    }
+
+    /// `(skip, head)`. Optimistic: the caller validates the version.
+    #[inline]
+    fn frame(&self) -> (usize, u64) {
+        ((self.skip.load(Ordering::Relaxed) as usize).min(8), self.head.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    fn place(&self, key: &[u8]) -> Place {
+        let (skip, head) = self.frame();
+        if skip == 0 {
+            return Place::Within(slice_at(key, 0));
+        }
+        let h = slice_at(key, 0) & head_mask(skip);
+        if key.len() < skip {
+            // A proper prefix of the head sorts before every key here.
+            return if h <= head { Place::Below } else { Place::Above };
+        }
+        match h.cmp(&head) {
+            Cmp::Less => Place::Below,
+            Cmp::Greater => Place::Above,
+            Cmp::Equal => Place::Within(slice_at(key, skip)),
+        }
+    }
+
+    /// Sets the frame of a node whose `count` entries are being rewritten
+    /// from `keys` (caller holds the lock or owns the node); returns their
+    /// slices through `slices`. The frame is the common prefix of the first
+    /// and last key: every key between them shares it.
+    fn reframe<'k>(&self, slices: &[AtomicU64], keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone) {
+        let (first, last) = (keys.clone().next(), keys.clone().last());
+        let skip = match (first, last) {
+            (Some(a), Some(b)) => a.iter().zip(b).take(8).take_while(|(x, y)| x == y).count(),
+            _ => 0,
+        };
+        let head = first.map_or(0, |k| slice_at(k, 0) & head_mask(skip));
+        self.skip.store(skip as u8, Ordering::Relaxed);
+        self.head.store(head, Ordering::Relaxed);
+        for (s, k) in slices.iter().zip(keys) {
+            s.store(slice_at(k, skip), Ordering::Relaxed);
+        }
+    }
+
+    /// Makes the frame cover `key`, which is about to be added to a node
+    /// with `count` entries (caller holds the lock), and returns its slice.
+    /// Narrowing the head shifts the dropped head bytes into every slice,
+    /// so no key is read.
+    fn admit(&self, slices: &[AtomicU64], count: usize, key: &[u8]) -> u64 {
+        if count == 0 {
+            let skip = key.len().min(8);
+            self.skip.store(skip as u8, Ordering::Relaxed);
+            self.head.store(slice_at(key, 0) & head_mask(skip), Ordering::Relaxed);
+            return slice_at(key, skip);
+        }
+        let (skip, head) = self.frame();
+        let same = ((slice_at(key, 0) ^ head).leading_zeros() / 8) as usize;
+        let keep = same.min(skip).min(key.len());
+        if keep < skip {
+            let shift = 8 * (skip - keep) as u32;
+            let moved = head.checked_shl(8 * keep as u32).unwrap_or(0);
+            for s in &slices[..count] {
+                let old = s.load(Ordering::Relaxed);
+                s.store(moved | old.checked_shr(shift).unwrap_or(0), Ordering::Relaxed);
+            }
+            self.skip.store(keep as u8, Ordering::Relaxed);
+            self.head.store(head & head_mask(keep), Ordering::Relaxed);
+        }
+        slice_at(key, keep)
+    }
+
+    /// Binary search of `key` among `count` slices; `full(i)` gives entry
+    /// `i`'s whole key when slices tie. Returns the first position whose
+    /// key is `>= key`, and whether it equals `key`.
+    #[inline]
+    fn search<'a>(
+        &self,
+        slices: &[AtomicU64],
+        count: usize,
+        key: &[u8],
+        full: impl Fn(usize) -> Result<&'a [u8], Restart>,
+    ) -> Result<(usize, bool), Restart> {
+        let ks = match self.place(key) {
+            Place::Below => return Ok((0, false)),
+            Place::Above => return Ok((count, false)),
+            Place::Within(s) => s,
+        };
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let s = slices[mid].load(Ordering::Relaxed);
+            let c = if s != ks { s.cmp(&ks) } else { full(mid)?.cmp(key) };
+            match c {
+                Cmp::Less => lo = mid + 1,
+                Cmp::Greater => hi = mid,
+                Cmp::Equal => return Ok((mid, true)),
+            }
+        }
+        Ok((lo, false))
+    }
+}
 
 impl Leaf {
     pub fn new_boxed() -> *mut Leaf {
         Box::into_raw(Box::new(Leaf {
-            hdr: NodeHeader { version: NodeVersion::default(), count: AtomicU32::new(0), is_leaf: true },
-            prefixes: Default::default(),
+            hdr: NodeHeader::new(true),
+            slices: Default::default(),
             records: Default::default(),
         }))
     }
@@ -80,31 +233,63 @@ impl Leaf {
     /// Position of the first entry `>= key`, and whether it equals `key`.
     /// Optimistic: the caller validates the version afterwards.
     #[inline]
-    pub fn search(&self, key: &[u8], kp: u64) -> Result<(usize, bool), Restart> {
-        let (mut lo, mut hi) = (0, self.count());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let p = self.prefixes[mid].load(Ordering::Relaxed);
-            let c = if p != kp { p.cmp(&kp) } else { self.record(mid)?.key().cmp(key) };
-            match c {
-                Cmp::Less => lo = mid + 1,
-                Cmp::Greater => hi = mid,
-                Cmp::Equal => return Ok((mid, true)),
-            }
-        }
-        Ok((lo, false))
+    pub fn search(&self, key: &[u8]) -> Result<(usize, bool), Restart> {
+        self.hdr.search(&self.slices, self.count(), key, |i| self.record(i).map(Record::key))
     }
 
-    /// Writes entry `i` (caller holds the lock).
+    /// Inserts `rec` (whose key is `key`) at `pos`, shifting the entries
+    /// after it (caller holds the lock; the leaf has room).
+    pub fn insert_at(&self, pos: usize, key: &[u8], rec: *mut Record) {
+        let n = self.count();
+        debug_assert!(n < LEAF_WIDTH && pos <= n);
+        let slice = self.hdr.admit(&self.slices, n, key);
+        for i in (pos..n).rev() {
+            self.move_entry(i, i + 1);
+        }
+        self.set(pos, slice, rec);
+        self.hdr.count.store(n as u32 + 1, Ordering::Release);
+    }
+
+    /// Removes entry `pos` (caller holds the lock).
+    pub fn remove_at(&self, pos: usize) {
+        let n = self.count();
+        for j in pos + 1..n {
+            self.move_entry(j, j - 1);
+        }
+        self.set(n - 1, 0, std::ptr::null_mut());
+        self.hdr.count.store(n as u32 - 1, Ordering::Release);
+    }
+
+    /// Makes the leaf hold exactly `records`, in order (caller holds the
+    /// lock or owns the leaf). The records are live.
+    pub fn fill(&self, records: &[*mut Record]) {
+        // SAFETY: the caller passes live records.
+        let keys = records.iter().map(|&r| unsafe { &*r }.key());
+        self.hdr.reframe(&self.slices, keys);
+        for (i, &r) in records.iter().enumerate() {
+            self.records[i].store(r, Ordering::Release);
+        }
+        for i in records.len()..LEAF_WIDTH {
+            self.set(i, 0, std::ptr::null_mut());
+        }
+        self.hdr.count.store(records.len() as u32, Ordering::Release);
+    }
+
     #[inline]
-    pub fn set(&self, i: usize, prefix: u64, rec: *mut Record) {
-        self.prefixes[i].store(prefix, Ordering::Relaxed);
+    fn move_entry(&self, from: usize, to: usize) {
+        let (s, r) = (self.slices[from].load(Ordering::Relaxed), self.records[from].load(Ordering::Relaxed));
+        self.set(to, s, r);
+    }
+
+    #[inline]
+    fn set(&self, i: usize, slice: u64, rec: *mut Record) {
+        self.slices[i].store(slice, Ordering::Relaxed);
         self.records[i].store(rec, Ordering::Release);
     }
 
     #[inline]
-    pub fn entry(&self, i: usize) -> (u64, *mut Record) {
-        (self.prefixes[i].load(Ordering::Relaxed), self.records[i].load(Ordering::Acquire))
+    pub fn entry(&self, i: usize) -> *mut Record {
+        self.records[i].load(Ordering::Acquire)
     }
 }
 
@@ -122,8 +307,8 @@ pub enum Target<'a> {
 impl Inner {
     pub fn new_boxed() -> *mut Inner {
         Box::into_raw(Box::new(Inner {
-            hdr: NodeHeader { version: NodeVersion::default(), count: AtomicU32::new(0), is_leaf: false },
-            prefixes: Default::default(),
+            hdr: NodeHeader::new(false),
+            slices: Default::default(),
             keys: Default::default(),
             children: Default::default(),
         }))
@@ -162,32 +347,74 @@ impl Inner {
             Target::Key(k) => (k, false),
             Target::Below(k) => (k, true),
         };
-        let kp = prefix(key);
-        // First separator that sends `key` left: `sep > key` (or `>=` when
-        // looking below the key).
-        let (mut lo, mut hi) = (0, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let p = self.prefixes[mid].load(Ordering::Relaxed);
-            let c = if p != kp { p.cmp(&kp) } else { self.key(mid)?.cmp(key) };
-            let goes_left = match c {
-                Cmp::Greater => true,
-                Cmp::Equal => strict,
-                Cmp::Less => false,
-            };
-            if goes_left {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        Ok(lo)
+        // The first separator that sends `key` left: `sep > key`, or
+        // `sep >= key` when looking below the key.
+        let (i, equal) = self.hdr.search(&self.slices, n, key, |i| self.key(i))?;
+        Ok(if equal && !strict { i + 1 } else { i })
     }
 
-    /// Writes separator `i` (caller holds the lock).
+    /// Adds separator `sep` at `index` with `right` as the child after it
+    /// (caller holds the lock; the node has room).
+    pub fn insert_at(&self, index: usize, sep: *mut SepKey, right: *mut NodeHeader) {
+        let n = self.count();
+        debug_assert!(n < INNER_WIDTH && index <= n);
+        // SAFETY: `sep` is owned by the caller and live.
+        let slice = self.hdr.admit(&self.slices, n, unsafe { &*sep });
+        for i in (index..n).rev() {
+            self.move_key(i, i + 1);
+        }
+        for i in (index + 1..=n).rev() {
+            self.children[i + 1].store(self.children[i].load(Ordering::Relaxed), Ordering::Release);
+        }
+        self.set_key(index, slice, sep);
+        self.children[index + 1].store(right, Ordering::Release);
+        self.hdr.count.store(n as u32 + 1, Ordering::Release);
+    }
+
+    /// Removes child `index` and the separator `key_index` next to it
+    /// (caller holds the lock); returns the separator.
+    pub fn remove_at(&self, index: usize, key_index: usize) -> *mut SepKey {
+        let n = self.count();
+        let gone = self.keys[key_index].load(Ordering::Relaxed);
+        for i in key_index + 1..n {
+            self.move_key(i, i - 1);
+        }
+        self.set_key(n - 1, 0, std::ptr::null_mut());
+        for i in index + 1..=n {
+            self.children[i - 1].store(self.children[i].load(Ordering::Relaxed), Ordering::Release);
+        }
+        self.children[n].store(std::ptr::null_mut(), Ordering::Release);
+        self.hdr.count.store(n as u32 - 1, Ordering::Release);
+        gone
+    }
+
+    /// Makes the node hold exactly `keys` and `children` (one more), in
+    /// order (caller holds the lock or owns the node). The keys are live.
+    pub fn fill(&self, keys: &[*mut SepKey], children: &[*mut NodeHeader]) {
+        debug_assert_eq!(keys.len() + 1, children.len());
+        // SAFETY: the caller passes live separators.
+        let bytes = keys.iter().map(|&k| &unsafe { &*k }[..]);
+        self.hdr.reframe(&self.slices, bytes);
+        for (i, &k) in keys.iter().enumerate() {
+            self.keys[i].store(k, Ordering::Release);
+        }
+        for i in keys.len()..INNER_WIDTH {
+            self.set_key(i, 0, std::ptr::null_mut());
+        }
+        for (i, slot) in self.children.iter().enumerate() {
+            slot.store(children.get(i).copied().unwrap_or(std::ptr::null_mut()), Ordering::Release);
+        }
+        self.hdr.count.store(keys.len() as u32, Ordering::Release);
+    }
+
     #[inline]
-    pub fn set_key(&self, i: usize, prefix: u64, key: *mut SepKey) {
-        self.prefixes[i].store(prefix, Ordering::Relaxed);
+    fn move_key(&self, from: usize, to: usize) {
+        self.set_key(to, self.slices[from].load(Ordering::Relaxed), self.keys[from].load(Ordering::Relaxed));
+    }
+
+    #[inline]
+    fn set_key(&self, i: usize, slice: u64, key: *mut SepKey) {
+        self.slices[i].store(slice, Ordering::Relaxed);
         self.keys[i].store(key, Ordering::Release);
     }
 }
@@ -205,16 +432,60 @@ pub fn prefetch(node: *const NodeHeader, bytes: usize) {
     let _ = (node, bytes);
 }
 
-/// The first 8 bytes of `key` as a big-endian integer, zero padded.
-#[inline]
-pub fn prefix(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
-}
-
 /// Moves a separator key to the heap for an inner node.
 pub fn new_sep_key(key: &[u8]) -> *mut SepKey {
     Box::into_raw(Box::new(key.to_vec().into_boxed_slice()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Narrowing the head by `admit` gives every entry the slice it would
+    /// have had under the narrower head from the start.
+    #[test]
+    fn admit_narrows_the_head_without_reading_keys() {
+        let keys: [&[u8]; 4] = [b"abcdefgh-1", b"abcdefgh-2", b"abcdefgh", b"abcdefghijklmnopq"];
+        for newcomer in [&b"abcdefgz"[..], b"abc", b"ab", b"", b"abcdefgh\0", b"zzz", b"abcdefgh-3"] {
+            let hdr = NodeHeader::new(true);
+            let slices: [AtomicU64; 5] = Default::default();
+            let mut sorted: Vec<&[u8]> = keys.to_vec();
+            sorted.sort();
+            hdr.reframe(&slices[..4], sorted.iter().copied());
+            assert_eq!(hdr.frame().0, 8);
+            let s = hdr.admit(&slices, 4, newcomer);
+            let (skip, head) = hdr.frame();
+            assert!(newcomer.len() >= skip && slice_at(newcomer, 0) & head_mask(skip) == head);
+            assert_eq!(s, slice_at(newcomer, skip));
+            for (i, k) in sorted.iter().enumerate() {
+                assert_eq!(slices[i].load(Ordering::Relaxed), slice_at(k, skip), "{newcomer:?} {k:?}");
+                assert_eq!(slice_at(k, 0) & head_mask(skip), head);
+            }
+        }
+    }
+
+    /// `search` places keys outside the head before or after every entry,
+    /// and finds keys inside it, whatever their length.
+    #[test]
+    fn search_agrees_with_byte_order() {
+        let mut keys: Vec<Vec<u8>> = [&b"key/0001x"[..], b"key/0001y", b"key/0002", b"key/0002\0", b"key/00020"]
+            .iter()
+            .map(|k| k.to_vec())
+            .collect();
+        keys.sort();
+        let hdr = NodeHeader::new(true);
+        let slices: [AtomicU64; 5] = Default::default();
+        hdr.reframe(&slices, keys.iter().map(|k| &k[..]));
+        assert_eq!(hdr.frame().0, 7);
+        let probes: [&[u8]; 9] =
+            [b"", b"key", b"key/000", b"key/0001", b"key/0001x", b"key/0002\0", b"key/0003", b"kez", b"a"];
+        for p in probes {
+            let got = hdr.search(&slices, keys.len(), p, |i| Ok(&keys[i][..])).expect("no restart");
+            let want = match keys.binary_search_by(|k| k[..].cmp(p)) {
+                Ok(i) => (i, true),
+                Err(i) => (i, false),
+            };
+            assert_eq!(got, want, "{p:?}");
+        }
+    }
 }

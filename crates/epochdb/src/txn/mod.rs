@@ -184,21 +184,26 @@ impl<'w> Txn<'w> {
         let ti = self.w.table_index(table)?;
         self.check_value(ti, value)?;
         loop {
-            let rec = match self.observe(ti, key) {
-                Observed::Missing => match self.insert_placeholder(ti, key, value.len())? {
-                    Some(rec) => rec,
-                    None => continue,
-                },
-                Observed::Own(i) => {
-                    if self.w.sets.write[i].kind == WriteKind::Put {
-                        return Err(Error::KeyExists);
+            // Inserts are mostly of new keys, so try the placeholder first:
+            // one descent finds the key's place and fills it. A present key
+            // is then observed like a read. The placeholder in the read set
+            // stands for the observed absence: nobody else can commit into
+            // it unnoticed, so no node-set entry is needed.
+            let rec = match self.insert_placeholder(ti, key, value.len())? {
+                Some(rec) => rec,
+                None => match self.observe(ti, key) {
+                    Observed::Missing => continue, // removed in between
+                    Observed::Own(i) => {
+                        if self.w.sets.write[i].kind == WriteKind::Put {
+                            return Err(Error::KeyExists);
+                        }
+                        self.w.sets.write[i].rec
                     }
-                    self.w.sets.write[i].rec
-                }
-                Observed::Committed(word) if !is_absent(word) => return Err(Error::KeyExists),
-                Observed::Committed(_) => {
-                    self.w.sets.read.last().map(|r| r.rec).unwrap_or_else(|| unreachable!("observe pushed it"))
-                }
+                    Observed::Committed(word) if !is_absent(word) => return Err(Error::KeyExists),
+                    Observed::Committed(_) => {
+                        self.w.sets.read.last().map(|r| r.rec).unwrap_or_else(|| unreachable!("observe pushed it"))
+                    }
+                },
             };
             self.w.sets.write(ti as u32, rec, WriteKind::Put, value, false);
             return Ok(());

@@ -182,9 +182,12 @@ impl Tables {
 impl Tpcc {
     /// Opens the tables of a TPC-C database loaded earlier (e.g. one just
     /// recovered), to run [`Tpcc::check`] on it.
+    /// The run-time constants are those [`Tpcc::load`] chose, so clients
+    /// can go on running transactions on it.
     pub fn attach(engine: &dyn Engine, warehouses: u32) -> TxnResult<Tpcc> {
         let mut rng = Rng::new(0x7BCC);
-        let constants = Constants::random(&mut rng);
+        let load_constants = Constants::random(&mut rng);
+        let constants = Constants::for_run(load_constants, &mut rng);
         Ok(Tpcc { warehouses, tables: Tables::create(engine)?, constants })
     }
 
@@ -369,6 +372,7 @@ impl Tpcc {
             keys: Vec::new(),
             delivered_up_to: [NEW_ORDER_FIRST; DISTRICTS as usize],
             stats: InputStats::default(),
+            last: Effects::default(),
         }
     }
 }
@@ -441,6 +445,18 @@ pub struct Client<'t> {
     /// delivered in id order, so none below the hint is still undelivered.
     delivered_up_to: [u32; DISTRICTS as usize],
     pub stats: InputStats,
+    /// What the last transaction run committed, for callers that check
+    /// it later (the crash tests acknowledge it once it is durable).
+    pub last: Effects,
+}
+
+/// Rows the last transaction of a [`Client`] created or removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// A new-order's `(w, d, o)`.
+    pub new_order: Option<(u32, u32, u32)>,
+    /// A delivery's `(w, d, o)` per district that had an order to deliver.
+    pub delivered: Vec<(u32, u32, u32)>,
 }
 
 /// How a customer is chosen: by id, or by last name (clause 2.5.1.2).
@@ -529,10 +545,12 @@ impl Client<'_> {
         let all_local = lines.iter().all(|l| l.1 == w) as u8;
         let (buf, row) = (&mut self.buf, &mut self.row);
         let now = now_us();
-        worker.run(TxnKind::ReadWrite, &mut |txn| {
+        let mut order = 0;
+        let aborts = worker.run(TxnKind::ReadWrite, &mut |txn| {
             let _wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, Warehouse::decode)?;
             let mut dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, District::decode)?;
             let o = dist.next_o_id;
+            order = o;
             dist.next_o_id += 1;
             dist.encode(row);
             txn.put(t.district, &key::<8>(&[w, d]), row)?;
@@ -568,7 +586,9 @@ impl Client<'_> {
                 txn.insert(t.order_line, &key::<16>(&[w, d, o, n as u32 + 1]), row)?;
             }
             Ok(())
-        })
+        })?;
+        self.last.new_order = Some((w, d, order));
+        Ok(aborts)
     }
 
     /// Clause 2.5.
@@ -700,9 +720,10 @@ impl Client<'_> {
             }
             Ok(())
         })?;
-        for (hint, o) in self.delivered_up_to.iter_mut().zip(delivered) {
+        for (d, (hint, o)) in self.delivered_up_to.iter_mut().zip(delivered).enumerate() {
             if o > 0 {
                 *hint = o + 1;
+                self.last.delivered.push((w, d as u32 + 1, o));
             }
         }
         Ok(aborts)
@@ -750,6 +771,7 @@ impl Terminal for Client<'_> {
             _ => 4,
         };
         self.stats.by_type[kind] += 1;
+        self.last = Effects::default();
         match kind {
             0 => self.new_order(w),
             1 => self.payment(w),

@@ -1,0 +1,235 @@
+//! TPC-C under kill -9 (issue #4). A child process (this test binary,
+//! re-run with an environment variable) runs the standard TPC-C mix on two
+//! threads with logging and frequent checkpoints on, and appends to a side
+//! file every new order and every delivery it saw become durable. The
+//! parent kills it with SIGKILL at a random moment, recovers the directory
+//! and checks: consistency conditions 1–4 of clause 3.3.2 hold, every
+//! acknowledged order is present, every acknowledged delivery's NEW-ORDER
+//! row is gone and its order carries a carrier, and no row carries an epoch
+//! above the recovered pepoch. The next child goes on from the recovered
+//! directory.
+
+use epochdb::{Durability, Options, TableId};
+use epochdb_workloads::driver::Terminal;
+use epochdb_workloads::engine::{Engine, EpochDb, TxnError, TxnKind, Variant};
+use epochdb_workloads::keygen::Rng;
+use epochdb_workloads::tpcc::Tpcc;
+use epochdb_workloads::tpcc_rows::{key, Order};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WAREHOUSES: u32 = 2;
+const THREADS: usize = 2;
+const CHILD_DIR: &str = "EPOCHDB_TPCC_CRASH_DIR";
+const CHILD_RUN: &str = "EPOCHDB_TPCC_CRASH_RUN";
+/// Written once the loaded database is durable; a child that finds it
+/// recovers instead of loading.
+const LOADED: &str = "loaded";
+const TABLES: [&str; 11] = [
+    "warehouse",
+    "district",
+    "customer",
+    "customer_name_idx",
+    "history",
+    "new_order",
+    "oorder",
+    "oorder_c_id_idx",
+    "order_line",
+    "item",
+    "stock",
+];
+
+fn options(dir: &Path) -> Options {
+    Options {
+        epoch_interval: Duration::from_millis(2),
+        snapshot_epochs: 4,
+        durability: Durability::LogAndCheckpoint,
+        data_dir: Some(dir.into()),
+        checkpoint_interval: Duration::from_millis(100),
+        log_rotate_epochs: 16,
+        ..Options::default()
+    }
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("epochdb-test-tpcc-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// The child's work; a no-op unless the parent started this process.
+#[test]
+fn child_process_entry_point() {
+    let (Ok(dir), Ok(run)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_RUN)) else { return };
+    let (dir, run) = (Path::new(&dir), run.parse::<usize>().expect("run"));
+    let engine = EpochDb::open(Variant::MemSilo, options(dir)).expect("child open");
+    let tpcc = if dir.join(LOADED).exists() {
+        Tpcc::attach(&engine, WAREHOUSES).expect("attach")
+    } else {
+        let tpcc = Tpcc::load(&engine, WAREHOUSES, THREADS).expect("load");
+        let db = engine.database();
+        db.worker().expect("worker").wait_durable(db.epoch()).expect("load durable");
+        std::fs::write(dir.join(LOADED), b"").expect("marker");
+        tpcc
+    };
+    std::thread::scope(|s| {
+        for thread in 0..THREADS {
+            let (engine, tpcc) = (&engine, &tpcc);
+            s.spawn(move || run_forever(engine, tpcc, dir, run, thread));
+        }
+    });
+}
+
+/// Runs the mix on one thread and acknowledges what became durable. The
+/// client's thread number makes its HISTORY keys unique across runs and
+/// keeps its home warehouse `thread + 1`.
+fn run_forever(engine: &EpochDb, tpcc: &Tpcc, dir: &Path, run: usize, thread: usize) {
+    let mut acks = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("acks.{run}.{thread}")))
+        .expect("acks file");
+    let mut worker = engine.worker().expect("worker");
+    let mut client = tpcc.client(run * THREADS + thread, (run * 100 + thread) as u64);
+    let mut pending: Vec<(u64, String)> = Vec::new();
+    loop {
+        match client.run_one(&mut *worker) {
+            Ok(_) | Err(TxnError::Rollback) => {} // TPC-C's 1% deliberate rollbacks
+            Err(e) => panic!("transaction: {e}"),
+        }
+        let epoch = worker.last_commit_epoch();
+        if let Some((w, d, o)) = client.last.new_order {
+            pending.push((epoch, format!("o {w} {d} {o}\n")));
+        }
+        for &(w, d, o) in &client.last.delivered {
+            pending.push((epoch, format!("d {w} {d} {o}\n")));
+        }
+        let durable = engine.durable_epoch().expect("durable engine");
+        let n = pending.iter().take_while(|p| p.0 <= durable).count();
+        if n > 0 {
+            let lines: String = pending.drain(..n).map(|p| p.1).collect();
+            acks.write_all(lines.as_bytes()).expect("ack");
+        }
+    }
+}
+
+/// Acknowledged orders and deliveries, from complete lines of the side files.
+fn read_acks(dir: &Path) -> (Vec<[u32; 3]>, Vec<[u32; 3]>) {
+    let (mut orders, mut deliveries) = (Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        if !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("acks.")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("acks");
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let mut parts = line.split_whitespace();
+            let kind = parts.next().expect("kind");
+            let ids: Vec<u32> = parts.map(|p| p.parse().expect("id")).collect();
+            let ids = [ids[0], ids[1], ids[2]];
+            if kind == "o" {
+                orders.push(ids);
+            } else {
+                deliveries.push(ids);
+            }
+        }
+    }
+    (orders, deliveries)
+}
+
+/// Recovers `dir` and checks the invariants; returns how many
+/// acknowledgements it checked.
+fn check(dir: &Path) -> usize {
+    let engine = EpochDb::open(Variant::MemSilo, options(dir)).expect("recover");
+    let db = engine.database();
+    let pepoch = db.recovery_report().expect("report").pepoch;
+    if !dir.join(LOADED).exists() {
+        return 0; // killed while loading: nothing was acknowledged
+    }
+    let tpcc = Tpcc::attach(&engine, WAREHOUSES).expect("attach");
+    let mut worker = engine.worker().expect("worker");
+    let failures = tpcc.check(&mut *worker).expect("consistency check");
+    assert!(failures.is_empty(), "TPC-C consistency after recovery: {failures:?}");
+
+    let (orders, deliveries) = read_acks(dir);
+    let t = tpcc.tables;
+    let mut buf = Vec::new();
+    worker
+        .run(TxnKind::ReadWrite, &mut |txn| {
+            for [w, d, o] in &orders {
+                assert!(txn.get(t.order, &key::<12>(&[*w, *d, *o]), &mut buf)?, "acknowledged order {w}/{d}/{o} lost");
+            }
+            for [w, d, o] in &deliveries {
+                let k = key::<12>(&[*w, *d, *o]);
+                assert!(!txn.get(t.new_order, &k, &mut buf)?, "acknowledged delivery {w}/{d}/{o} undone");
+                assert!(txn.get(t.order, &k, &mut buf)?, "delivered order {w}/{d}/{o} lost");
+                let order = Order::decode(&buf)?;
+                assert_ne!(order.carrier_id, 0, "acknowledged delivery {w}/{d}/{o} lost its carrier");
+            }
+            Ok(())
+        })
+        .expect("acknowledgements");
+
+    let mut w = db.worker().expect("worker");
+    for name in TABLES {
+        let table: TableId = db.table(name).expect("table");
+        let max_epoch = w
+            .run(|txn| {
+                let mut max = 0;
+                txn.scan_versioned(table, .., false, usize::MAX, |_, _, tid| {
+                    max = tid.map_or(max, |t| max.max(t.epoch()));
+                    true
+                })?;
+                Ok(max)
+            })
+            .expect("scan");
+        assert!(max_epoch <= pepoch, "{name}: a row from epoch {max_epoch} > pepoch {pepoch}");
+    }
+    orders.len() + deliveries.len()
+}
+
+#[test]
+fn kill_9_during_tpcc_keeps_it_consistent_and_loses_nothing_acknowledged() {
+    let dir = temp_dir();
+    let iterations: usize = std::env::var("EPOCHDB_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
+    let mut rng = Rng::new(0x7CC);
+    let mut checked = 0;
+    for run in 1..=iterations {
+        let mut child = Command::new(std::env::current_exe().expect("exe"))
+            .args(["--exact", "child_process_entry_point", "--nocapture", "--test-threads", "1"])
+            .env(CHILD_DIR, &dir)
+            .env(CHILD_RUN, run.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        // Let the first child load; then kill every child a random while
+        // after it is up (recovery takes the first part of its life).
+        let started = Instant::now();
+        while !dir.join(LOADED).exists() {
+            assert!(started.elapsed() < Duration::from_secs(120), "the first child did not load");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("child {run} exited while loading: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let lifetime = Duration::from_millis(300 + rng.below(1200));
+        std::thread::sleep(lifetime);
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("child {run} exited early: {status}");
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        let started = Instant::now();
+        checked = check(&dir);
+        eprintln!(
+            "run {run}: killed after {lifetime:?}; recovered, checked consistency and {checked} acknowledgements in {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(checked > 100, "the children acknowledged too little to mean anything: {checked}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -246,7 +246,7 @@ fn durability(a: &mut Args) -> Result<Options, String> {
 fn empty_data_dir(dir: &Path) -> Result<(), String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
     let ours = |n: &str| {
-        ["manifest", "manifest.tmp", "pepoch", "LOCK", "log", "checkpoint", "data.log"].contains(&n)
+        ["manifest", "manifest.tmp", "pepoch", "LOCK", "log", "checkpoint", "data.log", "data.log.new"].contains(&n)
             || n.starts_with("old_data.")
             || n.starts_with("ckpt.")
     };

@@ -6,6 +6,12 @@
 //! lets a reader tell a complete block from a torn or corrupted one; looking
 //! for any valid block after a bad one tells a torn tail (nothing valid
 //! after) from damage in the middle.
+//!
+//! A writer that uses direct I/O (the log) pads every write with zeros up to
+//! the next multiple of [`PAD_ALIGN`]; a reader skips such padding after the
+//! file header and after each block. Zeros that start at a multiple of
+//! `PAD_ALIGN` are the end of the written part (or, with a valid block
+//! after them, damage).
 
 use crate::crc32c;
 use std::fs::File;
@@ -13,13 +19,24 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// The on-disk format version, in every file header.
-pub const VERSION: u32 = 1;
+/// The on-disk format version, in every file header. Version 2 added the
+/// zero padding of direct-I/O log files; version-1 files (no padding) are
+/// still read.
+pub const VERSION: u32 = 2;
+const OLDEST_READABLE: u32 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const BLOCK_HEADER_LEN: usize = 32;
 const BLOCK_MAGIC: [u8; 4] = *b"EBLK";
 /// Largest payload a reader accepts (a sanity bound on a corrupt length).
 pub const MAX_PAYLOAD: usize = 1 << 30;
+/// The unit of direct I/O: writes that bypass the page cache start at and
+/// span multiples of it.
+pub const PAD_ALIGN: u64 = 4096;
+
+/// `n` rounded up to a multiple of [`PAD_ALIGN`].
+pub fn padded(n: u64) -> u64 {
+    n.div_ceil(PAD_ALIGN) * PAD_ALIGN
+}
 
 pub fn file_header(magic: &[u8; 8]) -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
@@ -55,8 +72,8 @@ pub fn check_file_header(path: &Path, file: &File, magic: &[u8; 8]) -> Result<()
         return Err(bad(format!("not a {} file", String::from_utf8_lossy(magic))));
     }
     let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
-    if version != VERSION {
-        return Err(bad(format!("format version {version}; this build reads version {VERSION}")));
+    if !(OLDEST_READABLE..=VERSION).contains(&version) {
+        return Err(bad(format!("format version {version}; this build reads versions {OLDEST_READABLE} to {VERSION}")));
     }
     Ok(())
 }
@@ -119,6 +136,7 @@ impl BlockReader {
     /// The next block; `Ok(None)` at a clean end; `Err` at a bad block (the
     /// reader then stands at the bad block; see [`BlockReader::skip_to_next_valid`]).
     pub fn next_block(&mut self, payload: &mut Vec<u8>) -> Result<Option<(u64, u64, u64)>, Damage> {
+        self.skip_padding();
         if self.offset + BLOCK_HEADER_LEN as u64 > self.len {
             if self.offset == self.len {
                 return Ok(None);
@@ -134,6 +152,19 @@ impl BlockReader {
             Err(Bad::Zero) if self.next_valid(self.offset).is_none() => Ok(None),
             Err(Bad::Zero) => self.damage("a zeroed block header".into()),
             Err(Bad::Invalid(what)) => self.damage(what),
+        }
+    }
+
+    /// Moves past zero padding: from an offset that is not a multiple of
+    /// [`PAD_ALIGN`], if every byte up to the next multiple is zero.
+    fn skip_padding(&mut self) {
+        let next = padded(self.offset).min(self.len);
+        if next == self.offset {
+            return;
+        }
+        let mut gap = vec![0u8; (next - self.offset) as usize];
+        if self.file.read_exact_at(&mut gap, self.offset).is_ok() && gap.iter().all(|&b| b == 0) {
+            self.offset = next;
         }
     }
 
@@ -214,6 +245,12 @@ mod tests {
     use std::io::Write;
 
     fn file_with(blocks: &[&[u8]], tail: &[u8]) -> (PathBuf, Vec<u64>) {
+        file_with_padding(blocks, tail, false)
+    }
+
+    /// A test file; with `pad`, zeros follow the file header and each block
+    /// up to the next multiple of `PAD_ALIGN`, as the log writes them.
+    fn file_with_padding(blocks: &[&[u8]], tail: &[u8], pad: bool) -> (PathBuf, Vec<u64>) {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("epochdb-frame-{}-{n}", std::process::id()));
@@ -221,6 +258,13 @@ mod tests {
         f.write_all(&file_header(b"EPOCHTST")).expect("write");
         let mut offsets = Vec::new();
         let mut at = FILE_HEADER_LEN as u64;
+        let pad_to_alignment = |f: &mut File, at: &mut u64| {
+            if pad {
+                f.write_all(&vec![0; (padded(*at) - *at) as usize]).expect("write");
+                *at = padded(*at);
+            }
+        };
+        pad_to_alignment(&mut f, &mut at);
         for (i, p) in blocks.iter().enumerate() {
             let mut b = new_block(64);
             b.extend_from_slice(p);
@@ -228,6 +272,7 @@ mod tests {
             f.write_all(&b).expect("write");
             offsets.push(at);
             at += b.len() as u64;
+            pad_to_alignment(&mut f, &mut at);
         }
         f.write_all(tail).expect("write");
         (path, offsets)
@@ -275,6 +320,25 @@ mod tests {
         assert!(r.skip_to_next_valid());
         assert_eq!(r.next_block(&mut p).expect("ok").map(|b| b.1), Some(2));
         assert_eq!(p, b"three");
+    }
+
+    /// Zero padding after the header and after each block is skipped;
+    /// zeros that start at an aligned offset end the file, or are damage if
+    /// a valid block follows them.
+    #[test]
+    fn padding_is_skipped_and_aligned_zeros_end_the_file() {
+        let (path, offsets) = file_with_padding(&[b"one", b"two"], &[], true);
+        assert_eq!(offsets, vec![PAD_ALIGN, 2 * PAD_ALIGN]);
+        assert_eq!(read_all(&path), (vec![b"one".to_vec(), b"two".to_vec()], None));
+        let (path, _) = file_with_padding(&[b"one", b"two"], &[0; 100], true);
+        assert_eq!(read_all(&path).0.len(), 2, "trailing zeros are the unwritten end");
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[PAD_ALIGN as usize..PAD_ALIGN as usize + 64].fill(0); // the first block's header and some payload
+        std::fs::write(&path, &bytes).expect("write");
+        let (read, damage) = read_all(&path);
+        assert!(read.is_empty());
+        let d = damage.expect("zeros with a valid block after them are damage");
+        assert!(!d.at_tail && d.offset == PAD_ALIGN, "{d}");
     }
 
     #[test]

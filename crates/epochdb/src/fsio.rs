@@ -72,7 +72,10 @@ impl Io {
         if let Some(f) = &self.faults {
             let fits = f.take_space(buf.len() as u64) as usize;
             if fits < buf.len() {
-                file.write_all_at(&buf[..fits], offset)?;
+                // A full disk takes what fits, in whole blocks (as direct
+                // I/O requires).
+                let blocks = fits - fits % crate::frame::PAD_ALIGN as usize;
+                file.write_all_at(&buf[..blocks], offset)?;
                 return Err(full_disk());
             }
         }
@@ -145,10 +148,10 @@ mod tests {
         faults.fail_syncs_after(1);
         assert!(io.sync(&file).is_ok());
         assert!(io.sync(&file).is_err());
-        faults.disk_space(10);
-        let e = io.write_at(&file, &[1; 16], 0).expect_err("full");
+        faults.disk_space(4096 + 10);
+        let e = io.write_at(&file, &[1; 3 * 4096], 0).expect_err("full");
         assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
-        assert_eq!(std::fs::read(dir.join("f")).expect("read").len(), 10, "what fits is written");
+        assert_eq!(std::fs::read(dir.join("f")).expect("read").len(), 4096, "the whole blocks that fit are written");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -245,13 +245,15 @@ fn crashed_log(dir: &Path) -> std::path::PathBuf {
     dir.join("log").join("data.log")
 }
 
-/// Offsets of the blocks in a log file.
+/// Offsets of the blocks in a log file: after the 16-byte file header and
+/// after each block, zero padding runs to the next multiple of 4096.
 fn block_offsets(bytes: &[u8]) -> Vec<usize> {
-    let mut at = 16;
+    let mut at = 16usize.next_multiple_of(4096);
     let mut v = Vec::new();
     while at + 32 <= bytes.len() && &bytes[at..at + 4] == b"EBLK" {
         v.push(at);
         at += 32 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4")) as usize;
+        at = at.next_multiple_of(4096);
     }
     v
 }

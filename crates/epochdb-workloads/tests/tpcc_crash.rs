@@ -17,8 +17,10 @@ use epochdb_workloads::tpcc::Tpcc;
 use epochdb_workloads::tpcc_rows::{key, Order};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "../../epochdb/tests/common/child.rs"]
+mod child;
 
 const WAREHOUSES: u32 = 2;
 const THREADS: usize = 2;
@@ -198,14 +200,8 @@ fn kill_9_during_tpcc_keeps_it_consistent_and_loses_nothing_acknowledged() {
     let mut rng = Rng::new(0x7CC);
     let mut checked = 0;
     for run in 1..=iterations {
-        let mut child = Command::new(std::env::current_exe().expect("exe"))
-            .args(["--exact", "child_process_entry_point", "--nocapture", "--test-threads", "1"])
-            .env(CHILD_DIR, &dir)
-            .env(CHILD_RUN, run.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
+        let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
+        let mut child = child::spawn("child_process_entry_point", &env);
         // Let the first child load; then kill every child a random while
         // after it is up (recovery takes the first part of its life).
         let started = Instant::now();
@@ -217,12 +213,7 @@ fn kill_9_during_tpcc_keeps_it_consistent_and_loses_nothing_acknowledged() {
             std::thread::sleep(Duration::from_millis(20));
         }
         let lifetime = Duration::from_millis(300 + rng.below(1200));
-        std::thread::sleep(lifetime);
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("child {run} exited early: {status}");
-        }
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reap");
+        child::kill_after(child, lifetime, &format!("child {run}"));
         let started = Instant::now();
         checked = check(&dir);
         eprintln!(

@@ -18,12 +18,11 @@
 use crate::catalog::Table;
 use crate::db::Shared;
 use crate::error::Result;
-use crate::frame::{self, FILE_HEADER_LEN};
+use crate::frame::{self, BlockWriter};
 use crate::log::{self, lock};
 use crate::logger::{CURRENT_LOG, OLD_LOG_PREFIX};
 use crate::manifest::CheckpointInfo;
 use crate::tid::{self, Tid};
-use std::fs::{File, OpenOptions};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,12 +193,11 @@ fn write_part(
     let mut since_sync = 0u64;
     let mut value = Vec::new();
     for t in tables {
-        let mut files: Vec<(PathBuf, File, u64)> = Vec::new();
+        let mut files: Vec<(PathBuf, BlockWriter)> = Vec::new();
         for j in 0..m {
             let path = ckpt_dir.join(format!("t{}.{j}", t.id.0));
-            let f = OpenOptions::new().write(true).create(true).truncate(true).open(&path)?;
-            io.write_at(&f, &frame::file_header(CHECKPOINT_MAGIC), 0)?;
-            files.push((path, f, FILE_HEADER_LEN as u64));
+            let f = BlockWriter::create(&path, CHECKPOINT_MAGIC, io, 0)?;
+            files.push((path, f));
         }
         shared.epochs.enter(&slot);
         let splits = t.tree.root_keys();
@@ -255,16 +253,14 @@ fn write_part(
                 let done = seen == 0 || (seen < CHUNK && block.len() < BLOCK);
                 if block.len() >= BLOCK || (done && block.len() > frame::BLOCK_HEADER_LEN) {
                     frame::seal(&mut block, blo.min(bhi), bhi);
-                    let f = &mut files[next_file];
-                    io.write_at(&f.1, &block, f.2)?;
-                    f.2 += block.len() as u64;
+                    files[next_file].1.append(io, &block)?;
                     since_sync += block.len() as u64;
                     next_file = (next_file + 1) % m;
                     block.truncate(frame::BLOCK_HEADER_LEN);
                     (blo, bhi) = (u64::MAX, 0);
                     if since_sync >= SYNC_EVERY {
                         for f in &files {
-                            io.sync(&f.1)?;
+                            io.sync(&f.1.file)?;
                         }
                         since_sync = 0;
                     }
@@ -275,9 +271,9 @@ fn write_part(
                 cursor = Some(last_key);
             }
         }
-        for (path, f, len) in files {
-            io.sync(&f)?;
-            result.files.push((path, len));
+        for (path, f) in files {
+            io.sync(&f.file)?;
+            result.files.push((path, f.written()));
         }
     }
     shared.epochs.unregister(&slot);

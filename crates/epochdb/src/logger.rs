@@ -18,11 +18,11 @@
 
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
-use crate::frame::{self, Damage};
+use crate::frame::{self, BlockWriter, Damage};
 use crate::fsio::Io;
 use crate::log::{lock, Buf, LogSlot};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -276,7 +276,7 @@ impl Logger {
         for (s, b) in taken {
             self.write(s, b)?;
         }
-        self.io.sync(&self.log.file)?;
+        self.io.sync(&self.log.out.file)?;
         self.share().durable.store(bound - 1, Ordering::Release);
         lock(&self.share().slots)
             .retain(|s| !(s.gone.load(Ordering::Acquire) && lock(&s.current).is_empty() && lock(&s.full).is_empty()));
@@ -294,16 +294,12 @@ impl Logger {
     }
 }
 
-/// A logger's current file, `data.log`. It is written with direct I/O
-/// where the file system allows it: the page-cache copy is most of a
-/// logger's CPU time, and on 2 cores that time is taken from the workers.
-/// Each block goes through an aligned staging buffer and is padded with
-/// zeros to a multiple of [`frame::PAD_ALIGN`] (FORMAT.md).
+/// A logger's current file, `data.log`, written with direct I/O where the
+/// file system allows it (see [`BlockWriter`]): the page-cache copy was
+/// most of a logger's CPU time, and on 2 cores that time is the workers'.
 struct LogFile {
     dir: PathBuf,
-    file: File,
-    staging: Staging,
-    written: u64,
+    out: BlockWriter,
     allocated: u64,
     /// The epoch range of the blocks in the file (`lo > hi` when empty).
     lo: u64,
@@ -317,89 +313,34 @@ impl LogFile {
     fn create(dir: &Path, io: &Io) -> std::io::Result<LogFile> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(NEW_LOG);
-        let open = |direct: bool| {
-            let mut o = OpenOptions::new();
-            o.read(true).write(true).create(true).truncate(true);
-            if direct {
-                o.custom_flags(libc::O_DIRECT);
-            }
-            o.open(&path)
-        };
-        // tmpfs and some other file systems refuse O_DIRECT: write through
-        // the page cache there, in the same padded format.
-        let file = open(true).or_else(|_| open(false))?;
-        io.preallocate(&file, 0, PREALLOCATE)?;
-        let mut log = LogFile {
-            dir: dir.into(),
-            file,
-            staging: Staging::default(),
-            written: 0,
-            allocated: PREALLOCATE,
-            lo: u64::MAX,
-            hi: 0,
-        };
-        log.write_padded(io, &frame::file_header(LOG_MAGIC))?;
-        io.sync(&log.file)?;
+        let out = BlockWriter::create(&path, LOG_MAGIC, io, PREALLOCATE)?;
+        io.sync(&out.file)?;
         std::fs::rename(&path, dir.join(CURRENT_LOG))?;
         io.sync_dir(dir)?;
-        Ok(log)
+        Ok(LogFile { dir: dir.into(), out, allocated: PREALLOCATE, lo: u64::MAX, hi: 0 })
     }
 
     fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64) -> std::io::Result<()> {
-        let end = self.written + frame::padded(block.len() as u64);
+        let end = self.out.written() + frame::padded(block.len() as u64);
         if end > self.allocated {
             let grow = (end - self.allocated).div_ceil(PREALLOCATE) * PREALLOCATE;
-            io.preallocate(&self.file, self.allocated, grow)?;
+            io.preallocate(&self.out.file, self.allocated, grow)?;
             self.allocated += grow;
         }
-        self.write_padded(io, block)?;
+        self.out.append(io, block)?;
         self.lo = self.lo.min(lo);
         self.hi = self.hi.max(hi);
-        Ok(())
-    }
-
-    /// Writes `bytes` and zeros up to the next multiple of `PAD_ALIGN` at
-    /// the end of the file's written part.
-    fn write_padded(&mut self, io: &Io, bytes: &[u8]) -> std::io::Result<()> {
-        let out = self.staging.fill(bytes);
-        io.write_at(&self.file, out, self.written)?;
-        self.written += out.len() as u64;
         Ok(())
     }
 
     /// `data.log` becomes `old_data.<hi>` (trimmed of its preallocated
     /// tail), and a fresh `data.log` takes its place.
     fn rotate(&mut self, io: &Io) -> std::io::Result<()> {
-        self.file.set_len(self.written)?;
-        io.sync(&self.file)?;
+        self.out.file.set_len(self.out.written())?;
+        io.sync(&self.out.file)?;
         std::fs::rename(self.dir.join(CURRENT_LOG), crate::recovery::old_log_path(&self.dir, self.hi))?;
         *self = LogFile::create(&self.dir, io)?;
         Ok(())
-    }
-}
-
-/// A buffer whose contents start at a `PAD_ALIGN` boundary, as direct I/O
-/// needs. A `Vec` makes no alignment promise, so it holds `PAD_ALIGN` bytes
-/// more than asked and the aligned part is used.
-#[derive(Default)]
-struct Staging {
-    bytes: Vec<u8>,
-}
-
-impl Staging {
-    /// Copies `data` into the aligned part, pads it with zeros to a multiple
-    /// of `PAD_ALIGN`, and returns the padded bytes.
-    fn fill(&mut self, data: &[u8]) -> &[u8] {
-        let len = frame::padded(data.len() as u64) as usize;
-        let align = frame::PAD_ALIGN as usize;
-        if self.bytes.len() < len + align {
-            self.bytes = vec![0; len + align];
-        }
-        let start = self.bytes.as_ptr().align_offset(align);
-        let out = &mut self.bytes[start..start + len];
-        out[..data.len()].copy_from_slice(data);
-        out[data.len()..].fill(0);
-        out
     }
 }
 

@@ -10,12 +10,11 @@
 
 mod common;
 
-use common::{durable_options, temp_dir, u64_of, Rng};
+use common::{child, durable_options, temp_dir, u64_of, Rng};
 use epochdb::{Database, Durability, Options, TableId, TableOptions};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ACCOUNTS: u64 = 64;
@@ -171,21 +170,10 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged() {
     let mut rng = Rng(0x5EED);
     let mut checked = 0;
     for run in 1..=iterations {
-        let mut child = Command::new(std::env::current_exe().expect("exe"))
-            .args(["--exact", "child_process_entry_point", "--nocapture", "--test-threads", "1"])
-            .env(CHILD_DIR, &dir)
-            .env(CHILD_RUN, run.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
+        let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
+        let child = child::spawn("child_process_entry_point", &env);
         let lifetime = Duration::from_millis(150 + rng.below(500));
-        std::thread::sleep(lifetime);
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("child {run} exited early: {status}");
-        }
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reap");
+        child::kill_after(child, lifetime, &format!("child {run}"));
         let started = Instant::now();
         checked = check(&dir);
         eprintln!(

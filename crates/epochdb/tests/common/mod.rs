@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod child;
+
 use epochdb::{Database, Options};
 use std::time::Duration;
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Side-by-side comparison on a noisy machine: runs each command once per
+# round, RUNS rounds, interleaved, and prints each command's median txn/s
+# (from the first line an `epochdb bench` prints) with all its runs.
+# Usage: scripts/ab.sh RUNS "cmd A" "cmd B" ...
+# e.g.   scripts/ab.sh 3 "/tmp/old/epochdb bench tpcc --threads 1 --duration 5 --warmup 1 --quiet" \
+#                      "target/release/epochdb bench tpcc --threads 1 --duration 5 --warmup 1 --quiet"
+set -uo pipefail
+runs=$1
+shift
+declare -A res
+for _ in $(seq "$runs"); do
+  i=0
+  for c in "$@"; do
+    t=$(eval "$c" 2>/dev/null | head -1 | sed -E 's/.*: ([0-9]+) txn\/s.*/\1/')
+    res[$i]="${res[$i]:-} $t"
+    i=$((i + 1))
+  done
+done
+i=0
+for c in "$@"; do
+  med=$(echo ${res[$i]} | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "median $med  [${res[$i]} ] : $c"
+  i=$((i + 1))
+done

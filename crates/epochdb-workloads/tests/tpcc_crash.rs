@@ -121,22 +121,15 @@ fn run_forever(engine: &EpochDb, tpcc: &Tpcc, dir: &Path, run: usize, thread: us
 /// Acknowledged orders and deliveries, from complete lines of the side files.
 fn read_acks(dir: &Path) -> (Vec<[u32; 3]>, Vec<[u32; 3]>) {
     let (mut orders, mut deliveries) = (Vec::new(), Vec::new());
-    for entry in std::fs::read_dir(dir).expect("dir") {
-        let path = entry.expect("entry").path();
-        if !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("acks.")) {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("acks");
-        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
-            let mut parts = line.split_whitespace();
-            let kind = parts.next().expect("kind");
-            let ids: Vec<u32> = parts.map(|p| p.parse().expect("id")).collect();
-            let ids = [ids[0], ids[1], ids[2]];
-            if kind == "o" {
-                orders.push(ids);
-            } else {
-                deliveries.push(ids);
-            }
+    for line in child::ack_lines(dir) {
+        let mut parts = line.split_whitespace();
+        let kind = parts.next().expect("kind");
+        let ids: Vec<u32> = parts.map(|p| p.parse().expect("id")).collect();
+        let ids = [ids[0], ids[1], ids[2]];
+        if kind == "o" {
+            orders.push(ids);
+        } else {
+            deliveries.push(ids);
         }
     }
     (orders, deliveries)
@@ -196,31 +189,26 @@ fn check(dir: &Path) -> usize {
 #[test]
 fn kill_9_during_tpcc_keeps_it_consistent_and_loses_nothing_acknowledged() {
     let dir = temp_dir();
-    let iterations: usize = std::env::var("EPOCHDB_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(6);
     let mut rng = Rng::new(0x7CC);
-    let mut checked = 0;
-    for run in 1..=iterations {
-        let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
-        let mut child = child::spawn("child_process_entry_point", &env);
-        // Let the first child load; then kill every child a random while
-        // after it is up (recovery takes the first part of its life).
-        let started = Instant::now();
-        while !dir.join(LOADED).exists() {
-            assert!(started.elapsed() < Duration::from_secs(120), "the first child did not load");
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("child {run} exited while loading: {status}");
+    child::kill_and_check(
+        6,
+        |run| {
+            let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
+            let mut child = child::spawn("child_process_entry_point", &env);
+            // The first child loads; each child's life is counted from
+            // there (a later one spends its first part recovering).
+            let started = Instant::now();
+            while !dir.join(LOADED).exists() {
+                assert!(started.elapsed() < Duration::from_secs(120), "the first child did not load");
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("child {run} exited while loading: {status}");
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let lifetime = Duration::from_millis(300 + rng.below(1200));
-        child::kill_after(child, lifetime, &format!("child {run}"));
-        let started = Instant::now();
-        checked = check(&dir);
-        eprintln!(
-            "run {run}: killed after {lifetime:?}; recovered, checked consistency and {checked} acknowledgements in {:?}",
-            started.elapsed()
-        );
-    }
-    assert!(checked > 100, "the children acknowledged too little to mean anything: {checked}");
+            child
+        },
+        || Duration::from_millis(300 + rng.below(1200)),
+        || check(&dir),
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

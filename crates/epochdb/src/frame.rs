@@ -236,8 +236,9 @@ impl BlockReader {
         if next == self.offset {
             return;
         }
-        let mut gap = vec![0u8; (next - self.offset) as usize];
-        if self.file.read_exact_at(&mut gap, self.offset).is_ok() && gap.iter().all(|&b| b == 0) {
+        let mut buf = [0u8; PAD_ALIGN as usize];
+        let gap = &mut buf[..(next - self.offset) as usize];
+        if self.file.read_exact_at(gap, self.offset).is_ok() && gap.iter().all(|&b| b == 0) {
             self.offset = next;
         }
     }

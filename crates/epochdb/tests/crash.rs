@@ -15,7 +15,7 @@ use epochdb::{Database, Durability, Options, TableId, TableOptions};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ACCOUNTS: u64 = 64;
 const INITIAL: u64 = 1000;
@@ -106,21 +106,14 @@ fn transfer_forever(db: &Database, dir: &Path, run: u64, thread: u64, [accounts,
 /// Acknowledged inserts and deletes, from complete lines of the side files.
 fn read_acks(dir: &Path) -> (HashSet<u64>, HashSet<u64>) {
     let (mut added, mut deleted) = (HashSet::new(), HashSet::new());
-    for entry in std::fs::read_dir(dir).expect("dir") {
-        let path = entry.expect("entry").path();
-        if !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("acks.")) {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("acks");
-        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
-            let (sign, id) = line.trim_end().split_at(1);
-            let id: u64 = id.parse().expect("id");
-            if sign == "+" {
-                added.insert(id)
-            } else {
-                deleted.insert(id)
-            };
-        }
+    for line in child::ack_lines(dir) {
+        let (sign, id) = line.split_at(1);
+        let id: u64 = id.parse().expect("id");
+        if sign == "+" {
+            added.insert(id)
+        } else {
+            deleted.insert(id)
+        };
     }
     (added, deleted)
 }
@@ -166,20 +159,14 @@ fn check(dir: &Path) -> usize {
 #[test]
 fn kill_9_at_random_moments_loses_nothing_acknowledged() {
     let dir = temp_dir("crash");
-    let iterations: u64 = std::env::var("EPOCHDB_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
     let mut rng = Rng(0x5EED);
-    let mut checked = 0;
-    for run in 1..=iterations {
-        let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
-        let child = child::spawn("child_process_entry_point", &env);
-        let lifetime = Duration::from_millis(150 + rng.below(500));
-        child::kill_after(child, lifetime, &format!("child {run}"));
-        let started = Instant::now();
-        checked = check(&dir);
-        eprintln!(
-            "run {run}: killed after {lifetime:?}; recovered and checked {checked} acknowledgements in {:?}",
-            started.elapsed()
-        );
-    }
-    assert!(checked > 100, "the children acknowledged too little to mean anything: {checked}");
+    child::kill_and_check(
+        12,
+        |run| {
+            let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
+            child::spawn("child_process_entry_point", &env)
+        },
+        || Duration::from_millis(150 + rng.below(500)),
+        || check(&dir),
+    );
 }

@@ -4,8 +4,9 @@
 //! includes this file by path.
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Starts this test binary again, running only the test `entry_point`,
 /// with the environment `env` (which tells it it is a child).
@@ -30,4 +31,47 @@ pub fn kill_after(mut child: Child, lifetime: Duration, name: &str) {
     }
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
+}
+
+/// The crash tests' loop. For each run (`default_runs`, or
+/// `EPOCHDB_CRASH_ITERATIONS`): `start(run)` starts a child (and may wait
+/// for it to be ready), which lives for `lifetime()` and is killed with
+/// SIGKILL; then `check()` recovers, checks, and returns how many
+/// acknowledgements it checked. The last check must have seen more than
+/// 100, or the children did too little for the test to mean anything.
+pub fn kill_and_check(
+    default_runs: u64,
+    mut start: impl FnMut(u64) -> Child,
+    mut lifetime: impl FnMut() -> Duration,
+    mut check: impl FnMut() -> usize,
+) {
+    let runs = std::env::var("EPOCHDB_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_runs);
+    let mut checked = 0;
+    for run in 1..=runs {
+        let child = start(run);
+        let life = lifetime();
+        kill_after(child, life, &format!("child {run}"));
+        let started = Instant::now();
+        checked = check();
+        eprintln!(
+            "run {run}: killed after {life:?}; recovered and checked {checked} acknowledgements in {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(checked > 100, "the children acknowledged too little to mean anything: {checked}");
+}
+
+/// The complete lines of every `acks.*` side file in `dir`: a child appends
+/// a line per acknowledgement, and a kill may cut its last line short.
+pub fn ack_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        if !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("acks.")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("acks");
+        lines.extend(text.split_inclusive('\n').filter(|l| l.ends_with('\n')).map(|l| l.trim_end().to_string()));
+    }
+    lines
 }

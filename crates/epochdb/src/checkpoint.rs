@@ -222,33 +222,27 @@ fn write_part(
                 let mut seen = 0;
                 let mut last_key = Vec::new();
                 shared.epochs.enter(&slot);
-                t.tree.scan(
-                    lower,
-                    upper,
-                    false,
-                    |_, _| {},
-                    |key, rec| {
-                        // SAFETY: reached from the index within our epoch: live.
-                        let word = unsafe { rec.as_ref() }.stable_read(&mut value);
-                        let tid = Tid::of_word(word);
-                        let size = 22 + key.len() + value.len();
-                        if tid::is_absent(word) {
-                            // Deleted: nothing to recover.
-                        } else if tid.epoch() >= e_l {
-                            result.skipped_bytes += size as u64;
-                        } else {
-                            log::encode_txn(&mut block, tid, 1);
-                            log::encode_entry(&mut block, t.id.0, key, Some(&value));
-                            blo = blo.min(tid.epoch());
-                            bhi = bhi.max(tid.epoch());
-                            result.records += 1;
-                        }
-                        last_key.clear();
-                        last_key.extend_from_slice(key);
-                        seen += 1;
-                        seen < CHUNK && block.len() < BLOCK
-                    },
-                );
+                t.tree.scan_ahead(lower, upper, |key, rec| {
+                    // SAFETY: reached from the index within our epoch: live.
+                    let word = unsafe { rec.as_ref() }.stable_read(&mut value);
+                    let tid = Tid::of_word(word);
+                    let size = 22 + key.len() + value.len();
+                    if tid::is_absent(word) {
+                        // Deleted: nothing to recover.
+                    } else if tid.epoch() >= e_l {
+                        result.skipped_bytes += size as u64;
+                    } else {
+                        log::encode_txn(&mut block, tid, 1);
+                        log::encode_entry(&mut block, t.id.0, key, Some(&value));
+                        blo = blo.min(tid.epoch());
+                        bhi = bhi.max(tid.epoch());
+                        result.records += 1;
+                    }
+                    last_key.clear();
+                    last_key.extend_from_slice(key);
+                    seen += 1;
+                    seen < CHUNK && block.len() < BLOCK
+                });
                 shared.epochs.exit(&slot);
                 let done = seen == 0 || (seen < CHUNK && block.len() < BLOCK);
                 if block.len() >= BLOCK || (done && block.len() > frame::BLOCK_HEADER_LEN) {

@@ -125,12 +125,19 @@ impl Record {
     #[inline]
     pub fn copy_value(&self, out: &mut Vec<u8>) {
         let len = (self.len.load(Ordering::Relaxed) as usize).min(self.cap as usize);
+        let words = &self.words()[..len.div_ceil(WORD)];
         out.clear();
-        let words = self.words();
-        for w in &words[..len.div_ceil(WORD)] {
-            out.extend_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+        out.reserve(words.len() * WORD);
+        // One capacity check for the whole value, not one per word.
+        let spare = &mut out.spare_capacity_mut()[..words.len() * WORD];
+        for (dst, w) in spare.chunks_exact_mut(WORD).zip(words) {
+            for (d, b) in dst.iter_mut().zip(w.load(Ordering::Relaxed).to_ne_bytes()) {
+                d.write(b);
+            }
         }
-        out.truncate(len);
+        // SAFETY: the first `words.len() * WORD >= len` bytes were just
+        // initialized above.
+        unsafe { out.set_len(len) };
     }
 
     /// Reads one consistent version: the TID word (lock clear) and its data.

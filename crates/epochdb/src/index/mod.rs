@@ -27,7 +27,7 @@ pub use node_version::Restart;
 use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, Ordering};
-use node::{new_sep_key, prefetch, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
+use node::{new_sep_key, prefetch, prefetch_once, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
 use std::ops::Bound;
 use std::ptr::NonNull;
 
@@ -452,59 +452,115 @@ impl Tree {
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         reverse: bool,
+        on_leaf: impl FnMut(*const Leaf, u64),
+        visit: impl FnMut(&[u8], NonNull<Record>) -> bool,
+    ) {
+        self.scan_leaves(lower, upper, reverse, false, on_leaf, visit)
+    }
+
+    /// [`Tree::scan`] forward, for scans that read most of a range once (a
+    /// checkpoint): it reads each next leaf before visiting the current
+    /// one, so the misses on the next leaf's records overlap the work on
+    /// this one's, and it fetches records with a non-temporal hint. A scan
+    /// stopped early has read one leaf for nothing.
+    pub fn scan_ahead(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        visit: impl FnMut(&[u8], NonNull<Record>) -> bool,
+    ) {
+        self.scan_leaves(lower, upper, false, true, |_, _| {}, visit)
+    }
+
+    fn scan_leaves(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        ahead: bool,
         mut on_leaf: impl FnMut(*const Leaf, u64),
         mut visit: impl FnMut(&[u8], NonNull<Record>) -> bool,
     ) {
+        let (behind, end) = if reverse { (upper, lower) } else { (lower, upper) };
         // The cursor: where the next leaf starts (forward) or ends (reverse).
         let mut cursor: Vec<u8> = Vec::new();
-        let mut cursor_bound = if reverse { bound_kind(upper, &mut cursor) } else { bound_kind(lower, &mut cursor) };
-        let mut fence: Vec<u8> = Vec::new();
-        let mut entries = [std::ptr::null_mut::<Record>(); LEAF_WIDTH];
+        let mut cursor_bound = bound_kind(behind, &mut cursor);
+        let mut snap = self.read_leaf(cursor_bound, &cursor, reverse, ahead);
+        let mut next = ahead.then(LeafSnap::default);
         loop {
-            let target = match (cursor_bound, reverse) {
-                (BoundKind::Unbounded, false) => Target::First,
-                (BoundKind::Unbounded, true) => Target::Last,
-                (BoundKind::Excluded, true) => Target::Below(&cursor),
-                _ => Target::Key(&cursor),
-            };
-            let Ok(d) = self.descend(target, None) else {
-                continue;
-            };
-            let n = d.leaf.count();
-            for (i, e) in entries.iter_mut().enumerate().take(n) {
-                *e = d.leaf.entry(i);
+            on_leaf(snap.leaf, snap.version);
+            // The leaf after this one, if the scan reaches it.
+            let more = snap.has_next && passes_end(&snap.fence, end, reverse);
+            if let Some(n) = next.as_mut().filter(|_| more) {
+                *n = self.read_leaf(BoundKind::Included, &snap.fence, reverse, ahead);
             }
-            let next = if reverse { d.lo } else { d.hi };
-            fence.clear();
-            // SAFETY: fences come from validated ancestors; separator keys
-            // are freed only by epoch reclamation.
-            if let Some(k) = unsafe { next.as_ref() } {
-                fence.extend_from_slice(k);
-            }
-            if !d.leaf.hdr.version.validate(d.version) || entries[..n].iter().any(|e| e.is_null()) {
-                continue;
-            }
-            on_leaf(d.leaf, d.version);
-            for i in 0..n {
-                let rp = entries[if reverse { n - 1 - i } else { i }];
+            for i in 0..snap.n {
+                let rp = snap.entries[if reverse { snap.n - 1 - i } else { i }];
                 // SAFETY: read from a validated leaf: live in our epoch.
                 let rec = unsafe { NonNull::new_unchecked(rp) };
                 // SAFETY: as above.
                 let key = unsafe { rec.as_ref() }.key();
-                let (behind, ahead) = if reverse { (upper, lower) } else { (lower, upper) };
                 let cursor_b = bound_of(cursor_bound, &cursor);
                 if !passes_start(key, cursor_b, reverse) || !passes_start(key, behind, reverse) {
                     continue;
                 }
-                if !passes_end(key, ahead, reverse) || !visit(key, rec) {
+                if !passes_end(key, end, reverse) || !visit(key, rec) {
                     return;
                 }
             }
-            if next.is_null() || !passes_end(&fence, if reverse { lower } else { upper }, reverse) {
+            if !more {
                 return;
             }
-            std::mem::swap(&mut cursor, &mut fence);
+            std::mem::swap(&mut cursor, &mut snap.fence);
             cursor_bound = if reverse { BoundKind::Excluded } else { BoundKind::Included };
+            match next.as_mut() {
+                Some(n) => std::mem::swap(&mut snap, n),
+                None => snap = self.read_leaf(cursor_bound, &cursor, reverse, ahead),
+            }
+        }
+    }
+
+    /// A validated copy of the leaf holding `key` (bounded as `kind`), or
+    /// the first (last) leaf if unbounded; starts the misses on its records
+    /// (with a non-temporal hint if `once`).
+    fn read_leaf(&self, kind: BoundKind, key: &[u8], reverse: bool, once: bool) -> LeafSnap {
+        let mut s = LeafSnap::default();
+        loop {
+            let target = match (kind, reverse) {
+                (BoundKind::Unbounded, false) => Target::First,
+                (BoundKind::Unbounded, true) => Target::Last,
+                (BoundKind::Excluded, true) => Target::Below(key),
+                _ => Target::Key(key),
+            };
+            let Ok(d) = self.descend(target, None) else {
+                continue;
+            };
+            s.n = d.leaf.count();
+            for (i, e) in s.entries.iter_mut().enumerate().take(s.n) {
+                *e = d.leaf.entry(i);
+            }
+            let next = if reverse { d.lo } else { d.hi };
+            s.fence.clear();
+            // SAFETY: fences come from validated ancestors; separator keys
+            // are freed only by epoch reclamation.
+            if let Some(k) = unsafe { next.as_ref() } {
+                s.fence.extend_from_slice(k);
+            }
+            s.has_next = !next.is_null();
+            if !d.leaf.hdr.version.validate(d.version) || s.entries[..s.n].iter().any(|e| e.is_null()) {
+                continue;
+            }
+            (s.leaf, s.version) = (d.leaf, d.version);
+            // A scan touches every record of the leaf: start all their
+            // misses (header, key and the first value bytes) at once.
+            for &rp in &s.entries[..s.n] {
+                if once {
+                    prefetch_once(rp, 256);
+                } else {
+                    prefetch(rp, 128);
+                }
+            }
+            return s;
         }
     }
 
@@ -550,6 +606,30 @@ impl Tree {
         let mut acc = (0, 0);
         walk(self.root.load(Ordering::Acquire), &mut acc);
         acc
+    }
+}
+
+/// What a scan keeps of a leaf: its entries as validated at `version`,
+/// and the fence key where the next leaf starts (ends, in reverse).
+struct LeafSnap {
+    leaf: *const Leaf,
+    version: u64,
+    entries: [*mut Record; LEAF_WIDTH],
+    n: usize,
+    fence: Vec<u8>,
+    has_next: bool,
+}
+
+impl Default for LeafSnap {
+    fn default() -> Self {
+        LeafSnap {
+            leaf: std::ptr::null(),
+            version: 0,
+            entries: [std::ptr::null_mut(); LEAF_WIDTH],
+            n: 0,
+            fence: Vec::new(),
+            has_next: false,
+        }
     }
 }
 

@@ -419,17 +419,35 @@ impl Inner {
     }
 }
 
-/// Asks the CPU to start loading a node's cache lines, so that the misses
-/// of a descent overlap instead of coming one after another (Masstree §4.4).
+/// Asks the CPU to start loading the first `bytes` of an object (a node in
+/// a descent, records in a scan), so that the misses overlap instead of
+/// coming one after another (Masstree §4.4).
 #[inline(always)]
-pub fn prefetch(node: *const NodeHeader, bytes: usize) {
+pub fn prefetch<T>(object: *const T, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     for line in (0..bytes).step_by(64) {
         // SAFETY: prefetching never faults, whatever the address.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((node as *const i8).add(line)) };
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((object as *const i8).add(line))
+        };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (node, bytes);
+    let _ = (object, bytes);
+}
+
+/// [`prefetch`] for data read once (a checkpoint's records): a
+/// non-temporal hint, so the lines are not kept in L2 and, where L3 is a
+/// victim cache of L2 (AMD Zen), not in L3 either: a checkpoint streaming
+/// the whole database through does not evict the workers' working set.
+#[inline(always)]
+pub fn prefetch_once<T>(object: *const T, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..bytes).step_by(64) {
+        // SAFETY: prefetching never faults, whatever the address.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_NTA }>((object as *const i8).add(line)) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (object, bytes);
 }
 
 /// Moves a separator key to the heap for an inner node.

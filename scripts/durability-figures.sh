@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Durability figures for the README: throughput with durability off, log and
 # log+checkpoint (3 runs each, interleaved, medians), latency to durability,
-# and recovery time of a >= 2 GB database with 1 and 2 threads.
+# and recovery time of a >= 2 GB database with 1 and 2 threads. Runs last
+# 20 s so that each holds a whole checkpoint cycle (the first checkpoint
+# starts 10 s after open, the default interval); a 10 s run held one
+# checkpoint or none, depending on how long the load took.
 # Usage: scripts/durability-figures.sh [DATA_DIR]   (needs ~6 GB free there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +19,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for wl in tpcc ycsb; do
   for run in 1 2 3; do
     for d in off log log+checkpoint; do
-      $bin bench $wl --threads 2 --duration 10 --quiet --durability $d --data-dir "$dir" \
+      $bin bench $wl --threads 2 --duration 20 --quiet --durability $d --data-dir "$dir" \
         --json "$out/$wl-$d-$run.json" > /dev/null
     done
   done

@@ -46,7 +46,7 @@ BENCH OPTIONS (defaults in brackets):
     --quiet             no progress line
 
 DURABILITY OPTIONS (bench):
-    --durability D      off | log | log+checkpoint [off]
+    --durability D      off | log | log+checkpoint | delta | delta+checkpoint [off]
     --data-dir DIR      data directory [epochdb-data]; emptied first if it
                         holds an epochdb database (a benchmark loads afresh)
     --log-dir DIR       a log directory, one logger each; repeat for several
@@ -218,7 +218,9 @@ fn durability(a: &mut Args) -> Result<Options, String> {
         "off" => Durability::Off,
         "log" => Durability::Log,
         "log+checkpoint" => Durability::LogAndCheckpoint,
-        _ => return Err(format!("unknown durability {mode:?} (off, log, log+checkpoint)")),
+        "delta" => Durability::Delta,
+        "delta+checkpoint" => Durability::DeltaAndCheckpoint,
+        _ => return Err(format!("unknown durability {mode:?} (off, log, log+checkpoint, delta, delta+checkpoint)")),
     };
     let data_dir = a.take_str("--data-dir").unwrap_or_else(|| "epochdb-data".into());
     let log_dirs: Vec<PathBuf> = a.take_paths("--log-dir");
@@ -294,6 +296,8 @@ fn durability_name(d: Durability) -> &'static str {
         Durability::Off => "off",
         Durability::Log => "log",
         Durability::LogAndCheckpoint => "log+checkpoint",
+        Durability::Delta => "delta",
+        Durability::DeltaAndCheckpoint => "delta+checkpoint",
     }
 }
 

@@ -95,7 +95,9 @@ pub trait Worker {
 pub trait Engine: Sync {
     /// The name reported in results (`memsilo`, `kv`, ...).
     fn name(&self) -> &str;
-    fn create_table(&self, name: &str) -> TxnResult<Table>;
+    /// Creates (or on a recovered database, opens) a table. `columns`
+    /// (name, size) are its fixed-size columns, if its values are rows.
+    fn create_table(&self, name: &str, columns: &[(&str, usize)]) -> TxnResult<Table>;
     fn worker(&self) -> TxnResult<Box<dyn Worker + '_>>;
 
     /// With durability on, the persistent epoch: transactions of epochs up
@@ -185,8 +187,15 @@ impl Engine for EpochDb {
         self.variant.name()
     }
 
-    fn create_table(&self, name: &str) -> TxnResult<Table> {
-        Ok(self.db.create_table(name, epochdb::TableOptions::new())?.0)
+    fn create_table(&self, name: &str, columns: &[(&str, usize)]) -> TxnResult<Table> {
+        let mut options = epochdb::TableOptions::new();
+        if !columns.is_empty() {
+            let fixed = |&(n, size): &(&str, usize)| u16::try_from(size).map(|s| epochdb::Column::fixed(n, s));
+            let columns = columns.iter().map(fixed).collect::<Result<_, _>>();
+            let columns = columns.map_err(|_| TxnError::Fatal(format!("{name}: a column over 64 KiB")))?;
+            options = options.schema(epochdb::Schema::new(columns)?);
+        }
+        Ok(self.db.create_table(name, options)?.0)
     }
 
     fn worker(&self) -> TxnResult<Box<dyn Worker + '_>> {

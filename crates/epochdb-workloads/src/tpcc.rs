@@ -162,19 +162,19 @@ impl Tables {
     /// Creates the nine tables and two index tables (or, on a recovered
     /// database, opens them).
     fn create(engine: &dyn Engine) -> TxnResult<Tables> {
-        let t = |n: &str| engine.create_table(n);
+        let t = |n: &str, columns: &[(&str, usize)]| engine.create_table(n, columns);
         Ok(Tables {
-            warehouse: t("warehouse")?,
-            district: t("district")?,
-            customer: t("customer")?,
-            customer_name: t("customer_name_idx")?,
-            history: t("history")?,
-            new_order: t("new_order")?,
-            order: t("oorder")?,
-            order_customer: t("oorder_c_id_idx")?,
-            order_line: t("order_line")?,
-            item: t("item")?,
-            stock: t("stock")?,
+            warehouse: t("warehouse", Warehouse::COLUMNS)?,
+            district: t("district", District::COLUMNS)?,
+            customer: t("customer", Customer::COLUMNS)?,
+            customer_name: t("customer_name_idx", &[])?,
+            history: t("history", History::COLUMNS)?,
+            new_order: t("new_order", &[])?,
+            order: t("oorder", Order::COLUMNS)?,
+            order_customer: t("oorder_c_id_idx", &[])?,
+            order_line: t("order_line", OrderLine::COLUMNS)?,
+            item: t("item", Item::COLUMNS)?,
+            stock: t("stock", Stock::COLUMNS)?,
         })
     }
 }

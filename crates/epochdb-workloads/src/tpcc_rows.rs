@@ -52,6 +52,9 @@ macro_rules! row {
 
         impl $name {
             pub const SIZE: usize = 0 $(+ <$t as Field>::SIZE)*;
+            /// The table's columns: one per field, with its size, for a
+            /// schema (so delta logging can log only changed fields).
+            pub const COLUMNS: &'static [(&'static str, usize)] = &[$((stringify!($f), <$t as Field>::SIZE)),*];
 
             pub fn encode(&self, out: &mut Vec<u8>) {
                 out.clear();

@@ -146,7 +146,7 @@ pub struct Ycsb {
 impl Ycsb {
     /// Creates the table and loads `config.keys` rows with `threads` threads.
     pub fn load(engine: &dyn Engine, config: Config, threads: usize) -> TxnResult<Ycsb> {
-        let table = engine.create_table(TABLE)?;
+        let table = engine.create_table(TABLE, &[])?;
         let threads = threads.max(1) as u64;
         let batch = 512;
         std::thread::scope(|s| {

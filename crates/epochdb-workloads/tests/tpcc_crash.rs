@@ -26,6 +26,16 @@ const WAREHOUSES: u32 = 2;
 const THREADS: usize = 2;
 const CHILD_DIR: &str = "EPOCHDB_TPCC_CRASH_DIR";
 const CHILD_RUN: &str = "EPOCHDB_TPCC_CRASH_RUN";
+/// `log` or `delta`: value or delta logging, with checkpoints.
+const CHILD_MODE: &str = "EPOCHDB_TPCC_CRASH_MODE";
+
+fn durability(mode: &str) -> Durability {
+    if mode == "delta" {
+        Durability::DeltaAndCheckpoint
+    } else {
+        Durability::LogAndCheckpoint
+    }
+}
 /// Written once the loaded database is durable; a child that finds it
 /// recovers instead of loading.
 const LOADED: &str = "loaded";
@@ -43,11 +53,11 @@ const TABLES: [&str; 11] = [
     "stock",
 ];
 
-fn options(dir: &Path) -> Options {
+fn options(dir: &Path, durability: Durability) -> Options {
     Options {
         epoch_interval: Duration::from_millis(2),
         snapshot_epochs: 4,
-        durability: Durability::LogAndCheckpoint,
+        durability,
         data_dir: Some(dir.into()),
         checkpoint_interval: Duration::from_millis(100),
         log_rotate_epochs: 16,
@@ -55,8 +65,8 @@ fn options(dir: &Path) -> Options {
     }
 }
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("epochdb-test-tpcc-crash-{}", std::process::id()));
+fn temp_dir(mode: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("epochdb-test-tpcc-crash-{mode}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
@@ -67,7 +77,8 @@ fn temp_dir() -> PathBuf {
 fn child_process_entry_point() {
     let (Ok(dir), Ok(run)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_RUN)) else { return };
     let (dir, run) = (Path::new(&dir), run.parse::<usize>().expect("run"));
-    let engine = EpochDb::open(Variant::MemSilo, options(dir)).expect("child open");
+    let mode = durability(&std::env::var(CHILD_MODE).unwrap_or_default());
+    let engine = EpochDb::open(Variant::MemSilo, options(dir, mode)).expect("child open");
     let tpcc = if dir.join(LOADED).exists() {
         Tpcc::attach(&engine, WAREHOUSES).expect("attach")
     } else {
@@ -137,8 +148,8 @@ fn read_acks(dir: &Path) -> (Vec<[u32; 3]>, Vec<[u32; 3]>) {
 
 /// Recovers `dir` and checks the invariants; returns how many
 /// acknowledgements it checked.
-fn check(dir: &Path) -> usize {
-    let engine = EpochDb::open(Variant::MemSilo, options(dir)).expect("recover");
+fn check(dir: &Path, mode: Durability) -> usize {
+    let engine = EpochDb::open(Variant::MemSilo, options(dir, mode)).expect("recover");
     let db = engine.database();
     let pepoch = db.recovery_report().expect("report").pepoch;
     if !dir.join(LOADED).exists() {
@@ -188,12 +199,22 @@ fn check(dir: &Path) -> usize {
 
 #[test]
 fn kill_9_during_tpcc_keeps_it_consistent_and_loses_nothing_acknowledged() {
-    let dir = temp_dir();
+    kill_9_loop("log");
+}
+
+#[test]
+fn kill_9_during_tpcc_with_delta_logging_keeps_it_consistent_and_loses_nothing_acknowledged() {
+    kill_9_loop("delta");
+}
+
+fn kill_9_loop(mode: &str) {
+    let dir = temp_dir(mode);
     let mut rng = Rng::new(0x7CC);
     child::kill_and_check(
         6,
         |run| {
-            let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
+            let env =
+                [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string()), (CHILD_MODE, mode.to_string())];
             let mut child = child::spawn("child_process_entry_point", &env);
             // The first child loads; each child's life is counted from
             // there (a later one spends its first part recovering).
@@ -208,7 +229,7 @@ fn kill_9_during_tpcc_keeps_it_consistent_and_loses_nothing_acknowledged() {
             child
         },
         || Duration::from_millis(300 + rng.below(1200)),
-        || check(&dir),
+        || check(&dir, durability(mode)),
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

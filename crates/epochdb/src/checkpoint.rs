@@ -192,6 +192,9 @@ fn write_part(
     let mut result = Part { files: Vec::new(), skipped_bytes: 0, records: 0, stopped: false };
     let mut since_sync = 0u64;
     let mut value = Vec::new();
+    // SiloR's skip of records the log holds whole; with delta logging the
+    // log may hold only some of their columns, so every row is written.
+    let skip_new = !shared.options.durability.delta();
     for t in tables {
         let mut files: Vec<(PathBuf, BlockWriter)> = Vec::new();
         for j in 0..m {
@@ -229,7 +232,7 @@ fn write_part(
                     let size = 22 + key.len() + value.len();
                     if tid::is_absent(word) {
                         // Deleted: nothing to recover.
-                    } else if tid.epoch() >= e_l {
+                    } else if tid.epoch() >= e_l && skip_new {
                         result.skipped_bytes += size as u64;
                     } else {
                         log::encode_txn(&mut block, tid, 1);

@@ -126,7 +126,7 @@ impl Database {
             }
             _ => None,
         };
-        let checkpointing = options.durability == Durability::LogAndCheckpoint;
+        let checkpointing = options.durability.checkpoints();
         let shared = Arc::new(Shared {
             options,
             epochs,
@@ -159,7 +159,7 @@ impl Database {
         let shared = self.shared();
         let mut tables = shared.tables.write().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = tables.iter().find(|t| t.name == name) {
-            return reopen_table(t, &log::lock(&shared.manifest), options);
+            return reopen_table(shared, t, options);
         }
         let taken = |n: &str| tables.iter().any(|t| t.name == n);
         let index_names: Vec<String> = options.indexes.iter().map(|(i, _)| format!("{name}.{i}")).collect();
@@ -171,9 +171,10 @@ impl Database {
             // The catalog is durable before any log record can name the table.
             let mut m = log::lock(&shared.manifest);
             let mut next = m.clone();
-            next.tables.push(TableEntry { name: name.into(), index_of: None });
+            next.tables.push(TableEntry { name: name.into(), index_of: None, schema: options.schema.clone() });
             for (i, _) in &options.indexes {
-                next.tables.push(TableEntry { name: format!("{name}.{i}"), index_of: Some((id.0, i.clone())) });
+                let index_of = Some((id.0, i.clone()));
+                next.tables.push(TableEntry { name: format!("{name}.{i}"), index_of, schema: None });
             }
             let dir = shared.options.data_dir.as_deref().ok_or(Error::NotDurable)?;
             next.store(dir, &shared.io)?;
@@ -237,6 +238,7 @@ impl Database {
             cleanups: Vec::new(),
             sets: Sets::default(),
             scratch: Vec::new(),
+            delta: Default::default(),
             stats: WorkerStats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ (Arc::as_ptr(&shared) as u64),
             shared,
@@ -304,12 +306,29 @@ fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File> {
     }
 }
 
-/// `create_table` of a name that exists: opens a recovered table.
-fn reopen_table(t: &Table, manifest: &Manifest, options: TableOptions) -> Result<TableId> {
-    let is_index = manifest.tables.get(t.id.0 as usize).is_some_and(|e| e.index_of.is_some());
-    if t.def.get().is_some() || is_index {
+/// `create_table` of a name that exists: opens a recovered table. Its
+/// schema must be the one it was created with (a manifest from before
+/// schemas were stored takes the one given now).
+fn reopen_table(shared: &Shared, t: &Table, options: TableOptions) -> Result<TableId> {
+    let mut manifest = log::lock(&shared.manifest);
+    let entry = manifest.tables.get(t.id.0 as usize);
+    if t.def.get().is_some() || entry.is_some_and(|e| e.index_of.is_some()) {
         return Err(Error::TableExists(t.name.clone()));
     }
+    match entry.and_then(|e| e.schema.as_ref()) {
+        Some(stored) if Some(stored) != options.schema.as_ref() => {
+            return Err(Error::Schema(format!("table {:?} was created with another schema", t.name)));
+        }
+        None if options.schema.is_some() && entry.is_some() => {
+            let mut next = manifest.clone();
+            next.tables[t.id.0 as usize].schema = options.schema.clone();
+            let dir = shared.options.data_dir.as_deref().ok_or(Error::NotDurable)?;
+            next.store(dir, &shared.io)?;
+            *manifest = next;
+        }
+        _ => {}
+    }
+    drop(manifest);
     let names: Vec<&str> = options.indexes.iter().map(|i| i.0.as_str()).collect();
     let recovered: Vec<&str> = t.index_names.iter().map(|i| i.0.as_str()).collect();
     if names != recovered {
@@ -368,6 +387,8 @@ pub struct Worker {
     pub(crate) sets: Sets,
     /// Where reads copy values to; returned slices borrow it.
     pub(crate) scratch: Vec<u8>,
+    /// The changed columns of this commit's updates, with delta logging.
+    pub(crate) delta: crate::txn::delta::Deltas,
     pub(crate) stats: WorkerStats,
     rng: u64,
     _not_sync: PhantomData<std::cell::Cell<()>>,

@@ -21,6 +21,7 @@
 
 pub mod catalog;
 mod checkpoint;
+mod columns;
 mod crc32c;
 mod db;
 mod epoch;

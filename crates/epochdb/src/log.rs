@@ -14,6 +14,11 @@ use std::sync::{Arc, Mutex};
 
 /// Marks a delete in a log entry's value length.
 const DELETE: u32 = u32::MAX;
+/// Set in a log entry's value length (other than `DELETE`): the entry is a
+/// delta of that many bytes, not a whole value (Gawain §3).
+const DELTA_BIT: u32 = 1 << 31;
+/// Bytes before each column of a delta: column id and length.
+pub const COLUMN_HEADER: usize = 4;
 /// Bytes of a transaction's record before its entries: TID, entry count.
 const TXN_HEADER: usize = 12;
 /// Bytes of an entry before its key and value: table, key and value lengths.
@@ -39,18 +44,89 @@ pub fn encode_entry(out: &mut Vec<u8>, table: u32, key: &[u8], value: Option<&[u
     out.extend_from_slice(value.unwrap_or(&[]));
 }
 
+/// Appends an update that changed only some columns: `columns` yields
+/// each changed column's id and bytes (without a variable column's length
+/// prefix), `len` is their total length.
+pub fn encode_delta<'a>(
+    out: &mut Vec<u8>,
+    table: u32,
+    key: &[u8],
+    columns: impl Iterator<Item = (u16, &'a [u8])> + Clone,
+) {
+    let len: usize = columns.clone().map(|(_, b)| COLUMN_HEADER + b.len()).sum();
+    out.extend_from_slice(&table.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(DELTA_BIT | len as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    for (id, bytes) in columns {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+        out.extend_from_slice(bytes);
+    }
+}
+
+/// What a log entry writes.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Write<'a> {
+    /// The whole new value.
+    Value(&'a [u8]),
+    Delete,
+    /// Some columns of a row: iterate with [`Columns`].
+    Delta(Columns<'a>),
+}
+
+impl<'a> Write<'a> {
+    /// The whole value, `None` for a delete or a delta.
+    pub fn value(self) -> Option<&'a [u8]> {
+        match self {
+            Write::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// The columns of a delta entry, as `(column id, bytes)`.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Columns<'a>(&'a [u8]);
+
+impl<'a> Iterator for Columns<'a> {
+    type Item = (u16, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // Well-formed: `decode` checked every column's length.
+        let h = self.0.get(..COLUMN_HEADER)?;
+        let id = u16::from_le_bytes([h[0], h[1]]);
+        let len = u16::from_le_bytes([h[2], h[3]]) as usize;
+        let bytes = self.0.get(COLUMN_HEADER..COLUMN_HEADER + len)?;
+        self.0 = &self.0[COLUMN_HEADER + len..];
+        Some((id, bytes))
+    }
+}
+
+/// Checks that a delta payload is a sequence of whole columns.
+fn check_columns(mut p: &[u8]) -> Result<(), String> {
+    while !p.is_empty() {
+        let len = match p.get(..COLUMN_HEADER) {
+            Some(h) => u16::from_le_bytes([h[2], h[3]]) as usize,
+            None => return Err("a delta ends inside a column header".into()),
+        };
+        p = p.get(COLUMN_HEADER + len..).ok_or("a delta column runs past its entry")?;
+    }
+    Ok(())
+}
+
 /// One decoded write of a log record.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Entry<'a> {
     pub tid: Tid,
     pub table: u32,
     pub key: &'a [u8],
-    pub value: Option<&'a [u8]>,
+    pub write: Write<'a>,
 }
 
 /// Decodes a block payload of log records, calling `f` for each write.
 /// An error means a record runs past the payload: a bug or a CRC collision.
-pub fn decode(payload: &[u8], mut f: impl FnMut(Entry<'_>)) -> Result<(), String> {
+pub fn decode<'a>(payload: &'a [u8], mut f: impl FnMut(Entry<'a>)) -> Result<(), String> {
     fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
         if p.len() < n {
             return Err(format!("a log record runs {} bytes past its block", n - p.len()));
@@ -70,8 +146,16 @@ pub fn decode(payload: &[u8], mut f: impl FnMut(Entry<'_>)) -> Result<(), String
             let klen = u16::from_le_bytes([e[4], e[5]]) as usize;
             let vlen = u32_of(&e[6..]);
             let key = take(&mut p, klen)?;
-            let value = if vlen == DELETE { None } else { Some(take(&mut p, vlen as usize)?) };
-            f(Entry { tid, table, key, value });
+            let write = match vlen {
+                DELETE => Write::Delete,
+                v if v & DELTA_BIT != 0 => {
+                    let d = take(&mut p, (v & !DELTA_BIT) as usize)?;
+                    check_columns(d)?;
+                    Write::Delta(Columns(d))
+                }
+                v => Write::Value(take(&mut p, v as usize)?),
+            };
+            f(Entry { tid, table, key, write });
         }
     }
     Ok(())
@@ -207,9 +291,32 @@ mod tests {
         let size = record_size(writes.iter().map(|(_, k, v)| (k.len(), v.map(<[u8]>::len))));
         assert_eq!(out.len(), size);
         let mut got = Vec::new();
-        decode(&out, |e| got.push((e.tid, e.table, e.key.to_vec(), e.value.map(<[u8]>::to_vec)))).expect("decode");
+        decode(&out, |e| got.push((e.tid, e.table, e.key.to_vec(), e.write.value().map(<[u8]>::to_vec))))
+            .expect("decode");
         let want: Vec<_> = writes.iter().map(|(t, k, v)| (tid, *t, k.to_vec(), v.map(<[u8]>::to_vec))).collect();
         assert_eq!(got, want);
         assert!(decode(&out[..out.len() - 1], |_| {}).is_err());
+    }
+
+    #[test]
+    fn deltas_round_trip() {
+        let mut out = Vec::new();
+        let cols: [(u16, &[u8]); 3] = [(0, b"abc"), (7, b""), (65535, b"z")];
+        encode_txn(&mut out, Tid::new(3, 1), 2);
+        encode_delta(&mut out, 4, b"key", cols.iter().copied());
+        encode_entry(&mut out, 4, b"gone", None);
+        let mut got = Vec::new();
+        decode(&out, |e| got.push((e.table, e.key.to_vec(), e.write))).expect("decode");
+        assert_eq!(got.len(), 2);
+        let Write::Delta(d) = got[0].2 else { panic!("not a delta: {:?}", got[0]) };
+        assert_eq!(d.collect::<Vec<_>>(), cols.to_vec());
+        assert_eq!(got[1].2, Write::Delete);
+        // A column length that runs past the entry is corruption.
+        let mut bad = Vec::new();
+        encode_txn(&mut bad, Tid::new(3, 1), 1);
+        encode_delta(&mut bad, 4, b"k", [(1u16, &b"xy"[..])].into_iter());
+        let at = bad.len() - 4; // the column's length field
+        bad[at] = 9;
+        assert!(decode(&bad, |_| {}).is_err());
     }
 }

@@ -4,6 +4,7 @@
 //! ranges that crashed runs logged but never made durable. It is replaced
 //! atomically (temporary file, sync, rename, directory sync).
 
+use crate::catalog::{Column, ColumnType, Schema};
 use crate::frame::{self, BlockReader, Damage};
 use crate::fsio::Io;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,8 @@ pub struct TableEntry {
     /// For a secondary index's table: the table it indexes, and the
     /// index's name.
     pub index_of: Option<(u32, String)>,
+    /// The column schema, which recovery needs to apply delta log entries.
+    pub schema: Option<Schema>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +79,24 @@ impl Manifest {
             b.extend_from_slice(&lo.to_le_bytes());
             b.extend_from_slice(&hi.to_le_bytes());
         }
+        // Schemas come last, so that a manifest written before they were
+        // stored still decodes (as tables without one).
+        let schemas: Vec<_> =
+            self.tables.iter().enumerate().filter_map(|(i, t)| Some((i, t.schema.as_ref()?))).collect();
+        b.extend_from_slice(&(schemas.len() as u32).to_le_bytes());
+        for (i, schema) in schemas {
+            b.extend_from_slice(&(i as u32).to_le_bytes());
+            b.extend_from_slice(&(schema.columns().len() as u32).to_le_bytes());
+            for c in schema.columns() {
+                str(&mut b, &c.name);
+                let (kind, len) = match c.ty {
+                    ColumnType::Fixed(n) => (0u8, n),
+                    ColumnType::Var(max) => (1u8, max),
+                };
+                b.push(kind);
+                b.extend_from_slice(&len.to_le_bytes());
+            }
+        }
         b
     }
 
@@ -98,7 +119,7 @@ impl Manifest {
             let name = str_(&mut p)?;
             let parent = u32_(&mut p)?;
             let index = str_(&mut p)?;
-            m.tables.push(TableEntry { name, index_of: (parent != u32::MAX).then_some((parent, index)) });
+            m.tables.push(TableEntry { name, index_of: (parent != u32::MAX).then_some((parent, index)), schema: None });
         }
         if take(&mut p, 1)?[0] == 1 {
             let (e_l, e_h) = (u64_(&mut p)?, u64_(&mut p)?);
@@ -110,6 +131,25 @@ impl Manifest {
         }
         for _ in 0..u32_(&mut p)? {
             m.voids.push((u64_(&mut p)?, u64_(&mut p)?));
+        }
+        if p.is_empty() {
+            return Some(m); // written before schemas were stored
+        }
+        for _ in 0..u32_(&mut p)? {
+            let table = u32_(&mut p)? as usize;
+            let mut columns = Vec::new();
+            for _ in 0..u32_(&mut p)? {
+                let name = str_(&mut p)?;
+                let kind = take(&mut p, 1)?[0];
+                let len = take(&mut p, 2).map(|b| u16::from_le_bytes([b[0], b[1]]))?;
+                let ty = match kind {
+                    0 => ColumnType::Fixed(len),
+                    1 => ColumnType::Var(len),
+                    _ => return None,
+                };
+                columns.push(Column { name, ty });
+            }
+            m.tables.get_mut(table)?.schema = Some(Schema::new(columns).ok()?);
         }
         p.is_empty().then_some(m)
     }
@@ -151,8 +191,12 @@ mod tests {
         assert_eq!(Manifest::load(&dir).expect("none"), None);
         let m = Manifest {
             tables: vec![
-                TableEntry { name: "t".into(), index_of: None },
-                TableEntry { name: "t.by_x".into(), index_of: Some((0, "by_x".into())) },
+                TableEntry {
+                    name: "t".into(),
+                    index_of: None,
+                    schema: Some(Schema::new(vec![Column::fixed("a", 4), Column::var("b", 9)]).expect("schema")),
+                },
+                TableEntry { name: "t.by_x".into(), index_of: Some((0, "by_x".into())), schema: None },
             ],
             checkpoint: Some(CheckpointInfo { e_l: 5, e_h: 9, files: vec![("c/t0.0".into(), 123)] }),
             voids: vec![(10, 12)],

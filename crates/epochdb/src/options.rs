@@ -20,6 +20,31 @@ pub enum Durability {
     /// Logging plus periodic fuzzy checkpoints, which bound recovery time
     /// and let old log files be deleted.
     LogAndCheckpoint,
+    /// Gawain's delta logging: an update of a table with a schema logs
+    /// only the columns it changed (inserts and deletes still log whole
+    /// rows and tombstones); tables without a schema log values as `Log`.
+    /// Recovery keeps a version per column. Same guarantee as `Log`.
+    Delta,
+    /// Delta logging plus periodic checkpoints. A checkpoint records every
+    /// row (no `e_l` skip: the log may hold only some columns of a row).
+    DeltaAndCheckpoint,
+}
+
+impl Durability {
+    /// Writes a log (anything but `Off`).
+    pub fn logs(self) -> bool {
+        self != Durability::Off
+    }
+
+    /// Takes periodic checkpoints.
+    pub fn checkpoints(self) -> bool {
+        matches!(self, Durability::LogAndCheckpoint | Durability::DeltaAndCheckpoint)
+    }
+
+    /// Logs only the changed columns of updates.
+    pub fn delta(self) -> bool {
+        matches!(self, Durability::Delta | Durability::DeltaAndCheckpoint)
+    }
 }
 
 /// Longest key, in bytes.
@@ -124,7 +149,7 @@ impl Options {
             return Err(Error::InvalidOptions("durability needs a data_dir".into()));
         }
         if self.durability == Durability::Off && self.data_dir.is_some() {
-            return Err(Error::InvalidOptions("a data_dir needs durability Log or LogAndCheckpoint".into()));
+            return Err(Error::InvalidOptions("a data_dir needs durability other than Off".into()));
         }
         if self.log_buffer_size < 4096 || self.log_buffers < 2 || self.log_rotate_epochs == 0 {
             return Err(Error::InvalidOptions(

@@ -16,14 +16,15 @@
 //! epoch `<= pepoch`: a prefix of the serial order, because TIDs order
 //! conflicting transactions and epochs are prefixes of it (ARCHITECTURE.md).
 
-use crate::catalog::{Table, TableId};
+use crate::catalog::{Schema, Table, TableId};
 use crate::checkpoint::CHECKPOINT_MAGIC;
+use crate::columns::{self, ColumnVersions};
 use crate::error::{Error, Result};
 use crate::frame::{BlockReader, Damage};
 use crate::fsio::Io;
 use crate::gc::Retired;
 use crate::index::{Insert, Tree};
-use crate::log::{self, lock};
+use crate::log::{self, lock, Write};
 use crate::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
 use crate::manifest::Manifest;
 use crate::options::Options;
@@ -88,6 +89,8 @@ struct Ctx<'a> {
     phase: Phase,
     progress: &'a (dyn Fn(Progress) + Sync),
     dropped: Mutex<Vec<String>>,
+    /// Version vectors of rows that delta entries touched.
+    columns: ColumnVersions,
 }
 
 impl Ctx<'_> {
@@ -127,6 +130,7 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
         phase: Phase::Checkpoint,
         progress,
         dropped: Mutex::new(Vec::new()),
+        columns: ColumnVersions::default(),
     };
 
     // Checkpoint.
@@ -161,6 +165,7 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
     // SAFETY: the recovery threads have ended; replaced records are
     // reachable from nowhere.
     unsafe { free_all(retired) };
+    check_complete(&ctx)?;
 
     // Tombstones.
     let mut records = 0;
@@ -417,41 +422,96 @@ fn replay_files(
 
 /// Installs the writes of one block.
 fn replay(ctx: &Ctx<'_>, path: &Path, at: u64, payload: &[u8], retired: &mut Vec<Retired>) -> Result<()> {
-    let mut bad_table = None;
+    let mut failure = None;
+    let mut scratch = Scratch::default();
     log::decode(payload, |e| {
         // Checkpoint records are all below e_l; log records are filtered.
         let epoch = e.tid.epoch();
         let log = ctx.phase == Phase::Log;
-        if log && (epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch)) {
+        if failure.is_some() || (log && (epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch))) {
             return;
         }
-        match ctx.tables.get(e.table as usize) {
-            Some(t) => install(&t.tree, e.key, e.tid, e.value, retired),
-            None => bad_table = Some(e.table),
+        let Some(t) = ctx.tables.get(e.table as usize) else {
+            failure = Some(format!("a record of table {}, which the manifest lacks", e.table));
+            return;
+        };
+        let schema = ctx.manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
+        let target = Target { tree: &t.tree, schema, columns: &ctx.columns };
+        if let Err(what) = install(&target, e.key, e.tid, e.write, &mut scratch, retired) {
+            failure = Some(format!("table {:?}: {what}", t.name));
         }
     })
     .map_err(|what| Error::Corrupt(format!("{} at offset {at}: {what}", path.display())))?;
-    match bad_table {
-        Some(t) => Err(Error::Corrupt(format!(
-            "{} at offset {at}: a record of table {t}, which the manifest lacks",
-            path.display()
-        ))),
+    match failure {
+        Some(what) => Err(Error::Corrupt(format!("{} at offset {at}: {what}", path.display()))),
         None => Ok(()),
     }
 }
 
-/// Makes `key` hold the version with TID `tid` unless it holds a newer one.
-/// `None` installs a tombstone.
-fn install(tree: &Tree, key: &[u8], tid: Tid, value: Option<&[u8]>, retired: &mut Vec<Retired>) {
-    let word = tid.raw() | LATEST_BIT | if value.is_none() { ABSENT_BIT } else { 0 };
-    let value = value.unwrap_or(&[]);
+/// Where an entry goes: its table's tree and schema, and the column
+/// versions of rows that deltas touched.
+struct Target<'a> {
+    tree: &'a Tree,
+    schema: Option<&'a Schema>,
+    columns: &'a ColumnVersions,
+}
+
+/// Buffers for merging rows, reused across entries.
+#[derive(Default)]
+struct Scratch {
+    old: Vec<u8>,
+    row: Vec<u8>,
+    ranges: Vec<std::ops::Range<usize>>,
+}
+
+/// The TID word of a row with versions `v`.
+fn word_of(v: &[u64]) -> u64 {
+    Tid::from_raw(columns::newest(v)).raw() | LATEST_BIT | if columns::is_live(v) { 0 } else { ABSENT_BIT }
+}
+
+/// Applies one entry to `key`. A row without column versions holds every
+/// column at its record's TID, and the larger TID wins whole; a delta, or
+/// any entry for a row that a delta touched, is merged column by column
+/// (`columns::merge`). Deletes leave absent records (tombstones).
+fn install(
+    t: &Target<'_>,
+    key: &[u8],
+    tid: Tid,
+    write: Write<'_>,
+    s: &mut Scratch,
+    retired: &mut Vec<Retired>,
+) -> Result<(), String> {
+    let whole_word = tid.raw() | LATEST_BIT | if write == Write::Delete { ABSENT_BIT } else { 0 };
+    let need_schema = || t.schema.ok_or_else(|| "a delta for a table without a schema".to_string());
     loop {
-        let Some(rec) = tree.lookup(key).record else {
+        let Some(rec) = t.tree.lookup(key).record else {
+            // A new row. A delta's other columns stay blank, at version
+            // 0, until their writer's entry arrives.
+            let versions = match write {
+                Write::Delta(_) => {
+                    let schema = need_schema()?;
+                    let mut v = vec![0u64; schema.columns().len() + 1].into_boxed_slice();
+                    columns::merge(schema, &[], &mut v, tid.raw(), write, &mut s.ranges, &mut s.row)?;
+                    Some(v)
+                }
+                _ => None,
+            };
+            let (value, word) = match &versions {
+                Some(v) => (&s.row[..], word_of(v)),
+                None => (write.value().unwrap_or(&[]), whole_word),
+            };
             let fresh = Record::alloc(key, value, 0, word, std::ptr::null_mut());
-            match tree.insert_if_absent(key, fresh) {
-                Insert::Inserted { .. } => return,
-                // SAFETY: never published.
-                Insert::Existing(_) => unsafe { Record::free(fresh) },
+            let addr = fresh.as_ptr() as usize;
+            if let Some(v) = versions {
+                t.columns.put(addr, v); // before anyone can find the record
+            }
+            match t.tree.insert_if_absent(key, fresh) {
+                Insert::Inserted { .. } => return Ok(()),
+                Insert::Existing(_) => {
+                    t.columns.take(addr);
+                    // SAFETY: never published.
+                    unsafe { Record::free(fresh) }
+                }
             }
             continue;
         };
@@ -462,22 +522,78 @@ fn install(tree: &Tree, key: &[u8], tid: Tid, value: Option<&[u8]>, retired: &mu
             r.tid.unlock_to(old); // replaced under us: look again
             continue;
         }
-        if Tid::of_word(old) >= tid {
-            r.tid.unlock_to(old);
-            return;
+        let addr = rec.as_ptr() as usize;
+        let mut versions = t.columns.take(addr);
+        if versions.is_none() && matches!(write, Write::Delta(_)) {
+            match need_schema() {
+                Ok(schema) => {
+                    let n = schema.columns().len();
+                    versions = Some(columns::uniform(n, Tid::of_word(old).raw(), tid::is_absent(old)));
+                }
+                Err(e) => {
+                    r.tid.unlock_to(old);
+                    return Err(e);
+                }
+            }
         }
+        let (value, word) = match (versions.as_mut(), t.schema) {
+            (Some(v), Some(schema)) => {
+                r.copy_value(&mut s.old);
+                if let Err(e) = columns::merge(schema, &s.old, v, tid.raw(), write, &mut s.ranges, &mut s.row) {
+                    t.columns.put(addr, versions.take().unwrap_or_default());
+                    r.tid.unlock_to(old);
+                    return Err(e);
+                }
+                (&s.row[..], word_of(v))
+            }
+            _ if Tid::of_word(old) >= tid => {
+                r.tid.unlock_to(old);
+                return Ok(());
+            }
+            _ => (write.value().unwrap_or(&[]), whole_word),
+        };
         if value.len() <= r.capacity() {
             r.write_value(value);
+            if let Some(v) = versions {
+                t.columns.put(addr, v);
+            }
             r.tid.unlock_to(word);
         } else {
             let grown = Record::alloc(key, value, 0, word, std::ptr::null_mut());
-            let replaced = tree.replace(key, rec, grown);
+            if let Some(v) = versions {
+                t.columns.put(grown.as_ptr() as usize, v);
+            }
+            let replaced = t.tree.replace(key, rec, grown);
             debug_assert!(replaced, "a locked latest record is in its index");
             r.tid.unlock_to(old & !LATEST_BIT);
             retired.push(Retired::Record(rec));
         }
-        return;
+        return Ok(());
     }
+}
+
+/// After replay: a live row some of whose columns no entry wrote lacks its
+/// insert, which no complete checkpoint and log can do. An error, or with
+/// salvage, the row is dropped and reported. Run single-threaded.
+fn check_complete(ctx: &Ctx<'_>) -> Result<()> {
+    for (addr, v) in ctx.columns.drain() {
+        let missing = columns::missing(&v);
+        if !columns::is_live(&v) || missing.is_empty() {
+            continue;
+        }
+        // SAFETY: versions are kept only for latest records, which stay
+        // live until the database is dropped.
+        let r = unsafe { &*(addr as *const Record) };
+        let what =
+            format!("key {:02x?}: columns {missing:?} were never written (the row's insert is missing)", r.key());
+        if !ctx.salvage {
+            return Err(Error::Corrupt(what));
+        }
+        let word = r.tid.lock();
+        r.tid.unlock_to(word | ABSENT_BIT);
+        lock(&ctx.dropped).push(what);
+    }
+    Ok(())
 }
 
 /// Removes and frees absent records; returns how many records remain.

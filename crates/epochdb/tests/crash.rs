@@ -6,12 +6,15 @@
 //! milliseconds here — recovers, and checks: the bank's total is intact,
 //! every acknowledged transfer is present, every acknowledged delete is
 //! absent, and no record carries an epoch above the recovered pepoch.
-//! Then the next child continues on the recovered directory.
+//! Then the next child continues on the recovered directory. It runs once
+//! with value logging and once with delta logging (Gawain): an account is
+//! a row of balance, transfer count and owner, so a transfer changes two
+//! of its three columns and delta logging logs only those.
 
 mod common;
 
 use common::{child, durable_options, temp_dir, u64_of, Rng};
-use epochdb::{Database, Durability, Options, TableId, TableOptions};
+use epochdb::{Column, Database, Durability, Options, Schema, TableId, TableOptions};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
@@ -21,19 +24,32 @@ const ACCOUNTS: u64 = 64;
 const INITIAL: u64 = 1000;
 const CHILD_DIR: &str = "EPOCHDB_CRASH_CHILD_DIR";
 const CHILD_RUN: &str = "EPOCHDB_CRASH_CHILD_RUN";
+const CHILD_MODE: &str = "EPOCHDB_CRASH_CHILD_MODE";
 
-fn options(dir: &Path) -> Options {
-    Options {
-        checkpoint_interval: Duration::from_millis(30),
-        log_rotate_epochs: 8,
-        ..durable_options(dir, Durability::LogAndCheckpoint)
-    }
+fn options(dir: &Path, mode: Durability) -> Options {
+    Options { checkpoint_interval: Duration::from_millis(30), log_rotate_epochs: 8, ..durable_options(dir, mode) }
 }
 
 /// `accounts`, `journal` (one row per transfer) and `gone` (the ids of
 /// journal rows deleted, written in the deleting transaction).
 fn tables(db: &Database) -> [TableId; 3] {
-    ["accounts", "journal", "gone"].map(|n| db.create_table(n, TableOptions::new()).expect("table"))
+    let account =
+        Schema::new(vec![Column::fixed("balance", 8), Column::fixed("transfers", 8), Column::var("owner", 16)]);
+    let accounts = TableOptions::new().schema(account.expect("schema"));
+    [("accounts", accounts), ("journal", TableOptions::new()), ("gone", TableOptions::new())]
+        .map(|(n, o)| db.create_table(n, o).expect("table"))
+}
+
+/// An account row.
+fn account(balance: u64, transfers: u64, id: u64) -> Vec<u8> {
+    let owner = format!("owner {id}");
+    [&balance.to_le_bytes()[..], &transfers.to_le_bytes(), &(owner.len() as u16).to_le_bytes(), owner.as_bytes()]
+        .concat()
+}
+
+/// Balance and transfer count of an account row.
+fn balance(row: &[u8]) -> (u64, u64) {
+    (u64_of(&row[..8]), u64_of(&row[8..16]))
 }
 
 /// The child's work; a no-op unless the parent started this process.
@@ -42,13 +58,18 @@ fn child_process_entry_point() {
     let (Ok(dir), Ok(run)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_RUN)) else { return };
     let dir = Path::new(&dir);
     let run: u64 = run.parse().expect("run");
-    let db = Database::open(options(dir)).expect("child open");
+    let mode = if std::env::var(CHILD_MODE).as_deref() == Ok("delta") {
+        Durability::DeltaAndCheckpoint
+    } else {
+        Durability::LogAndCheckpoint
+    };
+    let db = Database::open(options(dir, mode)).expect("child open");
     let [accounts, journal, gone] = tables(&db);
     let mut w = db.worker().expect("worker");
     w.run_durable(|txn| {
         if txn.get(accounts, &0u64.to_be_bytes())?.is_none() {
             for a in 0..ACCOUNTS {
-                txn.put(accounts, &a.to_be_bytes(), &INITIAL.to_le_bytes())?;
+                txn.put(accounts, &a.to_be_bytes(), &account(INITIAL, 0, a))?;
             }
         }
         Ok(())
@@ -76,10 +97,10 @@ fn transfer_forever(db: &Database, dir: &Path, run: u64, thread: u64, [accounts,
         let (from, to, amount) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS), rng.below(50));
         let (_, info) = w
             .run_with_info(|txn| {
-                let a = u64_of(txn.get(accounts, &from.to_be_bytes())?.expect("account"));
-                txn.put(accounts, &from.to_be_bytes(), &(a - amount.min(a)).to_le_bytes())?;
-                let b = u64_of(txn.get(accounts, &to.to_be_bytes())?.expect("account"));
-                txn.put(accounts, &to.to_be_bytes(), &(b + amount.min(a)).to_le_bytes())?;
+                let (a, n) = balance(txn.get(accounts, &from.to_be_bytes())?.expect("account"));
+                txn.put(accounts, &from.to_be_bytes(), &account(a - amount.min(a), n + 1, from))?;
+                let (b, m) = balance(txn.get(accounts, &to.to_be_bytes())?.expect("account"));
+                txn.put(accounts, &to.to_be_bytes(), &account(b + amount.min(a), m + 1, to))?;
                 txn.put(journal, &id.to_be_bytes(), &[7; 40])?;
                 if seq >= 3 && seq % 3 == 0 {
                     txn.delete(journal, &(id - 3).to_be_bytes())?;
@@ -119,8 +140,8 @@ fn read_acks(dir: &Path) -> (HashSet<u64>, HashSet<u64>) {
 }
 
 /// Recovers `dir` and checks the invariants; returns how many acks it checked.
-fn check(dir: &Path) -> usize {
-    let db = Database::open(options(dir)).expect("recover");
+fn check(dir: &Path, mode: Durability) -> usize {
+    let db = Database::open(options(dir, mode)).expect("recover");
     let pepoch = db.recovery_report().expect("report").pepoch;
     let [accounts, journal, gone] = tables(&db);
     let (added, deleted) = read_acks(dir);
@@ -132,7 +153,8 @@ fn check(dir: &Path) -> usize {
         for a in 0..ACCOUNTS {
             let (v, tid) = txn.get_versioned(accounts, &a.to_be_bytes())?;
             if let Some(v) = v {
-                total += u64_of(v);
+                assert_eq!(v[16..], account(0, 0, a)[16..], "account {a}: owner column");
+                total += balance(v).0;
                 n += 1;
                 max_epoch = max_epoch.max(tid.map_or(0, |t| t.epoch()));
             }
@@ -158,15 +180,26 @@ fn check(dir: &Path) -> usize {
 
 #[test]
 fn kill_9_at_random_moments_loses_nothing_acknowledged() {
-    let dir = temp_dir("crash");
+    kill_9_loop("log");
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_nothing_acknowledged_with_delta_logging() {
+    kill_9_loop("delta");
+}
+
+fn kill_9_loop(mode: &str) {
+    let dir = temp_dir(&format!("crash-{mode}"));
+    let durability = if mode == "delta" { Durability::DeltaAndCheckpoint } else { Durability::LogAndCheckpoint };
     let mut rng = Rng(0x5EED);
     child::kill_and_check(
         12,
         |run| {
-            let env = [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string())];
+            let env =
+                [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string()), (CHILD_MODE, mode.to_string())];
             child::spawn("child_process_entry_point", &env)
         },
         || Duration::from_millis(150 + rng.below(500)),
-        || check(&dir),
+        || check(&dir, durability),
     );
 }

@@ -2,11 +2,14 @@
 //! deletes, secondary indexes, checkpoints that delete old logs, the lock
 //! file, and fault injection (failed fsync, full disk, torn and corrupted
 //! blocks). Crash tests with a killed child process are in `crash.rs`.
+//! Each test runs with value logging and with delta logging (Gawain); its
+//! table has a column schema, and updates change some columns, so the
+//! delta runs log and recover deltas.
 
 mod common;
 
 use common::{durable_options, temp_dir};
-use epochdb::{Database, Durability, Error, Faults, Options, TableId, TableOptions};
+use epochdb::{Column, Database, Durability, Error, Faults, Options, Schema, TableId, TableOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -38,12 +41,33 @@ fn assert_same(got: &BTreeMap<Vec<u8>, Vec<u8>>, want: &BTreeMap<Vec<u8>, Vec<u8
     assert!(diff.is_empty(), "{what}: {} vs {} keys; first differences: {diff:#?}", got.len(), want.len());
 }
 
+/// The logging modes every test runs in.
+const LOGGING: [Durability; 2] = [Durability::Log, Durability::Delta];
+
+/// Rows of the test tables: a fixed id, a variable text, a fixed counter.
+fn schema() -> Schema {
+    Schema::new(vec![Column::fixed("id", 8), Column::var("text", 400), Column::fixed("n", 4)]).expect("schema")
+}
+
+fn row(id: u64, text: &str, n: u32) -> Vec<u8> {
+    schema().encode(&[&id.to_le_bytes(), text.as_bytes(), &n.to_le_bytes()]).expect("row")
+}
+
+/// The table `name`, with the row schema.
+fn table(db: &Database, name: &str) -> TableId {
+    db.create_table(name, TableOptions::new().schema(schema())).expect("table")
+}
+
 /// Applies `n` writes (puts, growing puts, deletes) and returns the model.
+/// A key's successive puts change its counter every time and its text
+/// (growing or shrinking it) every third time.
 fn churn(db: &Database, t: TableId, n: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
     let mut w = db.worker().expect("worker");
     for i in 0..n {
-        let key = format!("k{:04}", i % 97).into_bytes();
-        let value = format!("v{i}-{}", "x".repeat((i % 13) as usize * 10)).into_bytes();
+        let id = i % 97;
+        let key = format!("k{id:04}").into_bytes();
+        let visit = i / 97;
+        let value = row(id, &format!("v{}-{}", visit / 3, "x".repeat((visit / 3 % 13) as usize * 10)), visit as u32);
         if i % 7 == 3 {
             w.run(|txn| txn.delete(t, &key)).expect("delete");
             model.remove(&key);
@@ -52,26 +76,28 @@ fn churn(db: &Database, t: TableId, n: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8
             model.insert(key, value);
         }
     }
-    let info = w.run_with_info(|txn| txn.put(t, b"last", b"1")).expect("put").1;
-    model.insert(b"last".to_vec(), b"1".to_vec());
+    let last = row(0, "last", 1);
+    let info = w.run_with_info(|txn| txn.put(t, b"last", &last)).expect("put").1;
+    model.insert(b"last".to_vec(), last);
     w.wait_durable(info.epoch).expect("durable");
 }
 
 #[test]
 fn a_clean_reopen_recovers_everything_including_deletes() {
-    for durability in [Durability::Log, Durability::LogAndCheckpoint] {
+    let modes = [Durability::Log, Durability::LogAndCheckpoint, Durability::Delta, Durability::DeltaAndCheckpoint];
+    for durability in modes {
         let dir = temp_dir(&format!("reopen-{durability:?}"));
         let mut model = BTreeMap::new();
         {
             let db = Database::open(durable_options(&dir, durability)).expect("open");
-            let t = db.create_table("t", TableOptions::new()).expect("table");
+            let t = table(&db, "t");
             churn(&db, t, 2000, &mut model);
         }
         for round in 0..3 {
             let db = Database::open(durable_options(&dir, durability)).expect("reopen");
             let report = db.recovery_report().expect("report").clone();
             assert!(report.dropped.is_empty(), "{report:?}");
-            let t = db.table("t").expect("table survives");
+            let t = table(&db, "t");
             assert_same(&contents(&db, t), &model, &format!("{durability:?} round {round}"));
             assert!(db.epoch() > report.pepoch, "new epochs start above the recovered ones");
             churn(&db, t, 300, &mut model);
@@ -81,10 +107,16 @@ fn a_clean_reopen_recovers_everything_including_deletes() {
 
 #[test]
 fn secondary_indexes_are_logged_and_recovered() {
-    let dir = temp_dir("indexes");
+    for mode in LOGGING {
+        secondary_indexes(mode);
+    }
+}
+
+fn secondary_indexes(mode: Durability) {
+    let dir = temp_dir(&format!("indexes-{mode:?}"));
     let by_len = || TableOptions::new().index("by_len", |_k, v, out| out.push(v.len() as u8));
     {
-        let db = Database::open(durable_options(&dir, Durability::Log)).expect("open");
+        let db = Database::open(durable_options(&dir, mode)).expect("open");
         let t = db.create_table("t", by_len()).expect("table");
         let mut w = db.worker().expect("worker");
         for (k, v) in [("a", "xx"), ("b", "yyy"), ("c", "zz")] {
@@ -92,7 +124,7 @@ fn secondary_indexes_are_logged_and_recovered() {
         }
         w.run_durable(|txn| txn.delete_indexed(t, b"c")).expect("delete");
     }
-    let db = Database::open(durable_options(&dir, Durability::Log)).expect("reopen");
+    let db = Database::open(durable_options(&dir, mode)).expect("reopen");
     let t = db.table("t").expect("table");
     let mut w = db.worker().expect("worker");
     let e = w.run(|txn| txn.put_indexed(t, b"d", b"q")).expect_err("extractors are not on disk");
@@ -125,29 +157,39 @@ fn log_files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn checkpoints_install_and_retire_old_logs() {
-    let dir = temp_dir("checkpoint");
+    for mode in [Durability::LogAndCheckpoint, Durability::DeltaAndCheckpoint] {
+        checkpoints(mode);
+    }
+}
+
+fn checkpoints(mode: Durability) {
+    let dir = temp_dir(&format!("checkpoint-{mode:?}"));
     let mut model = BTreeMap::new();
-    let opts = || Options { log_rotate_epochs: 5, ..durable_options(&dir, Durability::LogAndCheckpoint) };
+    let opts = || Options { log_rotate_epochs: 5, ..durable_options(&dir, mode) };
     {
         let db = Database::open(opts()).expect("open");
-        let t = db.create_table("t", TableOptions::new()).expect("table");
+        let t = table(&db, "t");
         let mut w = db.worker().expect("worker");
         for i in 0..500u32 {
             let key = format!("stable{i:04}").into_bytes();
-            w.run(|txn| txn.put(t, &key, b"s")).expect("put");
-            model.insert(key, b"s".to_vec());
+            let value = row(i.into(), "s", 0);
+            w.run(|txn| txn.put(t, &key, &value)).expect("put");
+            model.insert(key, value);
         }
-        // Churn until three checkpoints are in and one of them met rows
-        // newer than its e_l (whether a scan meets one is up to timing).
+        // Churn until three checkpoints are in and (value logging) one of
+        // them met rows newer than its e_l (whether a scan meets one is up
+        // to timing). Delta logging never skips: the log may hold only
+        // some columns of such a row.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let mut skipped = false;
-        while db.checkpoint_stats().installed < 3 || !skipped {
+        while db.checkpoint_stats().installed < 3 || !(skipped || mode.delta()) {
             churn(&db, t, 200, &mut model);
             skipped |= db.checkpoint_stats().skipped_bytes > 0;
             assert!(std::time::Instant::now() < deadline, "no checkpoint installed, or none skipped a row");
         }
         let s = db.checkpoint_stats();
         assert!(s.records >= 500, "stable rows in: {s:?}");
+        assert!(!(mode.delta() && skipped), "a delta-mode checkpoint skipped rows: {s:?}");
         // Old log files holding only epochs below e_l are gone.
         for name in log_files(&dir) {
             if let Some(e) = name.strip_prefix("old_data.") {
@@ -160,7 +202,7 @@ fn checkpoints_install_and_retire_old_logs() {
     let db = Database::open(opts()).expect("reopen");
     let r = db.recovery_report().expect("report");
     assert!(r.checkpoint_epoch.is_some() && r.checkpoint_bytes > 0, "{r:?}");
-    assert_same(&contents(&db, db.table("t").expect("t")), &model, "after checkpoints");
+    assert_same(&contents(&db, db.table("t").expect("t")), &model, &format!("{mode:?} after checkpoints"));
 }
 
 #[test]
@@ -175,41 +217,54 @@ fn a_data_directory_opens_once() {
 
 #[test]
 fn a_failed_fsync_fails_the_database_for_good() {
-    let dir = temp_dir("fsync");
+    for mode in LOGGING {
+        failed_fsync(mode);
+    }
+}
+
+fn failed_fsync(mode: Durability) {
+    let dir = temp_dir(&format!("fsync-{mode:?}"));
     let faults = Faults::new();
-    let db = Database::open(Options { faults: Some(faults.clone()), ..durable_options(&dir, Durability::Log) })
-        .expect("open");
-    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let db = Database::open(Options { faults: Some(faults.clone()), ..durable_options(&dir, mode) }).expect("open");
+    let t = table(&db, "t");
     let mut w = db.worker().expect("worker");
-    w.run_durable(|txn| txn.put(t, b"before", b"1")).expect("durable before the fault");
+    w.run_durable(|txn| txn.put(t, b"before", &row(1, "one", 1))).expect("durable");
+    w.run_durable(|txn| txn.put(t, b"before", &row(1, "one", 2))).expect("durable before the fault");
     faults.fail_syncs_after(0);
-    let e = w.run_durable(|txn| txn.put(t, b"after", b"2")).expect_err("cannot become durable");
+    let e = w.run_durable(|txn| txn.put(t, b"after", &row(2, "", 0))).expect_err("cannot become durable");
     assert!(matches!(e, Error::Durability(_)), "{e}");
-    let e = w.run(|txn| txn.put(t, b"later", b"3")).expect_err("failed state");
+    let e = w.run(|txn| txn.put(t, b"later", &row(3, "", 0))).expect_err("failed state");
     assert!(matches!(e, Error::Durability(_)), "{e}");
     assert!(db.is_durable(db.epoch()).is_err());
     drop(w);
     drop(db);
-    let db = Database::open(durable_options(&dir, Durability::Log)).expect("recover");
+    let db = Database::open(durable_options(&dir, mode)).expect("recover");
     let got = contents(&db, db.table("t").expect("t"));
-    assert_eq!(got.get(&b"before"[..]).map(Vec::as_slice), Some(&b"1"[..]));
+    assert_eq!(got.get(&b"before"[..]), Some(&row(1, "one", 2)));
     assert!(!got.contains_key(&b"later"[..]));
 }
 
 #[test]
 fn a_full_disk_is_a_clear_error_and_recovery_still_works() {
-    let dir = temp_dir("enospc");
+    for mode in LOGGING {
+        full_disk(mode);
+    }
+}
+
+fn full_disk(mode: Durability) {
+    let dir = temp_dir(&format!("enospc-{mode:?}"));
     let faults = Faults::new();
-    let opts = Options { faults: Some(faults.clone()), ..durable_options(&dir, Durability::Log) };
+    let opts = Options { faults: Some(faults.clone()), ..durable_options(&dir, mode) };
     let db = Database::open(opts).expect("open");
-    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let t = table(&db, "t");
     let mut w = db.worker().expect("worker");
-    w.run_durable(|txn| txn.put(t, b"k0", b"v")).expect("durable");
+    w.run_durable(|txn| txn.put(t, b"k0", &row(0, "v", 0))).expect("durable");
     faults.disk_space(0);
-    let big = vec![7u8; 100_000];
     let mut err = None;
-    for i in 0..2000 {
-        if let Err(e) = w.run_durable(|txn| txn.put(t, format!("k{i}").as_bytes(), &big)) {
+    for i in 0..20000 {
+        // Updates of a few wide rows: every one logs a 400-byte column.
+        let big = row(i % 10, &char::from(b'a' + (i % 26) as u8).to_string().repeat(400), 0);
+        if let Err(e) = w.run_durable(|txn| txn.put(t, format!("k{}", i % 10 + 1).as_bytes(), &big)) {
             err = Some(e);
             break;
         }
@@ -218,25 +273,27 @@ fn a_full_disk_is_a_clear_error_and_recovery_still_works() {
     assert!(e.to_string().contains("No space left") || e.to_string().contains("space"), "{e}");
     drop(w);
     drop(db);
-    let db = Database::open(durable_options(&dir, Durability::Log)).expect("recover");
+    let db = Database::open(durable_options(&dir, mode)).expect("recover");
     let got = contents(&db, db.table("t").expect("t"));
-    assert_eq!(got.get(&b"k0"[..]).map(Vec::as_slice), Some(&b"v"[..]));
+    assert_eq!(got.get(&b"k0"[..]), Some(&row(0, "v", 0)));
 }
 
 /// Options under which `data.log` is never rotated, so that every block
 /// [`crashed_log`] writes stays in it (however slowly the epochs pass).
-fn one_log_file(dir: &Path) -> Options {
-    Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(dir, Durability::Log) }
+fn one_log_file(dir: &Path, mode: Durability) -> Options {
+    Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(dir, mode) }
 }
 
 /// Writes a log with several blocks, all in `data.log` (see
 /// [`one_log_file`]), and returns its path.
-fn crashed_log(dir: &Path) -> std::path::PathBuf {
-    let db = Database::open(one_log_file(dir)).expect("open");
-    let t = db.create_table("t", TableOptions::new()).expect("table");
+fn crashed_log(dir: &Path, mode: Durability) -> std::path::PathBuf {
+    let db = Database::open(one_log_file(dir, mode)).expect("open");
+    let t = table(&db, "t");
     let mut w = db.worker().expect("worker");
+    // 50 rows, each inserted and then updated three times (deltas).
     for i in 0..200u32 {
-        w.run_durable(|txn| txn.put(t, &i.to_be_bytes(), &[1; 300])).expect("put");
+        let value = row((i % 50).into(), &"y".repeat(280), i / 50);
+        w.run_durable(|txn| txn.put(t, &(i % 50).to_be_bytes(), &value)).expect("put");
     }
     // Let the lock go with a clean close, but the file layout is as after
     // a crash: everything is in data.log.
@@ -260,15 +317,21 @@ fn block_offsets(bytes: &[u8]) -> Vec<usize> {
 
 #[test]
 fn a_torn_tail_is_dropped_and_reported() {
-    let dir = temp_dir("torn");
-    let log = crashed_log(&dir);
+    for mode in LOGGING {
+        torn_tail(mode);
+    }
+}
+
+fn torn_tail(mode: Durability) {
+    let dir = temp_dir(&format!("torn-{mode:?}"));
+    let log = crashed_log(&dir, mode);
     let mut bytes = std::fs::read(&log).expect("read");
     let blocks = block_offsets(&bytes);
     assert!(blocks.len() > 3, "{blocks:?}");
     let last = *blocks.last().expect("a block");
     bytes.truncate(last + 40); // the last block's write was cut short
     std::fs::write(&log, &bytes).expect("write");
-    let db = Database::open(one_log_file(&dir)).expect("a torn tail is not an error");
+    let db = Database::open(one_log_file(&dir, mode)).expect("a torn tail is not an error");
     let r = db.recovery_report().expect("report");
     assert_eq!(r.dropped.len(), 1, "{r:?}");
     assert!(r.dropped[0].contains("torn tail") && r.dropped[0].contains("data.log"), "{r:?}");
@@ -277,19 +340,25 @@ fn a_torn_tail_is_dropped_and_reported() {
 
 #[test]
 fn corruption_in_the_middle_stops_recovery_unless_salvaging() {
-    let dir = temp_dir("bitflip");
-    let log = crashed_log(&dir);
+    for mode in LOGGING {
+        bit_flip(mode);
+    }
+}
+
+fn bit_flip(mode: Durability) {
+    let dir = temp_dir(&format!("bitflip-{mode:?}"));
+    let log = crashed_log(&dir, mode);
     let mut bytes = std::fs::read(&log).expect("read");
     let blocks = block_offsets(&bytes);
     assert!(blocks.len() > 3, "{blocks:?}");
     let victim = blocks[blocks.len() / 2];
     bytes[victim + 40] ^= 0x10;
     std::fs::write(&log, &bytes).expect("write");
-    let e = Database::open(one_log_file(&dir)).expect_err("corruption");
+    let e = Database::open(one_log_file(&dir, mode)).expect_err("corruption");
     let msg = e.to_string();
     assert!(matches!(e, Error::Corrupt(_)), "{msg}");
     assert!(msg.contains("data.log") && msg.contains(&format!("offset {victim}")), "{msg}");
-    let db = Database::open(Options { salvage: true, ..one_log_file(&dir) }).expect("salvage");
+    let db = Database::open(Options { salvage: true, ..one_log_file(&dir, mode) }).expect("salvage");
     let r = db.recovery_report().expect("report");
     assert_eq!(r.dropped.len(), 1, "{r:?}");
     assert!(r.records > 0);
@@ -298,7 +367,7 @@ fn corruption_in_the_middle_stops_recovery_unless_salvaging() {
 #[test]
 fn a_corrupt_manifest_or_pepoch_names_the_file() {
     let dir = temp_dir("manifest");
-    crashed_log(&dir);
+    crashed_log(&dir, Durability::Log);
     let pepoch = dir.join("pepoch");
     let mut bytes = std::fs::read(&pepoch).expect("read");
     bytes[512] ^= 1;

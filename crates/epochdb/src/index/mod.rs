@@ -27,7 +27,7 @@ pub use node_version::Restart;
 use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, Ordering};
-use node::{new_sep_key, prefetch, prefetch_once, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
+use node::{new_sep_key, prefetch, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
 use std::ops::Bound;
 use std::ptr::NonNull;
 
@@ -461,8 +461,9 @@ impl Tree {
     /// [`Tree::scan`] forward, for scans that read most of a range once (a
     /// checkpoint): it reads each next leaf before visiting the current
     /// one, so the misses on the next leaf's records overlap the work on
-    /// this one's, and it fetches records with a non-temporal hint. A scan
-    /// stopped early has read one leaf for nothing.
+    /// this one's. A scan stopped early has read one leaf for nothing.
+    /// (Fetching the records with a non-temporal hint, to spare the
+    /// workers' cache, was measured no better.)
     pub fn scan_ahead(
         &self,
         lower: Bound<&[u8]>,
@@ -485,14 +486,14 @@ impl Tree {
         // The cursor: where the next leaf starts (forward) or ends (reverse).
         let mut cursor: Vec<u8> = Vec::new();
         let mut cursor_bound = bound_kind(behind, &mut cursor);
-        let mut snap = self.read_leaf(cursor_bound, &cursor, reverse, ahead);
+        let mut snap = self.read_leaf(cursor_bound, &cursor, reverse);
         let mut next = ahead.then(LeafSnap::default);
         loop {
             on_leaf(snap.leaf, snap.version);
             // The leaf after this one, if the scan reaches it.
             let more = snap.has_next && passes_end(&snap.fence, end, reverse);
             if let Some(n) = next.as_mut().filter(|_| more) {
-                *n = self.read_leaf(BoundKind::Included, &snap.fence, reverse, ahead);
+                *n = self.read_leaf(BoundKind::Included, &snap.fence, reverse);
             }
             for i in 0..snap.n {
                 let rp = snap.entries[if reverse { snap.n - 1 - i } else { i }];
@@ -515,15 +516,14 @@ impl Tree {
             cursor_bound = if reverse { BoundKind::Excluded } else { BoundKind::Included };
             match next.as_mut() {
                 Some(n) => std::mem::swap(&mut snap, n),
-                None => snap = self.read_leaf(cursor_bound, &cursor, reverse, ahead),
+                None => snap = self.read_leaf(cursor_bound, &cursor, reverse),
             }
         }
     }
 
     /// A validated copy of the leaf holding `key` (bounded as `kind`), or
-    /// the first (last) leaf if unbounded; starts the misses on its records
-    /// (with a non-temporal hint if `once`).
-    fn read_leaf(&self, kind: BoundKind, key: &[u8], reverse: bool, once: bool) -> LeafSnap {
+    /// the first (last) leaf if unbounded; starts the misses on its records.
+    fn read_leaf(&self, kind: BoundKind, key: &[u8], reverse: bool) -> LeafSnap {
         let mut s = LeafSnap::default();
         loop {
             let target = match (kind, reverse) {
@@ -554,11 +554,7 @@ impl Tree {
             // A scan touches every record of the leaf: start all their
             // misses (header, key and the first value bytes) at once.
             for &rp in &s.entries[..s.n] {
-                if once {
-                    prefetch_once(rp, 256);
-                } else {
-                    prefetch(rp, 128);
-                }
+                prefetch(rp, 128);
             }
             return s;
         }

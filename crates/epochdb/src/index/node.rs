@@ -435,21 +435,6 @@ pub fn prefetch<T>(object: *const T, bytes: usize) {
     let _ = (object, bytes);
 }
 
-/// [`prefetch`] for data read once (a checkpoint's records): a
-/// non-temporal hint, so the lines are not kept in L2 and, where L3 is a
-/// victim cache of L2 (AMD Zen), not in L3 either: a checkpoint streaming
-/// the whole database through does not evict the workers' working set.
-#[inline(always)]
-pub fn prefetch_once<T>(object: *const T, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for line in (0..bytes).step_by(64) {
-        // SAFETY: prefetching never faults, whatever the address.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_NTA }>((object as *const i8).add(line)) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (object, bytes);
-}
-
 /// Moves a separator key to the heap for an inner node.
 pub fn new_sep_key(key: &[u8]) -> *mut SepKey {
     Box::into_raw(Box::new(key.to_vec().into_boxed_slice()))

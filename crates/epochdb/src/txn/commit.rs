@@ -19,7 +19,7 @@ use crate::gc::{Cleanup, Retired};
 use crate::log;
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
-use crate::tid::{is_latest, is_locked, Tid, ABSENT_BIT, LATEST_BIT, LOCK_BIT};
+use crate::tid::{is_absent, is_latest, is_locked, Tid, ABSENT_BIT, LATEST_BIT, LOCK_BIT};
 
 /// What a successful commit produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +113,7 @@ impl Txn<'_> {
         let global = self.w.global_tid.then_some(&self.w.shared.global_tid.0);
         let tid = self.w.tidgen.generate(max, epoch, global);
         // Phase 3
+        self.w.delta.reset(self.w.sets.write.len());
         for i in 0..self.w.sets.write.len() {
             self.install(i, tid, epoch);
         }
@@ -124,9 +125,9 @@ impl Txn<'_> {
     /// still in its epoch, which the logger's durability bound relies on.
     fn log(&self, tid: Tid, epoch: u64) {
         let (Some(slot), Some(durable)) = (&self.w.log, &self.w.shared.durable) else { return };
-        let sets = &self.w.sets;
+        let (sets, delta) = (&self.w.sets, &self.w.delta);
         let writes = || {
-            sets.write.iter().map(|w| {
+            sets.write.iter().enumerate().map(|(i, w)| {
                 // SAFETY: write-set records stay live until our epoch ends
                 // (a grown record's old version is retired, not freed).
                 let key = unsafe { w.rec.as_ref() }.key();
@@ -134,18 +135,22 @@ impl Txn<'_> {
                     WriteKind::Put => Some(sets.value(w)),
                     WriteKind::Delete => None,
                 };
-                (w.table, key, value)
+                (i, w.table, key, value)
             })
         };
-        let size = log::record_size(writes().map(|(_, k, v)| (k.len(), v.map(<[u8]>::len))));
+        let size =
+            log::record_size(writes().map(|(i, _, k, v)| (k.len(), delta.payload_len(i).or(v.map(<[u8]>::len)))));
         slot.append(
             epoch,
             size,
             || durable.is_failed(),
             |buf| {
                 log::encode_txn(buf, tid, sets.write.len() as u32);
-                for (table, key, value) in writes() {
-                    log::encode_entry(buf, table, key, value);
+                for (i, table, key, value) in writes() {
+                    match value.and_then(|v| delta.columns(i, v)) {
+                        Some(columns) => log::encode_delta(buf, table, key, columns),
+                        None => log::encode_entry(buf, table, key, value),
+                    }
                 }
             },
         );
@@ -172,6 +177,12 @@ impl Txn<'_> {
         // SAFETY: live and locked by us.
         let rec = unsafe { w.rec.as_ref() };
         let new_word = tid.raw() | LATEST_BIT;
+        if matches!(w.kind, WriteKind::Put) && !is_absent(old) && self.w.shared.options.durability.delta() {
+            if let Some(schema) = self.w.tables[w.table as usize].schema() {
+                let new = self.w.sets.value(&w);
+                self.w.delta.record(i, schema, |out| rec.copy_value(out), new);
+            }
+        }
         match w.kind {
             WriteKind::Delete => {
                 if keep_old {

@@ -11,6 +11,7 @@
 //! leaf change) is *doomed*: every later call returns the abort.
 
 pub(crate) mod commit;
+pub(crate) mod delta;
 pub(crate) mod sets;
 
 use crate::catalog::{index_entry_key, index_entry_primary, index_prefix, Extractor, IndexId, TableId};

@@ -1,0 +1,241 @@
+//! Per-column versions, for recovering a delta log (Gawain §3).
+//!
+//! A delta entry carries only the columns an update changed, so during
+//! recovery a row can hold columns written by different transactions, and
+//! an entry may arrive after a newer one that wrote other columns. Each
+//! such row gets a version vector: the TID that last wrote each column,
+//! and the TID of the newest delete. An entry overwrites exactly the
+//! columns it holds that are older than it; a delete blanks the older
+//! columns. A row is live when some column is newer than its newest delete
+//! and complete when all are.
+//!
+//! Vectors exist only during recovery, only for rows some delta touched,
+//! and only in this side table (keyed by record address and used under
+//! the record's lock): normal operation pays nothing for them. A row
+//! without one holds every column at its record's TID.
+
+use crate::catalog::{ColumnType, Schema};
+use crate::log::Write;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+const SHARDS: usize = 64;
+
+/// `[newest delete, column 0, column 1, ...]`, raw TIDs; 0 = never.
+pub type Versions = Box<[u64]>;
+
+/// The version vectors of the rows being recovered.
+pub struct ColumnVersions {
+    shards: Vec<Mutex<HashMap<usize, Versions>>>,
+    /// Some vector exists: until then, whole-row writes skip the lookup.
+    any: AtomicBool,
+}
+
+impl Default for ColumnVersions {
+    fn default() -> Self {
+        ColumnVersions { shards: (0..SHARDS).map(|_| Mutex::default()).collect(), any: AtomicBool::new(false) }
+    }
+}
+
+impl ColumnVersions {
+    fn shard(&self, rec: usize) -> std::sync::MutexGuard<'_, HashMap<usize, Versions>> {
+        crate::log::lock(&self.shards[(rec >> 6) % SHARDS])
+    }
+
+    /// Removes the vector of the record at `rec`. The caller holds its lock.
+    pub fn take(&self, rec: usize) -> Option<Versions> {
+        if !self.any.load(Ordering::Relaxed) {
+            return None; // the record lock orders this after any `put` for it
+        }
+        self.shard(rec).remove(&rec)
+    }
+
+    /// Gives the record at `rec` its vector; under the record's lock, or
+    /// before the record is published.
+    pub fn put(&self, rec: usize, v: Versions) {
+        self.any.store(true, Ordering::Relaxed);
+        self.shard(rec).insert(rec, v);
+    }
+
+    /// Every vector, by record address; empties the table.
+    pub fn drain(&self) -> Vec<(usize, Versions)> {
+        self.shards.iter().flat_map(|s| std::mem::take(&mut *crate::log::lock(s))).collect()
+    }
+}
+
+/// The vector of a row written whole (or deleted) at `tid`.
+pub fn uniform(columns: usize, tid: u64, absent: bool) -> Versions {
+    let mut v = vec![tid; columns + 1];
+    if !absent {
+        v[0] = 0;
+    }
+    v.into_boxed_slice()
+}
+
+/// A row is live if some column is newer than its newest delete.
+pub fn is_live(v: &[u64]) -> bool {
+    v[1..].iter().any(|&c| c > v[0])
+}
+
+/// The columns of a live row that are not newer than its newest delete (or
+/// were never written): its insert is missing.
+pub fn missing(v: &[u64]) -> Vec<usize> {
+    (1..v.len()).filter(|&c| v[c] <= v[0]).map(|c| c - 1).collect()
+}
+
+/// The newest TID in a vector: the record's TID.
+pub fn newest(v: &[u64]) -> u64 {
+    v.iter().copied().max().unwrap_or(0)
+}
+
+/// Applies `write` at `tid` to the row `row` with versions `v`, writing
+/// the new row to `out`. `row` may be any bytes (a tombstone's are empty):
+/// columns it does not hold read as blank. An error means a whole value or
+/// a delta that does not fit the schema: corruption.
+pub fn merge(
+    schema: &Schema,
+    row: &[u8],
+    v: &mut [u64],
+    tid: u64,
+    write: Write<'_>,
+    scratch: &mut Vec<Range<usize>>,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let n = schema.columns().len();
+    let mut cols: Vec<&[u8]> = vec![&[]; n];
+    if schema.column_ranges(row, scratch).is_ok() {
+        for (c, r) in scratch.iter().enumerate() {
+            cols[c] = &row[r.clone()];
+        }
+    }
+    let mut fresh: Vec<Option<&[u8]>> = vec![None; n];
+    match write {
+        Write::Value(value) => {
+            schema.column_ranges(value, scratch).map_err(|e| format!("a row that does not fit its schema: {e}"))?;
+            for (c, r) in scratch.iter().enumerate() {
+                fresh[c] = Some(&value[r.clone()]);
+            }
+        }
+        Write::Delete => {
+            v[0] = v[0].max(tid);
+            fresh.iter_mut().for_each(|f| *f = Some(&[]));
+        }
+        Write::Delta(d) => {
+            for (c, bytes) in d {
+                let slot = fresh.get_mut(c as usize).ok_or_else(|| format!("a delta of column {c} of {n}"))?;
+                *slot = Some(bytes);
+            }
+        }
+    }
+    for c in 0..n {
+        if let Some(b) = fresh[c].filter(|_| tid > v[c + 1]) {
+            cols[c] = b;
+            v[c + 1] = tid;
+        }
+    }
+    out.clear();
+    for (c, col) in schema.columns().iter().zip(cols) {
+        match c.ty {
+            ColumnType::Fixed(len) if col.is_empty() => out.resize(out.len() + len as usize, 0),
+            ColumnType::Fixed(len) if col.len() != len as usize => {
+                return Err(format!("column {:?} of {} bytes, not {len}", c.name, col.len()));
+            }
+            ColumnType::Fixed(_) => {}
+            ColumnType::Var(max) if col.len() > max as usize => {
+                return Err(format!("column {:?} of {} bytes, more than {max}", c.name, col.len()));
+            }
+            ColumnType::Var(_) => out.extend_from_slice(&(col.len() as u16).to_le_bytes()),
+        }
+        out.extend_from_slice(col);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Column;
+    use crate::log::{self, Entry};
+    use crate::tid::Tid;
+
+    fn schema() -> Schema {
+        Schema::new(vec![Column::fixed("a", 1), Column::var("b", 4), Column::fixed("c", 1)]).expect("schema")
+    }
+
+    /// One delta entry, decoded from its log encoding.
+    fn delta(cols: &[(u16, &[u8])], f: impl FnOnce(Write<'_>)) {
+        let mut buf = Vec::new();
+        log::encode_txn(&mut buf, Tid::new(1, 1), 1);
+        log::encode_delta(&mut buf, 0, b"k", cols.iter().copied());
+        let mut f = Some(f);
+        log::decode(&buf, |e: Entry<'_>| (f.take().expect("one entry"))(e.write)).expect("decode");
+    }
+
+    fn apply(row: &mut Vec<u8>, v: &mut [u64], tid: u64, w: Write<'_>) {
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        merge(&schema(), row, v, tid, w, &mut scratch, &mut out).expect("merge");
+        *row = out;
+    }
+
+    /// Entries in any order give the state of applying them in TID order.
+    #[test]
+    fn any_order_gives_the_newest_column_versions() {
+        let s = schema();
+        let base = s.encode(&[b"1", b"xx", b"3"]).expect("row");
+        let want = s.encode(&[b"9", b"yyy", b"3"]).expect("row");
+        // TIDs: 10 inserts the row; 20 and then 25 set a; 30 sets b; 15
+        // sets b too, but is older than 30.
+        let orders: [[usize; 5]; 3] = [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 4, 0, 3, 1]];
+        for order in orders {
+            let mut row = Vec::new();
+            let mut v = vec![0u64; 4];
+            for i in order {
+                match i {
+                    0 => apply(&mut row, &mut v, 10, Write::Value(&base)),
+                    1 => delta(&[(0, b"5")], |w| apply(&mut row, &mut v, 20, w)),
+                    2 => delta(&[(1, b"yyy")], |w| apply(&mut row, &mut v, 30, w)),
+                    3 => delta(&[(0, b"9")], |w| apply(&mut row, &mut v, 25, w)),
+                    _ => delta(&[(1, b"old")], |w| apply(&mut row, &mut v, 15, w)),
+                }
+            }
+            assert_eq!(row, want, "order {order:?}");
+            assert_eq!(&v[..], &[0, 25, 30, 10]);
+            assert!(is_live(&v) && missing(&v).is_empty());
+        }
+    }
+
+    #[test]
+    fn deletes_win_over_older_columns_and_lose_to_a_reinsert() {
+        let s = schema();
+        let row0 = s.encode(&[b"1", b"a", b"2"]).expect("row");
+        let mut row = Vec::new();
+        let mut v = vec![0u64; 4];
+        delta(&[(2, b"7")], |w| apply(&mut row, &mut v, 40, w)); // after the reinsert
+        apply(&mut row, &mut v, 20, Write::Delete);
+        apply(&mut row, &mut v, 10, Write::Value(&row0)); // before the delete: lost
+        assert!(is_live(&v), "the delta at 40 is newer than the delete");
+        assert_eq!(missing(&v), vec![0, 1], "its reinsert has not arrived");
+        apply(&mut row, &mut v, 30, Write::Value(&s.encode(&[b"3", b"bb", b"4"]).expect("row")));
+        assert!(missing(&v).is_empty());
+        assert_eq!(row, s.encode(&[b"3", b"bb", b"7"]).expect("row"));
+        let mut dead = vec![0u64; 4];
+        let mut r2 = Vec::new();
+        apply(&mut r2, &mut dead, 5, Write::Value(&row0));
+        apply(&mut r2, &mut dead, 6, Write::Delete);
+        assert!(!is_live(&dead));
+    }
+
+    #[test]
+    fn a_delta_that_does_not_fit_is_an_error() {
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        let mut v = vec![0u64; 4];
+        delta(&[(0, b"toolong")], |w| {
+            assert!(merge(&schema(), &[], &mut v, 1, w, &mut scratch, &mut out).is_err());
+        });
+        delta(&[(9, b"x")], |w| {
+            assert!(merge(&schema(), &[], &mut v, 1, w, &mut scratch, &mut out).is_err());
+        });
+    }
+}

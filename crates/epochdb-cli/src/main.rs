@@ -271,8 +271,9 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured, j: report::Json) ->
     let Some(d) = &m.durable_latency_ns else { return j };
     let q = |q: f64| d.value_at_quantile(q) as f64 / 1e3;
     let c = db.checkpoint_stats();
+    let per_txn = m.log_bytes as f64 / m.committed.max(1) as f64;
     say!(
-        "  durability {:?}: {:.1} MB of log; latency to durability p50 {:.1} ms, p99 {:.1} ms; {} checkpoints ({:.1} MB, {:.1} MB skipped as >= e_l)",
+        "  durability {:?}: {:.1} MB of log ({per_txn:.0} B per committed transaction measured); latency to durability p50 {:.1} ms, p99 {:.1} ms; {} checkpoints ({:.1} MB, {:.1} MB skipped as >= e_l)",
         db.options().durability,
         db.log_bytes() as f64 / 1e6,
         q(0.5) / 1e3,
@@ -288,6 +289,7 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured, j: report::Json) ->
         .num("seconds", c.seconds);
     j.str("durability", durability_name(db.options().durability))
         .int("log_bytes", db.log_bytes())
+        .num("log_bytes_per_txn", per_txn)
         .obj("checkpoint", ckpt)
 }
 

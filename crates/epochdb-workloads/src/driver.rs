@@ -40,6 +40,9 @@ pub struct Measured {
     /// With durability on: per committed transaction, nanoseconds from
     /// submission until the driver saw its epoch become durable (SiloR §6.2).
     pub durable_latency_ns: Option<Histogram<u64>>,
+    /// Log bytes the engine wrote during the measured interval (as its
+    /// loggers count them: what they wrote by its end).
+    pub log_bytes: u64,
 }
 
 impl Measured {
@@ -210,6 +213,7 @@ pub fn run<C: Terminal + Send>(
         }
         measuring.store(true, Ordering::Relaxed);
         let begin = Instant::now();
+        let log_begin = engine.log_bytes();
         let mut timeseries = Vec::new();
         let mut latency_series_us = Vec::new();
         let (mut last, mut last_latency) = (0, 0);
@@ -248,6 +252,7 @@ pub fn run<C: Terminal + Send>(
         }
         stop.store(true, Ordering::Relaxed);
         let elapsed_s = begin.elapsed().as_secs_f64();
+        let log_bytes = engine.log_bytes().saturating_sub(log_begin);
         if settings.progress {
             eprintln!();
         }
@@ -255,9 +260,9 @@ pub fn run<C: Terminal + Send>(
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(TxnError::Fatal("benchmark thread panicked".into()))))
             .collect();
-        (joined, timeseries, latency_series_us, elapsed_s)
+        (joined, timeseries, latency_series_us, elapsed_s, log_bytes)
     });
-    let (joined, timeseries, latency_series_us, elapsed_s) = results;
+    let (joined, timeseries, latency_series_us, elapsed_s, log_bytes) = results;
     let mut measured = Measured {
         committed: 0,
         aborted: 0,
@@ -267,6 +272,7 @@ pub fn run<C: Terminal + Send>(
         timeseries,
         latency_series_us,
         durable_latency_ns: engine.durable_epoch().map(|_| histogram()),
+        log_bytes,
     };
     let mut clients = Vec::new();
     for r in joined {

@@ -54,6 +54,9 @@ impl Column {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schema {
     columns: Vec<Column>,
+    /// The length of every row, if all columns are fixed: then checking a
+    /// row is one comparison.
+    fixed_len: Option<usize>,
 }
 
 impl Schema {
@@ -66,7 +69,14 @@ impl Schema {
                 return Err(Error::Schema(format!("duplicate column {:?}", c.name)));
             }
         }
-        Ok(Schema { columns })
+        let fixed_len = columns
+            .iter()
+            .map(|c| match c.ty {
+                ColumnType::Fixed(n) => Some(n as usize),
+                ColumnType::Var(_) => None,
+            })
+            .sum();
+        Ok(Schema { columns, fixed_len })
     }
 
     pub fn columns(&self) -> &[Column] {
@@ -109,6 +119,12 @@ impl Schema {
     /// row of this schema.
     pub fn column_ranges(&self, row: &[u8], out: &mut Vec<std::ops::Range<usize>>) -> Result<()> {
         out.clear();
+        self.walk(row, |r| out.push(r))
+    }
+
+    /// Calls `f` with each column's byte range in `row`, or fails if `row`
+    /// is not a row of this schema.
+    fn walk(&self, row: &[u8], mut f: impl FnMut(std::ops::Range<usize>)) -> Result<()> {
         let mut at = 0usize;
         let bad = |c: &Column| Error::Schema(format!("row too short for column {:?}", c.name));
         for c in &self.columns {
@@ -127,7 +143,7 @@ impl Schema {
             if at + len > row.len() {
                 return Err(bad(c));
             }
-            out.push(at..at + len);
+            f(at..at + len);
             at += len;
         }
         if at != row.len() {
@@ -138,7 +154,11 @@ impl Schema {
 
     /// Checks that `row` is a row of this schema.
     pub fn validate(&self, row: &[u8]) -> Result<()> {
-        self.column_ranges(row, &mut Vec::with_capacity(self.columns.len()))
+        match self.fixed_len {
+            Some(n) if row.len() == n => Ok(()),
+            Some(n) => Err(Error::Schema(format!("a row of {} bytes; this schema's rows have {n}", row.len()))),
+            None => self.walk(row, |_| {}),
+        }
     }
 
     /// Column `i` of `row`.

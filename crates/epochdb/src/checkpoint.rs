@@ -38,11 +38,21 @@ const SYNC_EVERY: u64 = 32 << 20;
 /// epoch advance or garbage collection for long.
 const CHUNK: usize = 256;
 
+/// The longest incremental chain: the next checkpoint is a full one.
+const MAX_CHAIN: usize = 16;
+const DELETES_FILE: &str = "deletes";
+
 /// What the last checkpoint did.
 #[derive(Debug, Clone, Default)]
 pub struct CheckpointStats {
     /// Checkpoints installed since open.
     pub installed: u64,
+    /// It recorded only the rows changed since the previous checkpoint
+    /// (Gawain), not every row.
+    pub incremental: bool,
+    /// Checkpoints recovery would load now: 1 after a full checkpoint, one
+    /// more after each incremental one.
+    pub chain: usize,
     /// `e_l` of the last installed checkpoint.
     pub epoch: u64,
     /// Bytes in its files.
@@ -119,6 +129,7 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+    let since = incremental_base(shared);
     let tables = shared.tables_snapshot();
     let dirs = shared.options.checkpoint_dirs();
     let out: Mutex<Vec<Result<Part>>> = Mutex::new(Vec::new());
@@ -127,12 +138,12 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         for (i, dir) in dirs.iter().enumerate() {
             let (tables, out) = (&tables, &out);
             s.spawn(move || {
-                let r = write_part(shared, stop, dir, i, parts, e_l, tables);
+                let r = write_part(shared, stop, dir, i, parts, e_l, since, tables);
                 lock(out).push(r);
             });
         }
     });
-    let mut stats = CheckpointStats { epoch: e_l, ..Default::default() };
+    let mut stats = CheckpointStats { epoch: e_l, incremental: since.is_some(), ..Default::default() };
     let mut files = Vec::new();
     for r in out.into_inner().unwrap_or_else(|e| e.into_inner()) {
         let p = r?;
@@ -143,6 +154,16 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         stats.skipped_bytes += p.skipped_bytes;
         stats.records += p.records;
         files.extend(p.files);
+    }
+    // Deletes below e_l: an incremental checkpoint records them, as the
+    // rows may have left the index, and older checkpoints hold them; a
+    // full checkpoint holds no deleted row. Later ones wait for the next.
+    let deletes = shared.deletions.drain_below(e_l);
+    if since.is_some() {
+        let (path, len, n) = write_deletes(shared, &dirs[0], e_l, &deletes)?;
+        stats.bytes += len;
+        stats.records += n;
+        files.push((path, len));
     }
     let e_h = epochs.current();
     let durable = shared.durable.as_ref().ok_or(crate::Error::NotDurable)?;
@@ -155,7 +176,12 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
     }
     {
         let mut m = lock(&shared.manifest);
-        m.checkpoint = Some(CheckpointInfo { e_l, e_h, files });
+        let previous = m.checkpoint.replace(CheckpointInfo { e_l, e_h, files });
+        match previous {
+            Some(p) if since.is_some() => m.chain.push(p),
+            _ => m.chain.clear(),
+        }
+        stats.chain = m.chain.len() + 1;
         m.voids.retain(|v| v.1 >= e_l);
         m.store(shared.options.data_dir.as_deref().unwrap_or(Path::new(".")), &shared.io)?;
     }
@@ -163,6 +189,86 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
     stats.installed = lock(&shared.checkpoint_stats).installed + 1;
     stats.seconds = start.elapsed().as_secs_f64();
     Ok(Some(stats))
+}
+
+/// `Some(e)`: the next checkpoint records only rows changed in epochs
+/// `>= e`, the `e_l` of the installed one (Gawain's `E_oldc`). Only with
+/// delta logging and checkpoints; never for the first checkpoint since
+/// open (deletes before a crash are not in the deletions list, so a full
+/// checkpoint starts a new chain); and not once the chain's incremental
+/// checkpoints hold as many bytes as its full one or it has `MAX_CHAIN`
+/// links: a full checkpoint then compacts the chain, so recovery never
+/// loads more than about twice a full checkpoint.
+fn incremental_base(shared: &Shared) -> Option<u64> {
+    if shared.options.durability != crate::Durability::DeltaAndCheckpoint {
+        return None;
+    }
+    if lock(&shared.checkpoint_stats).installed == 0 {
+        return None;
+    }
+    let m = lock(&shared.manifest);
+    let newest = m.checkpoint.as_ref()?;
+    let bytes = |c: &CheckpointInfo| c.files.iter().map(|f| f.1).sum::<u64>();
+    let mut links = m.checkpoints();
+    let full = links.next().map_or(0, bytes);
+    let incremental: u64 = links.map(bytes).sum();
+    (m.chain.len() + 1 < MAX_CHAIN && incremental < full).then_some(newest.e_l)
+}
+
+/// Writes the tombstones of `deletes` into `dir/ckpt.<e_l>/deletes`;
+/// returns its path, length and entries.
+fn write_deletes(shared: &Shared, dir: &Path, e_l: u64, deletes: &[Deletion]) -> Result<(PathBuf, u64, u64)> {
+    let io = &shared.io;
+    let ckpt_dir = dir.join(format!("{DIR_PREFIX}{e_l}"));
+    let path = ckpt_dir.join(DELETES_FILE);
+    let mut f = BlockWriter::create(&path, CHECKPOINT_MAGIC, io, 0)?;
+    let mut block = frame::new_block(BLOCK + 4096);
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    for (i, (table, key, tid)) in deletes.iter().enumerate() {
+        log::encode_txn(&mut block, *tid, 1);
+        log::encode_entry(&mut block, *table, key, None);
+        (lo, hi) = (lo.min(tid.epoch()), hi.max(tid.epoch()));
+        if block.len() >= BLOCK || i + 1 == deletes.len() {
+            frame::seal(&mut block, lo, hi);
+            f.append(io, &block)?;
+            block.truncate(frame::BLOCK_HEADER_LEN);
+            (lo, hi) = (u64::MAX, 0);
+        }
+    }
+    io.sync(&f.file)?;
+    io.sync_dir(&ckpt_dir)?;
+    Ok((path, f.written(), deletes.len() as u64))
+}
+
+/// A committed delete: table, key, TID.
+pub type Deletion = (u32, Box<[u8]>, Tid);
+
+/// The deletes committed since the last checkpoint, for incremental
+/// checkpoints: a deleted row may leave the index before a checkpoint scan
+/// could see its tombstone, while the chain's older checkpoints still hold
+/// the row. Sharded so that workers rarely share a lock.
+#[derive(Default)]
+pub struct Deletions {
+    shards: [Mutex<Vec<Deletion>>; 8],
+}
+
+impl Deletions {
+    /// Records a delete; `hint` spreads workers over the shards.
+    pub fn push(&self, hint: usize, d: Deletion) {
+        lock(&self.shards[hint % self.shards.len()]).push(d);
+    }
+
+    /// Takes the deletes from epochs below `e`, leaving the rest.
+    fn drain_below(&self, e: u64) -> Vec<Deletion> {
+        let mut out = Vec::new();
+        for s in &self.shards {
+            let mut v = lock(s);
+            let (below, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *v).into_iter().partition(|d| d.2.epoch() < e);
+            *v = rest;
+            out.extend(below);
+        }
+        out
+    }
 }
 
 /// One checkpointer's output.
@@ -174,7 +280,9 @@ struct Part {
 }
 
 /// Checkpointer `part` of `parts`: writes its subrange of every table into
-/// `dir/ckpt.<e_l>/t<table>.<j>`.
+/// `dir/ckpt.<e_l>/t<table>.<j>`; with `since`, only rows (and tombstones)
+/// from epochs `>= since`.
+#[allow(clippy::too_many_arguments)]
 fn write_part(
     shared: &Shared,
     stop: &AtomicBool,
@@ -182,6 +290,7 @@ fn write_part(
     part: usize,
     parts: usize,
     e_l: u64,
+    since: Option<u64>,
     tables: &[Arc<Table>],
 ) -> Result<Part> {
     let io = &shared.io;
@@ -230,13 +339,23 @@ fn write_part(
                     let word = unsafe { rec.as_ref() }.stable_read(&mut value);
                     let tid = Tid::of_word(word);
                     let size = 22 + key.len() + value.len();
-                    if tid::is_absent(word) {
-                        // Deleted: nothing to recover.
+                    let changed = since.is_none_or(|s| tid.epoch() >= s);
+                    // `Some(None)`: a tombstone.
+                    let entry = if tid::is_absent(word) {
+                        // Deleted: a full checkpoint omits the row; an
+                        // incremental one records that it is gone.
+                        (since.is_some() && changed).then_some(None)
+                    } else if !changed {
+                        None // unchanged since the previous checkpoint
                     } else if tid.epoch() >= e_l && skip_new {
                         result.skipped_bytes += size as u64;
+                        None
                     } else {
+                        Some(Some(&value[..]))
+                    };
+                    if let Some(v) = entry {
                         log::encode_txn(&mut block, tid, 1);
-                        log::encode_entry(&mut block, t.id.0, key, Some(&value));
+                        log::encode_entry(&mut block, t.id.0, key, v);
                         blo = blo.min(tid.epoch());
                         bhi = bhi.max(tid.epoch());
                         result.records += 1;
@@ -296,12 +415,12 @@ fn subrange(splits: &[Vec<u8>], i: usize, n: usize) -> Option<Range> {
 /// Deletes checkpoint directories other than the installed one (an
 /// interrupted checkpoint leaves one behind).
 fn remove_uninstalled(shared: &Shared) -> Result<()> {
-    let keep = lock(&shared.manifest).checkpoint.as_ref().map(|c| format!("{DIR_PREFIX}{}", c.e_l));
+    let keep: Vec<String> = lock(&shared.manifest).checkpoints().map(|c| format!("{DIR_PREFIX}{}", c.e_l)).collect();
     for dir in shared.options.checkpoint_dirs() {
         std::fs::create_dir_all(&dir)?;
         for entry in std::fs::read_dir(&dir)? {
             let name = entry?.file_name().to_string_lossy().into_owned();
-            if name.starts_with(DIR_PREFIX) && Some(&name) != keep.as_ref() {
+            if name.starts_with(DIR_PREFIX) && !keep.contains(&name) {
                 std::fs::remove_dir_all(dir.join(&name))?;
             }
         }

@@ -6,7 +6,7 @@
 //! transactions (Silo §4.8), so no helper thread frees memory.
 
 use crate::catalog::{IndexId, IndexInfo, Table, TableDef, TableId, TableOptions};
-use crate::checkpoint::{CheckpointStats, Checkpointer};
+use crate::checkpoint::{CheckpointStats, Checkpointer, Deletions};
 use crate::epoch::{Advancer, EpochSlot, Epochs};
 use crate::error::{AbortReason, Error, Result};
 use crate::fsio::Io;
@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub manifest: Mutex<Manifest>,
     pub io: Io,
     pub checkpoint_stats: Mutex<CheckpointStats>,
+    /// Deletes not yet in a checkpoint (incremental checkpoints only).
+    pub deletions: Deletions,
     recovery: Option<RecoveryReport>,
 }
 
@@ -139,6 +141,7 @@ impl Database {
             manifest: Mutex::new(manifest),
             io,
             checkpoint_stats: Mutex::new(CheckpointStats::default()),
+            deletions: Deletions::default(),
             recovery: report,
         });
         let checkpointer = if checkpointing { Some(Checkpointer::start(shared.clone())?) } else { None };

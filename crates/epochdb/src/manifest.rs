@@ -17,6 +17,10 @@ pub struct Manifest {
     /// Indexed by table id.
     pub tables: Vec<TableEntry>,
     pub checkpoint: Option<CheckpointInfo>,
+    /// With incremental checkpoints (Gawain §3): the chain's earlier
+    /// checkpoints, oldest first; `checkpoint` is its newest. Recovery loads
+    /// them all.
+    pub chain: Vec<CheckpointInfo>,
     /// `(lo, hi)`: log records with epochs in `lo..=hi` are void. A crash
     /// left them on disk above pepoch; recovery ignored them, and new epochs
     /// start above `hi`, so they must stay ignored.
@@ -44,6 +48,11 @@ pub struct CheckpointInfo {
 }
 
 impl Manifest {
+    /// Every checkpoint recovery loads: the chain, then the newest.
+    pub fn checkpoints(&self) -> impl Iterator<Item = &CheckpointInfo> {
+        self.chain.iter().chain(&self.checkpoint)
+    }
+
     pub fn is_void(&self, epoch: u64) -> bool {
         self.voids.iter().any(|&(lo, hi)| lo <= epoch && epoch <= hi)
     }
@@ -61,17 +70,20 @@ impl Manifest {
             b.extend_from_slice(&parent.to_le_bytes());
             str(&mut b, index);
         }
+        let checkpoint = |b: &mut Vec<u8>, c: &CheckpointInfo| {
+            b.extend_from_slice(&c.e_l.to_le_bytes());
+            b.extend_from_slice(&c.e_h.to_le_bytes());
+            b.extend_from_slice(&(c.files.len() as u32).to_le_bytes());
+            for (p, len) in &c.files {
+                str(b, &p.to_string_lossy());
+                b.extend_from_slice(&len.to_le_bytes());
+            }
+        };
         match &self.checkpoint {
             None => b.push(0),
             Some(c) => {
                 b.push(1);
-                b.extend_from_slice(&c.e_l.to_le_bytes());
-                b.extend_from_slice(&c.e_h.to_le_bytes());
-                b.extend_from_slice(&(c.files.len() as u32).to_le_bytes());
-                for (p, len) in &c.files {
-                    str(&mut b, &p.to_string_lossy());
-                    b.extend_from_slice(&len.to_le_bytes());
-                }
+                checkpoint(&mut b, c);
             }
         }
         b.extend_from_slice(&(self.voids.len() as u32).to_le_bytes());
@@ -97,6 +109,10 @@ impl Manifest {
                 b.extend_from_slice(&len.to_le_bytes());
             }
         }
+        b.extend_from_slice(&(self.chain.len() as u32).to_le_bytes());
+        for c in &self.chain {
+            checkpoint(&mut b, c);
+        }
         b
     }
 
@@ -121,13 +137,16 @@ impl Manifest {
             let index = str_(&mut p)?;
             m.tables.push(TableEntry { name, index_of: (parent != u32::MAX).then_some((parent, index)), schema: None });
         }
-        if take(&mut p, 1)?[0] == 1 {
-            let (e_l, e_h) = (u64_(&mut p)?, u64_(&mut p)?);
+        let checkpoint = |p: &mut &[u8]| {
+            let (e_l, e_h) = (u64_(p)?, u64_(p)?);
             let mut files = Vec::new();
-            for _ in 0..u32_(&mut p)? {
-                files.push((PathBuf::from(str_(&mut p)?), u64_(&mut p)?));
+            for _ in 0..u32_(p)? {
+                files.push((PathBuf::from(str_(p)?), u64_(p)?));
             }
-            m.checkpoint = Some(CheckpointInfo { e_l, e_h, files });
+            Some(CheckpointInfo { e_l, e_h, files })
+        };
+        if take(&mut p, 1)?[0] == 1 {
+            m.checkpoint = Some(checkpoint(&mut p)?);
         }
         for _ in 0..u32_(&mut p)? {
             m.voids.push((u64_(&mut p)?, u64_(&mut p)?));
@@ -150,6 +169,9 @@ impl Manifest {
                 columns.push(Column { name, ty });
             }
             m.tables.get_mut(table)?.schema = Some(Schema::new(columns).ok()?);
+        }
+        for _ in 0..u32_(&mut p)? {
+            m.chain.push(checkpoint(&mut p)?);
         }
         p.is_empty().then_some(m)
     }
@@ -199,6 +221,7 @@ mod tests {
                 TableEntry { name: "t.by_x".into(), index_of: Some((0, "by_x".into())), schema: None },
             ],
             checkpoint: Some(CheckpointInfo { e_l: 5, e_h: 9, files: vec![("c/t0.0".into(), 123)] }),
+            chain: vec![CheckpointInfo { e_l: 2, e_h: 3, files: vec![("c/t0.0".into(), 45)] }],
             voids: vec![(10, 12)],
         };
         m.store(&dir, &Io::default()).expect("store");

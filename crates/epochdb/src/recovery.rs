@@ -118,7 +118,8 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
     let pepoch = PepochFile::read(data_dir)?.unwrap_or(0);
     let tables = tables_of(&manifest);
     let threads = options.recovery_threads();
-    let (e_l, e_h) = manifest.checkpoint.as_ref().map_or((0, 0), |c| (c.e_l, c.e_h));
+    let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
+    let e_h = manifest.checkpoints().map(|c| c.e_h).max().unwrap_or(0);
     let mut ctx = Ctx {
         tables: &tables,
         manifest: &manifest,
@@ -135,7 +136,7 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
 
     // Checkpoint.
     let mut checkpoint_files = Vec::new();
-    if let Some(c) = &manifest.checkpoint {
+    for c in manifest.checkpoints() {
         for (path, len) in &c.files {
             let actual = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
             if actual != *len {

@@ -189,6 +189,10 @@ impl Txn<'_> {
                     self.keep_old_version(rec, old, snap_epoch);
                 }
                 rec.tid.unlock_to(new_word | ABSENT_BIT);
+                if self.w.shared.options.durability == crate::Durability::DeltaAndCheckpoint {
+                    let hint = self.w as *const _ as usize / 64;
+                    self.w.shared.deletions.push(hint, (w.table, rec.key().into(), tid));
+                }
                 let c = Cleanup { snap_epoch, table: w.table, key: rec.key().into(), word: new_word | ABSENT_BIT };
                 self.w.garbage.defer_cleanup(c);
             }

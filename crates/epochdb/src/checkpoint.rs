@@ -47,6 +47,8 @@ const DELETES_FILE: &str = "deletes";
 pub struct CheckpointStats {
     /// Checkpoints installed since open.
     pub installed: u64,
+    /// Bytes of all checkpoints installed since open.
+    pub total_bytes: u64,
     /// It recorded only the rows changed since the previous checkpoint
     /// (Gawain), not every row.
     pub incremental: bool,
@@ -186,7 +188,9 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         m.store(shared.options.data_dir.as_deref().unwrap_or(Path::new(".")), &shared.io)?;
     }
     remove_obsolete(shared, e_l)?;
-    stats.installed = lock(&shared.checkpoint_stats).installed + 1;
+    let before = lock(&shared.checkpoint_stats).clone();
+    stats.installed = before.installed + 1;
+    stats.total_bytes = before.total_bytes + stats.bytes;
     stats.seconds = start.elapsed().as_secs_f64();
     Ok(Some(stats))
 }

@@ -56,7 +56,7 @@ DURABILITY OPTIONS (bench):
     --epoch-ms MS       epoch length [40]
 
 RECOVER OPTIONS:
-    --threads N         recovery threads [all cores]
+    --threads N         recovery workers, fed by one reader thread [all cores]
     --check W           after recovery, check tpcc consistency conditions
                         1-4, or that every ycsb row is well formed
     --salvage           recover what is valid past corruption instead of

@@ -14,6 +14,14 @@
 //! epochs `< e_l` are deleted. Recovery loads the checkpoint and replays
 //! the log from `e_l`: records the checkpoint skipped or saw mid-change are
 //! all in the log, and the largest TID wins.
+//!
+//! With delta logging nothing is skipped for being newer than `e_l` (the
+//! log may hold only some of its columns), and with `DeltaAndCheckpoint`
+//! checkpoints after the first since open are incremental (Gawain §3):
+//! only records changed since the installed checkpoint's `e_l`, tombstones
+//! included, plus the deletes committed since (the deletions list). They
+//! form a chain in the manifest, loaded whole at recovery, until a full
+//! checkpoint compacts it (`incremental_base`).
 
 use crate::catalog::Table;
 use crate::db::Shared;

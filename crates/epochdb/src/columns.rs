@@ -17,6 +17,7 @@
 use crate::catalog::{ColumnType, Schema};
 use crate::log::Write;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -26,9 +27,33 @@ const SHARDS: usize = 64;
 /// `[newest delete, column 0, column 1, ...]`, raw TIDs; 0 = never.
 pub type Versions = Box<[u64]>;
 
+/// Hashes a record address: one multiplication (Fibonacci hashing), not
+/// SipHash, which was a tenth of delta recovery's time. Addresses are not
+/// chosen by an adversary.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(26)
+    }
+}
+
+type Shard = HashMap<usize, Versions, BuildHasherDefault<AddrHasher>>;
+
 /// The version vectors of the rows being recovered.
 pub struct ColumnVersions {
-    shards: Vec<Mutex<HashMap<usize, Versions>>>,
+    shards: Vec<Mutex<Shard>>,
     /// Some vector exists: until then, whole-row writes skip the lookup.
     any: AtomicBool,
 }
@@ -40,7 +65,7 @@ impl Default for ColumnVersions {
 }
 
 impl ColumnVersions {
-    fn shard(&self, rec: usize) -> std::sync::MutexGuard<'_, HashMap<usize, Versions>> {
+    fn shard(&self, rec: usize) -> std::sync::MutexGuard<'_, Shard> {
         crate::log::lock(&self.shards[(rec >> 6) % SHARDS])
     }
 
@@ -85,6 +110,13 @@ pub fn missing(v: &[u64]) -> Vec<usize> {
     (1..v.len()).filter(|&c| v[c] <= v[0]).map(|c| c - 1).collect()
 }
 
+/// Buffers `merge` reuses.
+#[derive(Default)]
+pub struct MergeScratch {
+    ranges: Vec<Range<usize>>,
+    cols: Vec<(bool, Range<usize>)>,
+}
+
 /// The newest TID in a vector: the record's TID.
 pub fn newest(v: &[u64]) -> u64 {
     v.iter().copied().max().unwrap_or(0)
@@ -100,43 +132,60 @@ pub fn merge(
     v: &mut [u64],
     tid: u64,
     write: Write<'_>,
-    scratch: &mut Vec<Range<usize>>,
+    s: &mut MergeScratch,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
     let n = schema.columns().len();
-    let mut cols: Vec<&[u8]> = vec![&[]; n];
-    if schema.column_ranges(row, scratch).is_ok() {
-        for (c, r) in scratch.iter().enumerate() {
-            cols[c] = &row[r.clone()];
+    // Each column's bytes: `(true, range)` in the write, `(false, range)`
+    // in the old row; an empty range for a blank column.
+    let cols = &mut s.cols;
+    cols.clear();
+    cols.resize(n, (false, 0..0));
+    if schema.column_ranges(row, &mut s.ranges).is_ok() {
+        for (c, r) in s.ranges.iter().enumerate() {
+            cols[c].1 = r.clone();
         }
     }
-    let mut fresh: Vec<Option<&[u8]>> = vec![None; n];
-    match write {
+    let fresh: &[u8] = match write {
         Write::Value(value) => {
-            schema.column_ranges(value, scratch).map_err(|e| format!("a row that does not fit its schema: {e}"))?;
-            for (c, r) in scratch.iter().enumerate() {
-                fresh[c] = Some(&value[r.clone()]);
+            schema
+                .column_ranges(value, &mut s.ranges)
+                .map_err(|e| format!("a row that does not fit its schema: {e}"))?;
+            for (c, r) in s.ranges.iter().enumerate() {
+                if tid > v[c + 1] {
+                    (cols[c], v[c + 1]) = ((true, r.clone()), tid);
+                }
             }
+            value
         }
         Write::Delete => {
             v[0] = v[0].max(tid);
-            fresh.iter_mut().for_each(|f| *f = Some(&[]));
+            for c in 0..n {
+                if tid > v[c + 1] {
+                    (cols[c], v[c + 1]) = ((true, 0..0), tid);
+                }
+            }
+            &[]
         }
         Write::Delta(d) => {
+            // Column bytes within the delta's payload.
+            let base = d.payload().as_ptr() as usize;
             for (c, bytes) in d {
-                let slot = fresh.get_mut(c as usize).ok_or_else(|| format!("a delta of column {c} of {n}"))?;
-                *slot = Some(bytes);
+                let c = c as usize;
+                if c >= n {
+                    return Err(format!("a delta of column {c} of {n}"));
+                }
+                if tid > v[c + 1] {
+                    let at = bytes.as_ptr() as usize - base;
+                    (cols[c], v[c + 1]) = ((true, at..at + bytes.len()), tid);
+                }
             }
+            d.payload()
         }
-    }
-    for c in 0..n {
-        if let Some(b) = fresh[c].filter(|_| tid > v[c + 1]) {
-            cols[c] = b;
-            v[c + 1] = tid;
-        }
-    }
+    };
     out.clear();
-    for (c, col) in schema.columns().iter().zip(cols) {
+    for (c, (new, r)) in schema.columns().iter().zip(cols.iter()) {
+        let col = if *new { &fresh[r.clone()] } else { &row[r.clone()] };
         match c.ty {
             ColumnType::Fixed(len) if col.is_empty() => out.resize(out.len() + len as usize, 0),
             ColumnType::Fixed(len) if col.len() != len as usize => {
@@ -174,7 +223,7 @@ mod tests {
     }
 
     fn apply(row: &mut Vec<u8>, v: &mut [u64], tid: u64, w: Write<'_>) {
-        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        let (mut scratch, mut out) = (MergeScratch::default(), Vec::new());
         merge(&schema(), row, v, tid, w, &mut scratch, &mut out).expect("merge");
         *row = out;
     }
@@ -229,7 +278,7 @@ mod tests {
 
     #[test]
     fn a_delta_that_does_not_fit_is_an_error() {
-        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        let (mut scratch, mut out) = (MergeScratch::default(), Vec::new());
         let mut v = vec![0u64; 4];
         delta(&[(0, b"toolong")], |w| {
             assert!(merge(&schema(), &[], &mut v, 1, w, &mut scratch, &mut out).is_err());

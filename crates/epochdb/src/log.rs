@@ -89,6 +89,13 @@ impl<'a> Write<'a> {
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct Columns<'a>(&'a [u8]);
 
+impl<'a> Columns<'a> {
+    /// The encoded columns (the bytes an iteration walks).
+    pub fn payload(&self) -> &'a [u8] {
+        self.0
+    }
+}
+
 impl<'a> Iterator for Columns<'a> {
     type Item = (u16, &'a [u8]);
 

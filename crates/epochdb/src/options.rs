@@ -98,7 +98,8 @@ pub struct Options {
     /// Log buffers per worker. A worker blocks only when all of its buffers
     /// wait for the logger.
     pub log_buffers: usize,
-    /// Threads that load checkpoints and replay logs at open. 0: one per CPU.
+    /// Recovery workers that load checkpoints and replay logs at open (fed
+    /// by one more thread that reads the files). 0: one per CPU.
     pub recovery_threads: usize,
     /// Recover what is valid past damaged blocks and files, instead of
     /// stopping with [`Error::Corrupt`]. A torn tail of a `data.log` is

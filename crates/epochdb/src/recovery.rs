@@ -1,11 +1,12 @@
 //! Parallel recovery (SiloR §5).
 //!
-//! 1. Read the manifest (catalog, installed checkpoint, void epochs) and
-//!    the pepoch file.
-//! 2. Load the checkpoint's files with `n` threads.
-//! 3. Replay the log files with the same threads, newest first, skipping
-//!    records with epochs `< e_l` (the checkpoint has them), `> pepoch`
-//!    (never durable) or void.
+//! 1. Read the manifest (catalog, installed checkpoint and its incremental
+//!    chain, void epochs) and the pepoch file.
+//! 2. Load the checkpoints' files: a reader thread streams their blocks to
+//!    `n` workers, which apply them.
+//! 3. Replay the log files the same way, newest first, skipping records
+//!    with epochs `< e_l` (the checkpoint has them), `> pepoch` (never
+//!    durable) or void.
 //! 4. Remove the tombstones that deletes left.
 //!
 //! Every record carries its TID, and a key keeps the version with the
@@ -15,6 +16,8 @@
 //! removes them. The result is the state after every transaction in an
 //! epoch `<= pepoch`: a prefix of the serial order, because TIDs order
 //! conflicting transactions and epochs are prefixes of it (ARCHITECTURE.md).
+//! Delta entries (Gawain) are merged column by column instead, with the
+//! version vectors of `columns.rs`, under the same record locks.
 
 use crate::catalog::{Schema, Table, TableId};
 use crate::checkpoint::CHECKPOINT_MAGIC;
@@ -31,7 +34,8 @@ use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -261,22 +265,23 @@ struct FileEnd {
     valid_len: u64,
 }
 
-/// One phase's files, shared by the recovery threads. Each thread takes a
-/// file of its own while unstarted files remain (threads on different
-/// files, holding different epochs, mostly touch different leaves); then it
-/// joins the file with the most bytes left, so a single large file is still
-/// replayed by every thread. Blocks are taken one at a time under the
-/// file's lock (reading and checksumming a block from the page cache costs
-/// about 1% of replaying it) and replayed outside it. Versions of a key may
-/// arrive in any order: `install` keeps the largest TID under the record's
-/// lock.
+/// One phase's files, read by the reader thread (`stream`) and replayed
+/// by the recovery workers: a pipeline (Gawain §3). With `n` recovery
+/// threads there are `n - 1` workers, and the reader replays a block
+/// itself whenever their queue is full. The reader keeps `n` files open,
+/// newest first, and takes a block from each in turn, so threads mostly
+/// apply blocks of different files,
+/// holding different epochs and touching different leaves (sharing one
+/// file's blocks from the start was measured slower, from contention on
+/// the same leaves); when fewer files remain, every worker still gets
+/// blocks, so a single large file is replayed by all. Versions of a key
+/// may arrive in any order: `install` keeps the largest TID (or merges
+/// columns) under the record's lock.
 struct Blocks<'a> {
     files: &'a [(PathBuf, u64, bool)],
     magic: &'a [u8; 8],
-    /// The next file no thread has started.
-    next: AtomicUsize,
     states: Vec<Mutex<FileState>>,
-    /// A thread failed: the others stop taking blocks.
+    /// A thread failed: the others stop.
     failed: AtomicBool,
 }
 
@@ -298,22 +303,6 @@ struct Claimed {
 }
 
 impl Blocks<'_> {
-    /// A file for a thread that has none: an unstarted one, else the
-    /// unfinished one with the most bytes left; `None` when all are done.
-    fn pick(&self) -> Option<usize> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
-        if i < self.files.len() {
-            return Some(i);
-        }
-        (0..self.files.len())
-            .filter_map(|j| {
-                let s = lock(&self.states[j]);
-                (!s.done).then(|| (self.files[j].1.saturating_sub(s.read_to), j))
-            })
-            .max()
-            .map(|(_, j)| j)
-    }
-
     /// Reads the next block of file `i` into `payload`, or `None` when the
     /// file is done.
     fn next_in(&self, i: usize, ctx: &Ctx<'_>, payload: &mut Vec<u8>) -> Result<Option<Claimed>> {
@@ -359,25 +348,58 @@ impl Blocks<'_> {
         Ok(None)
     }
 
-    /// One recovery thread's loop.
-    fn replay_all(&self, ctx: &Ctx<'_>, retired: &mut Vec<Retired>) -> Result<()> {
-        let (mut mine, mut payload) = (None, Vec::new());
-        while !self.failed.load(Ordering::Relaxed) {
-            let Some(i) = mine.or_else(|| self.pick()) else { break };
-            mine = Some(i);
-            let Some(b) = self.next_in(i, ctx, &mut payload)? else {
-                mine = None;
+    /// The reader: streams the wanted blocks to the workers, each with a
+    /// buffer they send back; `width` files at a time, a block from each in
+    /// turn. When the queue is full (or there are no workers) it replays
+    /// the block itself, so `n` recovery threads keep `n` cores busy.
+    /// Returns when all are read, or a thread failed.
+    fn stream(
+        &self,
+        ctx: &Ctx<'_>,
+        width: usize,
+        to_workers: Option<&SyncSender<Job>>,
+        free: &Receiver<Vec<u8>>,
+        retired: &mut Vec<Retired>,
+    ) -> Result<()> {
+        let (mut window, mut next, mut turn) = (Vec::with_capacity(width), 0, 0);
+        let mut spare = None; // the buffer of a block not wanted
+        loop {
+            while window.len() < width && next < self.files.len() {
+                window.push(next);
+                next += 1;
+            }
+            if window.is_empty() || self.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            turn %= window.len();
+            let mut payload = spare.take().or_else(|| free.try_recv().ok()).unwrap_or_default();
+            let Some(b) = self.next_in(window[turn], ctx, &mut payload)? else {
+                window.remove(turn);
                 continue;
             };
-            // Checkpoint blocks hold only epochs below e_l; log blocks are
-            // wanted if they overlap [e_l, pepoch].
-            if ctx.phase == Phase::Checkpoint || (b.hi >= ctx.e_l && b.lo <= ctx.pepoch) {
-                replay(ctx, &self.files[b.file].0, b.at, &payload, retired)?;
+            turn += 1;
+            // Checkpoint blocks are all loaded; log blocks are wanted if
+            // they overlap [e_l, pepoch].
+            if ctx.phase == Phase::Log && (b.hi < ctx.e_l || b.lo > ctx.pepoch) {
+                spare = Some(payload);
+                continue;
             }
+            let (b, payload) = match to_workers {
+                None => (b, payload),
+                Some(w) => match w.try_send((b, payload)) {
+                    Ok(()) => continue,
+                    Err(TrySendError::Full(job)) => job,
+                    Err(TrySendError::Disconnected(_)) => return Ok(()), // the workers are gone
+                },
+            };
+            replay(ctx, &self.files[b.file].0, b.at, &payload, retired)?;
+            spare = Some(payload);
         }
-        Ok(())
     }
 }
+
+/// A block for a worker to replay, and its bytes.
+type Job = (Claimed, Vec<u8>);
 
 /// Replays every block of `files` with `threads` threads. Returns what each
 /// file held, and the records replaced, to free once all threads are done.
@@ -390,24 +412,51 @@ fn replay_files(
     let blocks = Blocks {
         files,
         magic,
-        next: AtomicUsize::new(0),
         states: files.iter().map(|_| Mutex::default()).collect(),
         failed: AtomicBool::new(false),
     };
+    // `threads` in all: the reader and `threads - 1` workers.
+    let (threads, workers) = (threads.max(1), threads.max(1) - 1);
+    // A few blocks in flight per worker keep them busy while the reader
+    // (a page-cache copy and a CRC per block, far faster than replay)
+    // runs ahead; the buffers circulate back to it.
+    let (to_workers, jobs) = std::sync::mpsc::sync_channel::<Job>(2 * workers.max(1));
+    let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let jobs = Mutex::new(jobs);
     let out = Mutex::new((Vec::new(), None));
+    let fail = |e: Error| {
+        blocks.failed.store(true, Ordering::Relaxed);
+        lock(&out).1.get_or_insert(e);
+    };
     std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(|| {
+        let (blocks, fail) = (&blocks, &fail);
+        let out = &out;
+        s.spawn(move || {
+            let (free_rx, mut retired) = (free_rx, Vec::new());
+            let to_workers = (workers > 0).then_some(to_workers);
+            if let Err(e) = blocks.stream(ctx, threads, to_workers.as_ref(), &free_rx, &mut retired) {
+                fail(e);
+            }
+            lock(out).0.extend(retired);
+            // Dropping `to_workers` here ends the workers' loops.
+        });
+        for _ in 0..workers {
+            let (free_tx, jobs) = (free_tx.clone(), &jobs);
+            s.spawn(move || {
                 let mut retired = Vec::new();
-                let outcome = blocks.replay_all(ctx, &mut retired);
-                if outcome.is_err() {
-                    blocks.failed.store(true, Ordering::Relaxed);
+                // A failed worker goes on taking jobs (and dropping them),
+                // so the reader is never stuck on a full queue.
+                loop {
+                    let job = lock(jobs).recv(); // the guard ends here, not after replay
+                    let Ok((b, payload)) = job else { break };
+                    if !blocks.failed.load(Ordering::Relaxed) {
+                        if let Err(e) = replay(ctx, &blocks.files[b.file].0, b.at, &payload, &mut retired) {
+                            fail(e);
+                        }
+                    }
+                    let _ = free_tx.send(payload);
                 }
-                let mut out = lock(&out);
-                out.0.extend(retired);
-                if let Err(e) = outcome {
-                    out.1.get_or_insert(e);
-                }
+                lock(out).0.extend(retired);
             });
         }
     });
@@ -462,7 +511,7 @@ struct Target<'a> {
 struct Scratch {
     old: Vec<u8>,
     row: Vec<u8>,
-    ranges: Vec<std::ops::Range<usize>>,
+    merge: columns::MergeScratch,
 }
 
 /// The TID word of a row with versions `v`.
@@ -492,7 +541,7 @@ fn install(
                 Write::Delta(_) => {
                     let schema = need_schema()?;
                     let mut v = vec![0u64; schema.columns().len() + 1].into_boxed_slice();
-                    columns::merge(schema, &[], &mut v, tid.raw(), write, &mut s.ranges, &mut s.row)?;
+                    columns::merge(schema, &[], &mut v, tid.raw(), write, &mut s.merge, &mut s.row)?;
                     Some(v)
                 }
                 _ => None,
@@ -540,7 +589,7 @@ fn install(
         let (value, word) = match (versions.as_mut(), t.schema) {
             (Some(v), Some(schema)) => {
                 r.copy_value(&mut s.old);
-                if let Err(e) = columns::merge(schema, &s.old, v, tid.raw(), write, &mut s.ranges, &mut s.row) {
+                if let Err(e) = columns::merge(schema, &s.old, v, tid.raw(), write, &mut s.merge, &mut s.row) {
                     t.columns.put(addr, versions.take().unwrap_or_default());
                     r.tid.unlock_to(old);
                     return Err(e);

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{child, durable_options, temp_dir, Rng};
+use common::{child, contents, durable_options, temp_dir, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableId, TableOptions};
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -145,20 +145,6 @@ fn child_process_entry_point() {
     }
 }
 
-fn contents(db: &Database) -> State {
-    let t = table(db);
-    let mut w = db.worker().expect("worker");
-    w.run(|txn| {
-        let mut m = State::new();
-        txn.scan(t, .., usize::MAX, |k, v| {
-            m.insert(k.to_vec(), v.to_vec());
-            true
-        })?;
-        Ok(m)
-    })
-    .expect("scan")
-}
-
 #[test]
 fn column_updates_across_checkpoints_and_crashes_recover_exactly_the_model() {
     let dir = temp_dir("columns");
@@ -181,7 +167,7 @@ fn column_updates_across_checkpoints_and_crashes_recover_exactly_the_model() {
             let db = Database::open(options(&dir)).expect("recover");
             let r = db.recovery_report().expect("report");
             assert!(r.dropped.iter().all(|d| d.contains("torn tail")), "{r:?}");
-            let got = contents(&db);
+            let got = contents(&db, table(&db));
             if got == model(acked) {
                 next.set(acked);
             } else {

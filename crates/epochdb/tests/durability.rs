@@ -8,23 +8,10 @@
 
 mod common;
 
-use common::{durable_options, temp_dir};
+use common::{contents, durable_options, temp_dir};
 use epochdb::{Column, Database, Durability, Error, Faults, Options, Schema, TableId, TableOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-fn contents(db: &Database, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut w = db.worker().expect("worker");
-    w.run(|txn| {
-        let mut m = BTreeMap::new();
-        txn.scan(t, .., usize::MAX, |k, v| {
-            m.insert(k.to_vec(), v.to_vec());
-            true
-        })?;
-        Ok(m)
-    })
-    .expect("scan")
-}
 
 /// Asserts two states are equal, naming the first differing keys.
 fn assert_same(got: &BTreeMap<Vec<u8>, Vec<u8>>, want: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
@@ -94,7 +81,9 @@ fn a_clean_reopen_recovers_everything_including_deletes() {
             churn(&db, t, 2000, &mut model);
         }
         for round in 0..3 {
-            let db = Database::open(durable_options(&dir, durability)).expect("reopen");
+            // 1, 2 and 3 recovery threads: the reader alone, then with workers.
+            let options = Options { recovery_threads: round + 1, ..durable_options(&dir, durability) };
+            let db = Database::open(options).expect("reopen");
             let report = db.recovery_report().expect("report").clone();
             assert!(report.dropped.is_empty(), "{report:?}");
             let t = table(&db, "t");
@@ -190,7 +179,10 @@ fn checkpoints(mode: Durability) {
             let s = db.checkpoint_stats();
             skipped |= s.skipped_bytes > 0;
             chained |= s.incremental && s.chain > 1;
-            assert!(std::time::Instant::now() < deadline, "too few checkpoints, or none skipped (chained) a row: {s:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "too few checkpoints, or none skipped (chained) a row: {s:?}"
+            );
         }
         let s = db.checkpoint_stats();
         assert!(s.records >= 500 || s.incremental, "stable rows in: {s:?}");

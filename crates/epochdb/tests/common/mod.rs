@@ -3,7 +3,8 @@
 
 pub mod child;
 
-use epochdb::{Database, Options};
+use epochdb::{Database, Options, TableId};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Fast epochs and short snapshot distance, so that epoch-driven behaviour
@@ -61,4 +62,18 @@ pub fn durable_options(dir: &std::path::Path, durability: epochdb::Durability) -
         log_buffer_size: 16 << 10,
         ..Options::default()
     }
+}
+
+/// Every row of table `t`, read in one transaction.
+pub fn contents(db: &Database, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| {
+        let mut m = BTreeMap::new();
+        txn.scan(t, .., usize::MAX, |k, v| {
+            m.insert(k.to_vec(), v.to_vec());
+            true
+        })?;
+        Ok(m)
+    })
+    .expect("scan")
 }

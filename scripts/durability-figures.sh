@@ -5,18 +5,14 @@
 # 20 s so that each holds a whole checkpoint cycle (the first checkpoint
 # starts 10 s after open, the default interval); a 10 s run held one
 # checkpoint or none, depending on how long the load took.
-# Usage: scripts/durability-figures.sh [DATA_DIR]   (needs ~6 GB free there)
+# Usage: [ONLY=recovery] scripts/durability-figures.sh [DATA_DIR]   (needs ~12 GB free there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p epochdb-cli
-bin=target/release/epochdb
+source scripts/figures-lib.sh
 dir=${1:-target/figures-data}
-out=target/figures
-mkdir -p "$out"
-field() { grep -m1 "\"$2\"" "$1" | sed 's/.*: //; s/,$//'; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-for wl in tpcc ycsb; do
+# ONLY=recovery skips the throughput runs.
+[ "${ONLY:-}" = recovery ] || for wl in tpcc ycsb; do
   for run in 1 2 3; do
     for d in off log log+checkpoint; do
       $bin bench $wl --threads 2 --duration 20 --quiet --durability $d --data-dir "$dir" \
@@ -39,26 +35,9 @@ done
 
 # A database of >= 2 GB of log and checkpoint (the checkpoint interval is
 # long enough that the logs since the first checkpoint are all kept), then
-# recovery. Every recovery starts from a copy of that same directory (a
-# recovery seals data.log and moves the epochs on), synced and read once so
-# that recovery reads from the page cache, as SiloR §6 measures it (the
-# log is written with O_DIRECT and is not in the page cache otherwise).
+# recovery of fresh copies of it.
 rm -rf "$dir" "$dir.orig"
 $bin bench tpcc --threads 2 --duration 30 --quiet --durability log+checkpoint --checkpoint-interval 20 \
-  --data-dir "$dir" > /dev/null
-mv "$dir" "$dir.orig"
-$bin inspect --data-dir "$dir.orig" | head -5
-for run in 1 2 3; do
-  for t in 1 2; do
-    rm -rf "$dir"
-    cp -r "$dir.orig" "$dir"
-    sync
-    cat "$dir"/log/* "$dir"/checkpoint/*/* > /dev/null
-    $bin recover --data-dir "$dir" --threads $t --quiet --json "$out/recover-$t-$run.json" | head -1
-  done
-done
-for t in 1 2; do
-  s=$(for r in 1 2 3; do field "$out/recover-$t-$r.json" seconds; done | median)
-  echo "recovery with $t threads: median $s s"
-done
+  --data-dir "$dir.orig" > /dev/null
+recover_medians "$dir.orig" "$dir" durability
 rm -rf "$dir" "$dir.orig"

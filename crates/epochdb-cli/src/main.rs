@@ -273,12 +273,13 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured, j: report::Json) ->
     let c = db.checkpoint_stats();
     let per_txn = m.log_bytes as f64 / m.committed.max(1) as f64;
     say!(
-        "  durability {:?}: {:.1} MB of log ({per_txn:.0} B per committed transaction measured); latency to durability p50 {:.1} ms, p99 {:.1} ms; {} checkpoints, {:.1} MB in all (last: {} {:.1} MB, {:.1} MB skipped as >= e_l; chain of {})",
+        "  durability {:?}: {:.1} MB of log ({per_txn:.0} B per committed transaction measured); latency to durability p50 {:.1} ms, p99 {:.1} ms; {} checkpoints ({} incremental), {:.1} MB in all (last: {} {:.1} MB, {:.1} MB skipped as >= e_l; chain of {})",
         db.options().durability,
         db.log_bytes() as f64 / 1e6,
         q(0.5) / 1e3,
         q(0.99) / 1e3,
         c.installed,
+        c.incremental_installed,
         c.total_bytes as f64 / 1e6,
         if c.incremental { "incremental" } else { "full" },
         c.bytes as f64 / 1e6,
@@ -288,6 +289,7 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured, j: report::Json) ->
     let ckpt = report::Json::new()
         .int("installed", c.installed)
         .int("total_bytes", c.total_bytes)
+        .int("incremental_installed", c.incremental_installed)
         .str("last", if c.incremental { "incremental" } else { "full" })
         .int("chain", c.chain as u64)
         .int("bytes", c.bytes)

@@ -57,6 +57,8 @@ pub struct CheckpointStats {
     pub installed: u64,
     /// Bytes of all checkpoints installed since open.
     pub total_bytes: u64,
+    /// How many of them were incremental.
+    pub incremental_installed: u64,
     /// It recorded only the rows changed since the previous checkpoint
     /// (Gawain), not every row.
     pub incremental: bool,
@@ -199,6 +201,7 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
     let before = lock(&shared.checkpoint_stats).clone();
     stats.installed = before.installed + 1;
     stats.total_bytes = before.total_bytes + stats.bytes;
+    stats.incremental_installed = before.incremental_installed + u64::from(stats.incremental);
     stats.seconds = start.elapsed().as_secs_f64();
     Ok(Some(stats))
 }

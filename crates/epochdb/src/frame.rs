@@ -22,9 +22,10 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The on-disk format version, in every file header. Version 2 added the
-/// zero padding of direct-I/O log files; version-1 files (no padding) are
-/// still read.
-pub const VERSION: u32 = 2;
+/// zero padding of direct-I/O log files; version 3, delta log entries and
+/// the manifest's schemas and checkpoint chain (so a build that cannot
+/// read them says so by version). Versions 1 and 2 are still read.
+pub const VERSION: u32 = 3;
 const OLDEST_READABLE: u32 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const BLOCK_HEADER_LEN: usize = 32;

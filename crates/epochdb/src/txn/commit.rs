@@ -113,7 +113,9 @@ impl Txn<'_> {
         let global = self.w.global_tid.then_some(&self.w.shared.global_tid.0);
         let tid = self.w.tidgen.generate(max, epoch, global);
         // Phase 3
-        self.w.delta.reset(self.w.sets.write.len());
+        if self.w.shared.options.durability.delta() {
+            self.w.delta.reset(self.w.sets.write.len());
+        }
         for i in 0..self.w.sets.write.len() {
             self.install(i, tid, epoch);
         }

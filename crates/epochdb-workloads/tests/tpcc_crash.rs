@@ -15,7 +15,6 @@ use epochdb_workloads::engine::{Engine, EpochDb, TxnError, TxnKind, Variant};
 use epochdb_workloads::keygen::Rng;
 use epochdb_workloads::tpcc::Tpcc;
 use epochdb_workloads::tpcc_rows::{key, Order};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -100,14 +99,9 @@ fn child_process_entry_point() {
 /// client's thread number makes its HISTORY keys unique across runs and
 /// keeps its home warehouse `thread + 1`.
 fn run_forever(engine: &EpochDb, tpcc: &Tpcc, dir: &Path, run: usize, thread: usize) {
-    let mut acks = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("acks.{run}.{thread}")))
-        .expect("acks file");
+    let mut acks = child::Acks::open(dir, &format!("{run}.{thread}"));
     let mut worker = engine.worker().expect("worker");
     let mut client = tpcc.client(run * THREADS + thread, (run * 100 + thread) as u64);
-    let mut pending: Vec<(u64, String)> = Vec::new();
     loop {
         match client.run_one(&mut *worker) {
             Ok(_) | Err(TxnError::Rollback) => {} // TPC-C's 1% deliberate rollbacks
@@ -115,17 +109,12 @@ fn run_forever(engine: &EpochDb, tpcc: &Tpcc, dir: &Path, run: usize, thread: us
         }
         let epoch = worker.last_commit_epoch();
         if let Some((w, d, o)) = client.last.new_order {
-            pending.push((epoch, format!("o {w} {d} {o}\n")));
+            acks.push(epoch, format!("o {w} {d} {o}"));
         }
         for &(w, d, o) in &client.last.delivered {
-            pending.push((epoch, format!("d {w} {d} {o}\n")));
+            acks.push(epoch, format!("d {w} {d} {o}"));
         }
-        let durable = engine.durable_epoch().expect("durable engine");
-        let n = pending.iter().take_while(|p| p.0 <= durable).count();
-        if n > 0 {
-            let lines: String = pending.drain(..n).map(|p| p.1).collect();
-            acks.write_all(lines.as_bytes()).expect("ack");
-        }
+        acks.flush(engine.durable_epoch().expect("durable engine"));
     }
 }
 

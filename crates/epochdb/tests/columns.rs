@@ -16,7 +16,6 @@ use common::{child, contents, durable_options, temp_dir, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableId, TableOptions};
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -117,8 +116,7 @@ fn child_process_entry_point() {
     let db = Database::open(options(dir)).expect("child open");
     let t = table(&db);
     let mut w = db.worker().expect("worker");
-    let mut acks =
-        std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("acks.{run}"))).expect("acks file");
+    let mut acks = child::Acks::open(dir, &run);
     for i in start.. {
         w.run_durable(|txn| {
             let mut failed = None;
@@ -141,7 +139,7 @@ fn child_process_entry_point() {
             Ok(())
         })
         .expect("transaction");
-        writeln!(acks, "{i}").expect("ack");
+        acks.write_now(&i.to_string()); // `run_durable` waited for durability
     }
 }
 

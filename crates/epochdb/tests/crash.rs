@@ -16,7 +16,6 @@ mod common;
 use common::{child, durable_options, temp_dir, u64_of, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableId, TableOptions};
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -84,14 +83,9 @@ fn child_process_entry_point() {
 }
 
 fn transfer_forever(db: &Database, dir: &Path, run: u64, thread: u64, [accounts, journal, gone]: [TableId; 3]) {
-    let mut acks = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("acks.{run}.{thread}")))
-        .expect("acks file");
+    let mut acks = child::Acks::open(dir, &format!("{run}.{thread}"));
     let mut w = db.worker().expect("worker");
     let mut rng = Rng(run * 1000 + thread + 1);
-    let mut pending: Vec<(u64, String)> = Vec::new();
     for seq in 0u64.. {
         let id = (run << 40) | (thread << 32) | seq;
         let (from, to, amount) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS), rng.below(50));
@@ -109,18 +103,13 @@ fn transfer_forever(db: &Database, dir: &Path, run: u64, thread: u64, [accounts,
                 Ok(())
             })
             .expect("transfer");
-        pending.push((info.epoch, format!("+{id}\n")));
+        acks.push(info.epoch, format!("+{id}"));
         if seq >= 3 && seq % 3 == 0 {
-            pending.push((info.epoch, format!("-{}\n", id - 3)));
+            acks.push(info.epoch, format!("-{}", id - 3));
         }
         // Throttled, so the state the parent verifies stays small.
         std::thread::sleep(Duration::from_micros(20));
-        let durable = db.durable_epoch();
-        let n = pending.iter().take_while(|p| p.0 <= durable).count();
-        if n > 0 {
-            let lines: String = pending.drain(..n).map(|p| p.1).collect();
-            acks.write_all(lines.as_bytes()).expect("ack");
-        }
+        acks.flush(db.durable_epoch());
     }
 }
 

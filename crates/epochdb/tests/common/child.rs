@@ -4,6 +4,7 @@
 //! includes this file by path.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -74,4 +75,39 @@ pub fn ack_lines(dir: &Path) -> Vec<String> {
         lines.extend(text.split_inclusive('\n').filter(|l| l.ends_with('\n')).map(|l| l.trim_end().to_string()));
     }
     lines
+}
+
+/// A child's side file of acknowledgements (`dir/acks.<name>`, read back by
+/// [`ack_lines`]): lines wait in `pending` with their transaction's epoch
+/// and are written once that epoch is durable.
+pub struct Acks {
+    file: std::fs::File,
+    pending: Vec<(u64, String)>,
+}
+
+impl Acks {
+    pub fn open(dir: &Path, name: &str) -> Acks {
+        let path = dir.join(format!("acks.{name}"));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("acks file");
+        Acks { file, pending: Vec::new() }
+    }
+
+    /// Acknowledges `line` once epoch `epoch` is durable.
+    pub fn push(&mut self, epoch: u64, line: String) {
+        self.pending.push((epoch, line));
+    }
+
+    /// Acknowledges `line` now (its transaction is known durable).
+    pub fn write_now(&mut self, line: &str) {
+        self.file.write_all(format!("{line}\n").as_bytes()).expect("ack");
+    }
+
+    /// Writes the pending lines of epochs `<= durable`.
+    pub fn flush(&mut self, durable: u64) {
+        let n = self.pending.iter().take_while(|p| p.0 <= durable).count();
+        if n > 0 {
+            let lines: String = self.pending.drain(..n).map(|p| p.1 + "\n").collect();
+            self.file.write_all(lines.as_bytes()).expect("ack");
+        }
+    }
 }

@@ -280,11 +280,11 @@ struct FileEnd {
 struct Blocks<'a> {
     files: &'a [(PathBuf, u64, bool)],
     magic: &'a [u8; 8],
-    states: Vec<Mutex<FileState>>,
     /// A thread failed: the others stop.
     failed: AtomicBool,
 }
 
+/// The reader's progress through one file (only the reader touches it).
 #[derive(Default)]
 struct FileState {
     reader: Option<BlockReader>,
@@ -305,8 +305,7 @@ struct Claimed {
 impl Blocks<'_> {
     /// Reads the next block of file `i` into `payload`, or `None` when the
     /// file is done.
-    fn next_in(&self, i: usize, ctx: &Ctx<'_>, payload: &mut Vec<u8>) -> Result<Option<Claimed>> {
-        let mut s = lock(&self.states[i]);
+    fn next_in(&self, i: usize, s: &mut FileState, ctx: &Ctx<'_>, payload: &mut Vec<u8>) -> Result<Option<Claimed>> {
         let (path, _, current) = &self.files[i];
         while !s.done && !self.failed.load(Ordering::Relaxed) {
             let Some(reader) = s.reader.as_mut() else {
@@ -355,6 +354,7 @@ impl Blocks<'_> {
     /// Returns when all are read, or a thread failed.
     fn stream(
         &self,
+        states: &mut [FileState],
         ctx: &Ctx<'_>,
         width: usize,
         to_workers: Option<&SyncSender<Job>>,
@@ -373,7 +373,8 @@ impl Blocks<'_> {
             }
             turn %= window.len();
             let mut payload = spare.take().or_else(|| free.try_recv().ok()).unwrap_or_default();
-            let Some(b) = self.next_in(window[turn], ctx, &mut payload)? else {
+            let i = window[turn];
+            let Some(b) = self.next_in(i, &mut states[i], ctx, &mut payload)? else {
                 window.remove(turn);
                 continue;
             };
@@ -409,12 +410,8 @@ fn replay_files(
     files: &[(PathBuf, u64, bool)],
     magic: &[u8; 8],
 ) -> Result<(Vec<FileEnd>, Vec<Retired>)> {
-    let blocks = Blocks {
-        files,
-        magic,
-        states: files.iter().map(|_| Mutex::default()).collect(),
-        failed: AtomicBool::new(false),
-    };
+    let blocks = Blocks { files, magic, failed: AtomicBool::new(false) };
+    let mut states: Vec<FileState> = files.iter().map(|_| FileState::default()).collect();
     // `threads` in all: the reader and `threads - 1` workers.
     let (threads, workers) = (threads.max(1), threads.max(1) - 1);
     // A few blocks in flight per worker keep them busy while the reader
@@ -430,11 +427,11 @@ fn replay_files(
     };
     std::thread::scope(|s| {
         let (blocks, fail) = (&blocks, &fail);
-        let out = &out;
+        let (out, states) = (&out, &mut states);
         s.spawn(move || {
             let (free_rx, mut retired) = (free_rx, Vec::new());
             let to_workers = (workers > 0).then_some(to_workers);
-            if let Err(e) = blocks.stream(ctx, threads, to_workers.as_ref(), &free_rx, &mut retired) {
+            if let Err(e) = blocks.stream(states, ctx, threads, to_workers.as_ref(), &free_rx, &mut retired) {
                 fail(e);
             }
             lock(out).0.extend(retired);
@@ -444,8 +441,7 @@ fn replay_files(
             let (free_tx, jobs) = (free_tx.clone(), &jobs);
             s.spawn(move || {
                 let mut retired = Vec::new();
-                // A failed worker goes on taking jobs (and dropping them),
-                // so the reader is never stuck on a full queue.
+                // After a failure, jobs still queued are dropped unreplayed.
                 loop {
                     let job = lock(jobs).recv(); // the guard ends here, not after replay
                     let Ok((b, payload)) = job else { break };
@@ -466,7 +462,7 @@ fn replay_files(
         unsafe { free_all(retired) };
         return Err(e);
     }
-    let ends = blocks.states.into_iter().map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner()).end).collect();
+    let ends = states.into_iter().map(|s| s.end).collect();
     Ok((ends, retired))
 }
 

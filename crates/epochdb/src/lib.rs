@@ -22,7 +22,7 @@
 pub mod catalog;
 mod checkpoint;
 mod columns;
-mod crc32c;
+pub mod crc32c;
 mod db;
 mod epoch;
 mod error;

@@ -35,11 +35,14 @@ const NODE: usize = 16 * LINE;
 const FANOUT: usize = 15;
 const VALUE: u64 = 56;
 const LEAF: u64 = 1;
-/// Split-record layout: state, new root, counts, then node lists.
+/// Split-record layout: state, the root word's address, the new root,
+/// counts, then node lists. All trees of a heap share one record: splits
+/// happen one at a time (one executor per partition).
 const MAX_NEW: usize = 24;
 const MAX_OLD: usize = 12;
+const LISTS: u64 = 40;
 /// Bytes of a split record (caller-provided, 8-aligned).
-pub const SPLIT_RECORD: usize = 8 * (4 + MAX_NEW + MAX_OLD);
+pub const SPLIT_RECORD: usize = LISTS as usize + 8 * (MAX_NEW + MAX_OLD);
 
 fn entry(node: u64, i: usize) -> u64 {
     node + ((i + 1) * LINE) as u64
@@ -58,47 +61,21 @@ pub fn key_too_long(key: &[u8]) -> io::Error {
 }
 
 impl BTree {
-    /// Creates an empty tree (one empty leaf).
+    /// Creates an empty tree (one empty leaf). The leaf stays in the
+    /// allocated state: the caller marks it persisted once the tree is
+    /// reachable.
     pub fn create(heap: &mut Heap, root_at: u64, split_at: u64) -> io::Result<BTree> {
         let leaf = new_node(heap, LEAF)?;
         heap.persist(leaf, LINE);
-        heap.persisted(leaf);
         heap.set_u64(root_at, leaf);
         heap.persist(root_at, 8);
         Ok(BTree { root_at, split_at })
     }
 
-    /// Opens a tree after a restart, finishing or undoing an interrupted
-    /// split.
-    pub fn recover(heap: &mut Heap, root_at: u64, split_at: u64) -> BTree {
-        let t = BTree { root_at, split_at };
-        if heap.u64(split_at) == 1 {
-            let switched = heap.u64(root_at) == heap.u64(split_at + 8);
-            let (new, old) = t.split_lists(heap);
-            for n in new {
-                if switched {
-                    heap.persisted(n);
-                } else if heap.state(n) != crate::pmem::SlotState::Unallocated {
-                    heap.free(n);
-                }
-            }
-            if switched {
-                for o in old {
-                    if heap.state(o) != crate::pmem::SlotState::Unallocated {
-                        heap.free(o);
-                    }
-                }
-            }
-            heap.set_u64(split_at, 0);
-            heap.persist(split_at, 8);
-        }
-        t
-    }
-
-    fn split_lists(&self, heap: &Heap) -> (Vec<u64>, Vec<u64>) {
-        let (n, o) = (heap.u64(self.split_at + 16) as usize, heap.u64(self.split_at + 24) as usize);
-        let word = |i: usize| heap.u64(self.split_at + 32 + 8 * i as u64);
-        ((0..n.min(MAX_NEW)).map(word).collect(), (0..o.min(MAX_OLD)).map(|i| word(MAX_NEW + i)).collect())
+    /// A tree created earlier (after a restart, call [`recover_split`]
+    /// first).
+    pub fn open(root_at: u64, split_at: u64) -> BTree {
+        BTree { root_at, split_at }
     }
 
     pub fn root(&self, heap: &Heap) -> u64 {
@@ -190,14 +167,15 @@ impl BTree {
         assert!(new.len() <= MAX_NEW && old.len() <= MAX_OLD, "B+tree deeper than a split record holds");
         // The split record, then the switch, then the slot states.
         let rec = self.split_at;
-        heap.set_u64(rec + 8, root);
-        heap.set_u64(rec + 16, new.len() as u64);
-        heap.set_u64(rec + 24, old.len() as u64);
+        heap.set_u64(rec + 8, self.root_at);
+        heap.set_u64(rec + 16, root);
+        heap.set_u64(rec + 24, new.len() as u64);
+        heap.set_u64(rec + 32, old.len() as u64);
         for (i, &n) in new.iter().enumerate() {
-            heap.set_u64(rec + 32 + 8 * i as u64, n);
+            heap.set_u64(rec + LISTS + 8 * i as u64, n);
         }
         for (i, &o) in old.iter().enumerate() {
-            heap.set_u64(rec + 32 + 8 * (MAX_NEW + i) as u64, o);
+            heap.set_u64(rec + LISTS + 8 * (MAX_NEW + i) as u64, o);
         }
         heap.persist(rec + 8, SPLIT_RECORD - 8);
         heap.set_u64(rec, 1);
@@ -257,6 +235,36 @@ impl BTree {
         }
         out
     }
+}
+
+/// After a restart: finishes the split a crash interrupted if its root
+/// switch happened (marks the new nodes persisted, frees the replaced ones),
+/// else frees the new nodes.
+pub fn recover_split(heap: &mut Heap, split_at: u64) {
+    use crate::pmem::SlotState::Unallocated;
+    if heap.u64(split_at) != 1 {
+        return;
+    }
+    let (root_at, root) = (heap.u64(split_at + 8), heap.u64(split_at + 16));
+    let switched = heap.u64(root_at) == root;
+    let (n, o) = (heap.u64(split_at + 24) as usize, heap.u64(split_at + 32) as usize);
+    let word = |heap: &Heap, i: usize| heap.u64(split_at + LISTS + 8 * i as u64);
+    for i in 0..n.min(MAX_NEW) {
+        let node = word(heap, i);
+        if switched {
+            heap.persisted(node);
+        } else if heap.state(node) != Unallocated {
+            heap.free(node);
+        }
+    }
+    for i in 0..o.min(MAX_OLD) {
+        let node = word(heap, MAX_NEW + i);
+        if switched && heap.state(node) != Unallocated {
+            heap.free(node);
+        }
+    }
+    heap.set_u64(split_at, 0);
+    heap.persist(split_at, 8);
 }
 
 fn new_node(heap: &mut Heap, header: u64) -> io::Result<u64> {
@@ -397,6 +405,7 @@ mod tests {
         let (mut pm, _) = Pmem::open(Medium::Simulated, 64 << 20, Latency::default()).expect("pmem");
         let heap = &mut pm.heap;
         let t = BTree::create(heap, ROOT, ROOT + 64).expect("tree");
+        heap.persisted(t.root(heap));
         let mut model = BTreeMap::new();
         for i in 0..5000u32 {
             let k = key(i);
@@ -452,13 +461,16 @@ mod tests {
         for cut in (0..total).step_by(3) {
             let (mut pm, _) = Pmem::open(Medium::Simulated, 16 << 20, Latency::default()).expect("pmem");
             let t = BTree::create(&mut pm.heap, ROOT, ROOT + 64).expect("tree");
+            let root = t.root(&pm.heap);
+            pm.heap.persisted(root);
             pm.clock.cut_after(cut);
             for i in 0..n {
                 t.insert(&mut pm.heap, &key(i), i as u64).expect("insert");
             }
             let evict = Evict::Random { seed: cut, percent: 30 };
             let mut after = pm.crash(if cut % 2 == 0 { Evict::Nothing } else { evict }).expect("crash");
-            let t = BTree::recover(&mut after.heap, ROOT, ROOT + 64);
+            recover_split(&mut after.heap, ROOT + 64);
+            let t = BTree::open(ROOT, ROOT + 64);
             let present: Vec<bool> = (0..n).map(|i| t.get(&mut after.heap, &key(i)) == Some(i as u64)).collect();
             let k = present.iter().take_while(|p| **p).count();
             assert!(present[k..].iter().filter(|p| **p).count() <= 1, "cut {cut}: not a prefix: {present:?}");

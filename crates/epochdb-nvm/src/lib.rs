@@ -5,4 +5,7 @@
 //! the YCSB and TPC-C workloads drive through [`partition`].
 
 pub mod btree;
+pub mod engines;
 pub mod pmem;
+pub mod store;
+pub mod tuple;

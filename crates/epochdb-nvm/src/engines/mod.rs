@@ -1,0 +1,3 @@
+//! The six storage engines of the NVM study, each in its own module.
+
+pub mod nvm_inp;

@@ -1,7 +1,7 @@
 //! `epochdb`: the command line.
 //!
 //! ```text
-//! epochdb bench ycsb|tpcc [options]   benchmarks (see `epochdb help`)
+//! epochdb bench ycsb|tpcc|nvm [options]   benchmarks (see `epochdb help`)
 //! epochdb recover --data-dir DIR       recover a data directory and report
 //! epochdb inspect --data-dir DIR       summarize logs, pepoch, checkpoint
 //! ```
@@ -14,6 +14,8 @@
 /// this is the application's choice, and embedders can make the same one.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod nvm;
 
 use epochdb::{Durability, Options};
 use epochdb_workloads::driver::{self, Settings};
@@ -31,6 +33,7 @@ epochdb: a multicore in-memory transactional database
 USAGE:
     epochdb bench ycsb [OPTIONS]
     epochdb bench tpcc [OPTIONS]
+    epochdb bench nvm [OPTIONS]
     epochdb recover --data-dir DIR [--log-dir DIR ...] [--threads N]
                     [--check tpcc|ycsb] [--json FILE] [--salvage] [--quiet]
     epochdb inspect --data-dir DIR [--log-dir DIR ...]
@@ -82,6 +85,7 @@ TPC-C OPTIONS:
 
 /// Prints to stdout, ignoring a closed pipe (`epochdb ... | head -1`): the
 /// run's results are already in the JSON report, if one was asked for.
+#[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -102,7 +106,7 @@ fn main() -> ExitCode {
 }
 
 /// `--name value` and `--flag` arguments.
-struct Args {
+pub(crate) struct Args {
     /// Every value given for each option, in order.
     values: HashMap<String, Vec<String>>,
     flags: Vec<String>,
@@ -163,13 +167,14 @@ impl Args {
 fn run(args: &[String]) -> Result<ExitCode, String> {
     match args.first().map(String::as_str) {
         None | Some("help" | "--help" | "-h") => {
-            say!("{HELP}");
+            say!("{HELP}\n{}", nvm::HELP);
             Ok(ExitCode::SUCCESS)
         }
         Some("bench") => match args.get(1).map(String::as_str) {
             Some("ycsb") => bench_ycsb(Args::parse(&args[2..], BENCH_FLAGS)?),
             Some("tpcc") => bench_tpcc(Args::parse(&args[2..], BENCH_FLAGS)?),
-            other => Err(format!("unknown benchmark {other:?} (ycsb or tpcc)")),
+            Some("nvm") => nvm::bench(Args::parse(&args[2..], nvm::FLAGS)?),
+            other => Err(format!("unknown benchmark {other:?} (ycsb, tpcc or nvm)")),
         },
         Some("recover") => recover(Args::parse(&args[1..], RECOVER_FLAGS)?),
         Some("inspect") => inspect(Args::parse(&args[1..], &[])?),
@@ -186,7 +191,7 @@ fn rss_bytes() -> u64 {
 }
 
 /// Adds the fields every report ends with and writes it to `path`.
-fn write_report(path: &str, j: report::Json, consistency: &str) -> Result<(), String> {
+pub(crate) fn write_report(path: &str, j: report::Json, consistency: &str) -> Result<(), String> {
     let j = j.str("consistency", consistency).obj("run", report::provenance());
     std::fs::write(path, j.render(0) + "\n").map_err(|e| format!("{path}: {e}"))
 }

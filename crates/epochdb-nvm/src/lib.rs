@@ -6,6 +6,8 @@
 
 pub mod btree;
 pub mod engines;
+pub mod partition;
 pub mod pmem;
 pub mod store;
+pub mod testbed;
 pub mod tuple;

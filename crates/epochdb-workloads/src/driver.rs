@@ -157,6 +157,20 @@ pub fn run<C: Terminal + Send>(
     settings: &Settings,
     terminal: impl Fn(usize) -> C + Sync,
 ) -> TxnResult<(Measured, Vec<C>)> {
+    run_each(&[engine], settings, terminal)
+}
+
+/// [`run`], with thread `t` on `engines[t % engines.len()]`: the NVM
+/// testbed gives each thread its own partition, a separate engine.
+pub fn run_each<C: Terminal + Send>(
+    engines: &[&dyn Engine],
+    settings: &Settings,
+    terminal: impl Fn(usize) -> C + Sync,
+) -> TxnResult<(Measured, Vec<C>)> {
+    let Some(&first) = engines.first() else {
+        return Err(TxnError::Fatal("no engine to run on".into()));
+    };
+    let log_bytes = || engines.iter().map(|e| e.log_bytes()).sum::<u64>();
     let threads = settings.threads.max(1);
     let measuring = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
@@ -165,6 +179,7 @@ pub fn run<C: Terminal + Send>(
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let (measuring, stop, commits, terminal) = (&measuring, &stop, &commits, &terminal);
+                let engine = engines[t % engines.len()];
                 s.spawn(move || -> TxnResult<ThreadResult<C>> {
                     let mut worker = engine.worker()?;
                     let mut c = terminal(t);
@@ -213,7 +228,7 @@ pub fn run<C: Terminal + Send>(
         }
         measuring.store(true, Ordering::Relaxed);
         let begin = Instant::now();
-        let log_begin = engine.log_bytes();
+        let log_begin = log_bytes();
         let mut timeseries = Vec::new();
         let mut latency_series_us = Vec::new();
         let (mut last, mut last_latency) = (0, 0);
@@ -252,7 +267,7 @@ pub fn run<C: Terminal + Send>(
         }
         stop.store(true, Ordering::Relaxed);
         let elapsed_s = begin.elapsed().as_secs_f64();
-        let log_bytes = engine.log_bytes().saturating_sub(log_begin);
+        let log_bytes = log_bytes().saturating_sub(log_begin);
         if settings.progress {
             eprintln!();
         }
@@ -271,7 +286,7 @@ pub fn run<C: Terminal + Send>(
         latency_ns: histogram(),
         timeseries,
         latency_series_us,
-        durable_latency_ns: engine.durable_epoch().map(|_| histogram()),
+        durable_latency_ns: first.durable_epoch().map(|_| histogram()),
         log_bytes,
     };
     let mut clients = Vec::new();

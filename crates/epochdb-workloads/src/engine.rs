@@ -106,7 +106,8 @@ pub trait Engine: Sync {
         None
     }
 
-    /// Bytes of log written so far.
+    /// Bytes of log written so far (the NVM testbed's engines count every
+    /// byte they make durable: persisted cache lines and file writes).
     fn log_bytes(&self) -> u64 {
         0
     }

@@ -1,0 +1,155 @@
+//! `epochdb bench nvm`: the NVM storage-engine testbed (crate
+//! `epochdb-nvm`, README "Storage engines on persistent memory").
+
+use crate::{say, write_report, Args};
+use epochdb_nvm::testbed::{self, Config, Workload, ENGINES};
+use epochdb_workloads::report::Json;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+pub const HELP: &str = "\
+NVM TESTBED OPTIONS (epochdb bench nvm; defaults in brackets):
+    --engine E          nvm-inp [nvm-inp]
+    --workload W        ycsb | tpcc [ycsb]; tpcc loads one warehouse per
+                        partition
+    --mix M             read-only | read-heavy | balanced | write-heavy
+                        [balanced]
+    --skew S            low (50% of transactions on 20% of tuples) |
+                        high (90% on 10%) [low]
+    --latency L         dram | 2x | 8x: extra NVM latency per read miss and
+                        per persisted cache line of 0, 160 or 1120 ns [dram]
+    --tuples N          YCSB tuples of 10 x 100 bytes, all partitions
+                        together [2000000]
+    --partitions N      partitions, one executor thread each [all cores]
+    --duration S        measured seconds [10]
+    --warmup S          seconds run before measuring [2]
+    --dir DIR           NVM files, one directory per partition; emptied
+                        first [/dev/shm/epochdb-nvm]
+    --region-mib N      region size per partition (a sparse file) [auto]
+    --recovery N        instead of measuring throughput: run N transactions
+                        in a child process, SIGKILL it, and time the restart
+    --json FILE         write the report as JSON
+    --quiet             no progress line
+";
+
+pub const FLAGS: &[&str] = &["--quiet"];
+
+fn config(a: &mut Args) -> Result<Config, String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let engine = a.take_str("--engine").unwrap_or_else(|| "nvm-inp".into());
+    if !ENGINES.contains(&engine.as_str()) {
+        return Err(format!("unknown engine {engine:?} (one of {})", ENGINES.join(", ")));
+    }
+    let mix = a.take_str("--mix").unwrap_or_else(|| "balanced".into());
+    let skew = a.take_str("--skew").unwrap_or_else(|| "low".into());
+    let workload = match a.take_str("--workload").as_deref() {
+        None | Some("ycsb") => {
+            if !["read-only", "read-heavy", "balanced", "write-heavy"].contains(&mix.as_str()) {
+                return Err(format!("unknown mix {mix:?} (read-only, read-heavy, balanced or write-heavy)"));
+            }
+            if !["low", "high"].contains(&skew.as_str()) {
+                return Err(format!("unknown skew {skew:?} (low or high)"));
+            }
+            Workload::Ycsb { mix, skew }
+        }
+        Some("tpcc") => Workload::Tpcc,
+        Some(w) => return Err(format!("unknown workload {w:?} (ycsb or tpcc)")),
+    };
+    let latency = a.take_str("--latency").unwrap_or_else(|| "dram".into());
+    if epochdb_nvm::pmem::Latency::parse(&latency).is_none() {
+        return Err(format!("unknown latency {latency:?} (dram, 2x or 8x)"));
+    }
+    let c = Config {
+        engine,
+        workload,
+        latency,
+        tuples: a.take("--tuples", 2_000_000)?,
+        partitions: a.take("--partitions", cores)?,
+        duration: Duration::from_secs_f64(a.take("--duration", 10.0)?),
+        warmup: Duration::from_secs_f64(a.take("--warmup", 2.0)?),
+        dir: PathBuf::from(a.take_str("--dir").unwrap_or_else(|| "/dev/shm/epochdb-nvm".into())),
+        region_mib: a.take("--region-mib", 0)?,
+        progress: !a.flag("--quiet"),
+    };
+    if c.partitions == 0 || c.tuples < 2 * c.partitions as u64 {
+        return Err("--partitions must be at least 1, with at least 2 tuples each".into());
+    }
+    Ok(c)
+}
+
+/// The arguments that make a child run the same configuration.
+fn child_args(c: &Config, n: u64) -> Vec<String> {
+    let mut v: Vec<String> = ["bench", "nvm", "--engine", &c.engine, "--latency", &c.latency].map(String::from).into();
+    match &c.workload {
+        Workload::Ycsb { mix, skew } => {
+            v.extend(["--workload", "ycsb", "--mix", mix, "--skew", skew].map(String::from));
+        }
+        Workload::Tpcc => v.extend(["--workload", "tpcc"].map(String::from)),
+    }
+    v.extend(["--tuples".into(), c.tuples.to_string(), "--partitions".into(), c.partitions.to_string()]);
+    v.extend(["--dir".into(), c.dir.display().to_string(), "--region-mib".into(), c.region_mib.to_string()]);
+    v.extend(["--child".into(), n.to_string(), "--quiet".into()]);
+    v
+}
+
+pub fn bench(mut a: Args) -> Result<ExitCode, String> {
+    let cfg = config(&mut a)?;
+    let json_path = a.take_str("--json");
+    let recovery: Option<u64> = a.take_str("--recovery").map(|n| n.parse()).transpose().map_err(|_| "--recovery N")?;
+    let child: Option<u64> = a.take_str("--child").map(|n| n.parse()).transpose().map_err(|_| "--child N")?;
+    a.finish()?;
+    if let Some(n) = child {
+        testbed::child(&cfg, n).map_err(|e| e.to_string())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(n) = recovery {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(exe);
+        cmd.args(child_args(&cfg, n));
+        let (took, problems) = testbed::recovery(&cfg, cmd).map_err(|e| e.to_string())?;
+        let consistency = if problems.is_empty() { "ok".to_string() } else { problems.join("; ") };
+        say!(
+            "{} {}: restart after {n} transactions and a SIGKILL took {:.3} ms; consistency: {consistency}",
+            cfg.engine,
+            cfg.workload.name(),
+            took.as_secs_f64() * 1e3
+        );
+        if let Some(path) = json_path {
+            let j = Json::new()
+                .str("engine", &cfg.engine)
+                .str("workload", &cfg.workload.name())
+                .str("latency", &cfg.latency)
+                .int("partitions", cfg.partitions as u64)
+                .int("tuples", cfg.tuples)
+                .int("recovery_txns", n)
+                .num("recovery_ms", took.as_secs_f64() * 1e3);
+            write_report(&path, j, &consistency)?;
+        }
+        return Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    let r = testbed::run(&cfg).map_err(|e| e.to_string())?;
+    let f = &r.footprint;
+    say!(
+        "{} {} ({} latency, {} partitions): {:.0} txn/s; {:.1} lines ({:.0} bytes) persisted per txn; \
+         footprint {:.1} MB (table {:.1}, index {:.1}, log {:.1}, checkpoint {:.1}, other {:.1}); loaded in {:.1} s",
+        cfg.engine,
+        cfg.workload.name(),
+        cfg.latency,
+        cfg.partitions,
+        r.measured.throughput(),
+        r.lines_per_txn,
+        r.bytes_per_txn,
+        f.total() as f64 / 1e6,
+        f.table as f64 / 1e6,
+        f.index as f64 / 1e6,
+        f.log as f64 / 1e6,
+        f.checkpoint as f64 / 1e6,
+        f.other as f64 / 1e6,
+        r.load.as_secs_f64()
+    );
+    if let Some(path) = json_path {
+        write_report(&path, testbed::json(&cfg, &r), "not checked")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

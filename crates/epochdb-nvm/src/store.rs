@@ -6,7 +6,7 @@
 //! (or, for engines with group commit, queues them to become durable with
 //! their group: see [`Store::durable`]).
 
-use crate::pmem::Stats;
+use crate::pmem::{Pmem, Stats};
 use std::io;
 use std::sync::Arc;
 
@@ -87,7 +87,23 @@ pub trait Store: Send {
         Ok(())
     }
 
+    /// Does the engine's periodic background work now: InP's checkpoint,
+    /// the LSM engines' MemTable flush and compaction. Tests call it to
+    /// crash in the middle of it.
+    fn checkpoint(&mut self) -> Result {
+        Ok(())
+    }
+
     fn footprint(&self) -> Footprint;
+
+    /// The partition's NVM (tests crash it).
+    fn pmem(&self) -> &Pmem;
+
+    /// Storage nothing can reach any more: persistent memory slots that are
+    /// persisted but unreachable, or files no recovery would read. Tests
+    /// call it after recovery; it may reclaim allocated-but-unpersisted
+    /// slots first.
+    fn leaks(&mut self) -> Vec<String>;
 
     fn stats(&self) -> Arc<Stats>;
 }

@@ -17,11 +17,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The engines `--engine` accepts.
-pub const ENGINES: [&str; 1] = ["nvm-inp"];
+pub const ENGINES: [&str; 2] = ["inp", "nvm-inp"];
 
 /// Opens engine `name` on a partition's NVM (recovering what it holds).
 pub fn open_store(name: &str, pm: Pmem) -> io::Result<Box<dyn Store>> {
     Ok(match name {
+        "inp" => Box::new(engines::inp::Inp::open(pm)?),
         "nvm-inp" => Box::new(engines::nvm_inp::NvmInp::open(pm)?),
         _ => {
             return Err(io::Error::new(

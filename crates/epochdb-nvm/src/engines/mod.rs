@@ -1,3 +1,4 @@
 //! The six storage engines of the NVM study, each in its own module.
 
+pub mod inp;
 pub mod nvm_inp;

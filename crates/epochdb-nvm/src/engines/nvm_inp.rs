@@ -98,15 +98,6 @@ impl NvmInp {
         Ok(e)
     }
 
-    pub fn pmem(&self) -> &Pmem {
-        &self.pm
-    }
-
-    /// The heap, for tests that inspect slot states.
-    pub fn heap_mut(&mut self) -> &mut Heap {
-        &mut self.pm.heap
-    }
-
     /// Finishes a committed transaction's frees or undoes an uncommitted
     /// one, from the log in NVM.
     fn recover(&mut self) -> Result {
@@ -237,9 +228,8 @@ impl NvmInp {
     }
 
     /// Every slot the engine can reach: catalog, index nodes, tuples and
-    /// their variable slots, log entries (tests compare it with the
-    /// allocator's persisted slots to find leaks).
-    pub fn reachable(&mut self) -> Vec<u64> {
+    /// their variable slots, log entries.
+    fn reachable(&mut self) -> Vec<u64> {
         let mut out = vec![self.catalog.slot];
         let mut at = self.pm.heap.u64(WAL);
         while at != 0 {
@@ -379,4 +369,28 @@ impl Store for NvmInp {
     fn stats(&self) -> Arc<Stats> {
         self.pm.stats.clone()
     }
+
+    fn pmem(&self) -> &Pmem {
+        &self.pm
+    }
+
+    fn leaks(&mut self) -> Vec<String> {
+        let reachable = self.reachable();
+        heap_leaks(&mut self.pm.heap, reachable)
+    }
+}
+
+/// Persisted slots not in `reachable`, and reachable ones not persisted,
+/// after reclaiming every allocated-but-unpersisted slot.
+pub fn heap_leaks(heap: &mut Heap, mut reachable: Vec<u64>) -> Vec<String> {
+    heap.reclaim_all();
+    let mut live: Vec<u64> = heap.live().into_iter().map(|(o, _)| o).collect();
+    reachable.sort_unstable();
+    live.sort_unstable();
+    let unreachable = live.iter().filter(|s| reachable.binary_search(s).is_err());
+    let dangling = reachable.iter().filter(|s| live.binary_search(s).is_err());
+    unreachable
+        .map(|s| format!("slot {s} is persisted but unreachable"))
+        .chain(dangling.map(|s| format!("slot {s} is reachable but not persisted")))
+        .collect()
 }

@@ -7,7 +7,7 @@
 //! | 0 | magic `EPNVMHP1`, version, region length, chunk count, data start |
 //! | [`ROOT`] | the engine's root object, [`ROOT_LEN`] bytes |
 //! | 4096 | one class byte per chunk (0: unused, k: size class k - 1) |
-//! | data start | 1 MiB chunks; each begins with one state byte per slot |
+//! | data start | 256 KiB chunks; each begins with one state byte per slot |
 //!
 //! Every slot's state byte says unallocated (0), allocated (1) or
 //! persisted (2) in its low two bits, and which component owns it in the
@@ -34,7 +34,7 @@ const VERSION: u64 = 1;
 pub const ROOT: u64 = 512;
 pub const ROOT_LEN: usize = 4096 - ROOT as usize;
 const TABLE: u64 = 4096;
-const CHUNK: u64 = 1 << 20;
+const CHUNK: u64 = 256 << 10;
 /// Slot sizes (multiples of a cache line, ~1.5x apart, so a 1 KB YCSB tuple
 /// wastes little).
 const CLASSES: [u32; 20] = [

@@ -2,10 +2,11 @@
 //! fsync, for the traditional engines' logs, checkpoints and SSTables.
 //!
 //! Files live in the partition's directory, flat. In crash-simulation mode
-//! they live in memory: each has its written bytes and its synced bytes,
-//! and a crash keeps the synced ones. Creating, renaming and removing are
-//! durable at once in simulation, as on a journaling file system after the
-//! directory is synced (which the real mode does on every such call).
+//! they live in memory twice: as written, and as durable. Syncing a file
+//! copies its bytes to the durable side; renaming and removing apply to the
+//! durable side at once (the real mode syncs the directory on each), and a
+//! crash keeps only the durable side. All three are persistence events of
+//! the crash clock, so after its cut none of them reaches the durable side.
 
 use super::{Clock, Stats};
 use std::collections::{BTreeMap, HashMap};
@@ -15,15 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-#[derive(Clone, Default)]
-struct SimFile {
-    data: Vec<u8>,
-    synced: Vec<u8>,
-}
+type Files = BTreeMap<String, Vec<u8>>;
 
 enum Store {
     Dir { dir: PathBuf, open: HashMap<String, File> },
-    Sim(BTreeMap<String, SimFile>),
+    Sim { written: Files, durable: Files },
 }
 
 /// See the module documentation.
@@ -43,7 +40,7 @@ impl Fs {
     }
 
     pub(super) fn simulated(clock: Arc<Clock>, stats: Arc<Stats>) -> Fs {
-        Fs { store: Store::Sim(BTreeMap::new()), clock, stats }
+        Fs { store: Store::Sim { written: Files::new(), durable: Files::new() }, clock, stats }
     }
 
     /// Appends to `name`, creating it.
@@ -57,8 +54,8 @@ impl Fs {
                 }
                 open.get_mut(name).ok_or_else(|| not_found(name))?.write_all(data)
             }
-            Store::Sim(files) => {
-                files.entry(name.to_string()).or_default().data.extend_from_slice(data);
+            Store::Sim { written, .. } => {
+                written.entry(name.to_string()).or_default().extend_from_slice(data);
                 Ok(())
             }
         }
@@ -73,10 +70,10 @@ impl Fs {
                 Some(f) => f.sync_data(),
                 None => File::open(dir.join(name))?.sync_data(),
             },
-            Store::Sim(files) => {
-                let f = files.get_mut(name).ok_or_else(|| not_found(name))?;
+            Store::Sim { written, durable } => {
+                let f = written.get(name).ok_or_else(|| not_found(name))?;
                 if reach {
-                    f.synced.clone_from(&f.data);
+                    durable.insert(name.to_string(), f.clone());
                 }
                 Ok(())
             }
@@ -87,7 +84,7 @@ impl Fs {
     pub fn read(&self, name: &str) -> io::Result<Vec<u8>> {
         match &self.store {
             Store::Dir { dir, .. } => std::fs::read(dir.join(name)),
-            Store::Sim(files) => files.get(name).map(|f| f.data.clone()).ok_or_else(|| not_found(name)),
+            Store::Sim { written, .. } => written.get(name).cloned().ok_or_else(|| not_found(name)),
         }
     }
 
@@ -95,7 +92,7 @@ impl Fs {
     pub fn size(&self, name: &str) -> Option<u64> {
         match &self.store {
             Store::Dir { dir, .. } => std::fs::metadata(dir.join(name)).ok().map(|m| m.len()),
-            Store::Sim(files) => files.get(name).map(|f| f.data.len() as u64),
+            Store::Sim { written, .. } => written.get(name).map(|f| f.len() as u64),
         }
     }
 
@@ -113,23 +110,30 @@ impl Fs {
                 names.sort();
                 Ok(names)
             }
-            Store::Sim(files) => Ok(files.keys().cloned().collect()),
+            Store::Sim { written, .. } => Ok(written.keys().cloned().collect()),
         }
     }
 
     pub fn remove(&mut self, name: &str) -> io::Result<()> {
+        let reach = self.clock.tick();
         match &mut self.store {
             Store::Dir { dir, open } => {
                 open.remove(name);
                 std::fs::remove_file(dir.join(name))?;
                 File::open(&*dir)?.sync_all()
             }
-            Store::Sim(files) => files.remove(name).map(drop).ok_or_else(|| not_found(name)),
+            Store::Sim { written, durable } => {
+                if reach {
+                    durable.remove(name);
+                }
+                written.remove(name).map(drop).ok_or_else(|| not_found(name))
+            }
         }
     }
 
     /// Atomically replaces `to` with `from` (durable on return).
     pub fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
+        let reach = self.clock.tick();
         match &mut self.store {
             Store::Dir { dir, open } => {
                 open.remove(from);
@@ -137,9 +141,15 @@ impl Fs {
                 std::fs::rename(dir.join(from), dir.join(to))?;
                 File::open(&*dir)?.sync_all()
             }
-            Store::Sim(files) => {
-                let f = files.remove(from).ok_or_else(|| not_found(from))?;
-                files.insert(to.to_string(), f);
+            Store::Sim { written, durable } => {
+                let f = written.remove(from).ok_or_else(|| not_found(from))?;
+                written.insert(to.to_string(), f);
+                if reach {
+                    match durable.remove(from) {
+                        Some(d) => durable.insert(to.to_string(), d),
+                        None => durable.remove(to),
+                    };
+                }
                 Ok(())
             }
         }
@@ -164,13 +174,11 @@ impl Fs {
 
     /// Simulation: the files as a power failure leaves them.
     pub(super) fn crash(&self) -> Fs {
-        let files = match &self.store {
-            Store::Sim(files) => files
-                .iter()
-                .map(|(n, f)| (n.clone(), SimFile { data: f.synced.clone(), synced: f.synced.clone() }))
-                .collect(),
+        let durable = match &self.store {
+            Store::Sim { durable, .. } => durable.clone(),
             Store::Dir { .. } => panic!("Fs::crash needs crash-simulation mode"),
         };
-        Fs { store: Store::Sim(files), clock: self.clock.clone(), stats: self.stats.clone() }
+        let store = Store::Sim { written: durable.clone(), durable };
+        Fs { store, clock: self.clock.clone(), stats: self.stats.clone() }
     }
 }

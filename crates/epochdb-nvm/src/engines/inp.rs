@@ -1,0 +1,457 @@
+//! InP: the traditional in-place-update engine (NVM study §3.1), after
+//! VoltDB. NVM is used as if it were DRAM plus a disk:
+//!
+//! - tuples (fixed slots, fields over 8 bytes in variable slots) and B+tree
+//!   indexes live in memory from the allocator interface that the engine
+//!   does not rely on after a restart;
+//! - a write-ahead log on the file interface gets, per change, the after
+//!   image (insert), before and after images (update) or before image
+//!   (delete), and is written with group commit: committed transactions
+//!   become durable together when the group's block is appended and
+//!   fsynced;
+//! - every `checkpoint_interval` the executor writes a gzip-compressed
+//!   checkpoint of all tables, then drops the log before it;
+//! - recovery loads the newest checkpoint, replays the log after it, and
+//!   rebuilds every index on the way, so it takes longer the more
+//!   transactions ran since the checkpoint (§5.4).
+//!
+//! Files (FORMAT.md, "InP files"): `catalog`, `checkpoint.<s>`, `wal.<s>`.
+//! A checkpoint named s holds every transaction in the log segments before
+//! s.
+
+use crate::pmem::{Heap, Pmem, Stats};
+use crate::store::{corrupt, Footprint, Result, Store};
+use crate::tuple::{self, Catalog};
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a group may collect commits before it is written.
+pub const GROUP_COMMIT: Duration = Duration::from_millis(10);
+/// A group is also written once its block reaches this size.
+const GROUP_BYTES: usize = 1 << 20;
+/// Default seconds between checkpoints.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+/// The split record of the volatile trees (they never recover it).
+const SPLIT: u64 = crate::pmem::ROOT;
+
+const INSERT: u8 = 1;
+const UPDATE: u8 = 2;
+const DELETE: u8 = 3;
+
+enum Undo {
+    Inserted(u32, Vec<u8>),
+    Replaced(u32, Vec<u8>, Vec<u8>),
+    Deleted(u32, Vec<u8>, Vec<u8>),
+}
+
+pub struct Inp {
+    pm: Pmem,
+    /// Volatile memory for tuples and indexes.
+    heap: Heap,
+    catalog: Catalog,
+    undo: Vec<Undo>,
+    /// The open transaction's log records.
+    txn_log: Vec<u8>,
+    /// Committed transactions' records waiting for the group's write.
+    group: Vec<u8>,
+    group_started: Option<Instant>,
+    committed: u64,
+    durable: u64,
+    /// The log segment being appended to.
+    segment: u64,
+    last_checkpoint: Instant,
+    pub checkpoint_interval: Duration,
+    scratch: Vec<u8>,
+}
+
+fn segment_of(name: &str, prefix: &str) -> Option<u64> {
+    name.strip_prefix(prefix)?.parse().ok()
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// A reader of the records this module writes; errors name the file.
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+    file: &'a str,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let s = self.b.get(self.at..self.at + n).ok_or_else(|| corrupt(format!("{}: truncated record", self.file)))?;
+        self.at += n;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn done(&self) -> bool {
+        self.at >= self.b.len()
+    }
+}
+
+impl Inp {
+    pub fn open(pm: Pmem) -> Result<Inp> {
+        let mut heap = pm.volatile_heap();
+        let catalog = Catalog::create(&mut heap, SPLIT + 8, SPLIT + 64)?;
+        let mut e = Inp {
+            pm,
+            heap,
+            catalog,
+            undo: Vec::new(),
+            txn_log: Vec::new(),
+            group: Vec::new(),
+            group_started: None,
+            committed: 0,
+            durable: 0,
+            segment: 0,
+            last_checkpoint: Instant::now(),
+            checkpoint_interval: CHECKPOINT_INTERVAL,
+            scratch: Vec::new(),
+        };
+        e.recover()?;
+        Ok(e)
+    }
+
+    fn recover(&mut self) -> Result {
+        // A checkpoint or catalog a crash left half written.
+        for name in self.pm.fs.list()? {
+            if name.ends_with(".tmp") {
+                self.pm.fs.remove(&name)?;
+            }
+        }
+        if let Ok(cat) = self.pm.fs.read("catalog") {
+            for line in String::from_utf8_lossy(&cat).lines() {
+                let (name, cols) = line.split_once('\t').ok_or_else(|| corrupt("catalog: bad line"))?;
+                let cols: Vec<u16> =
+                    cols.split(',').filter(|c| !c.is_empty()).map(|c| c.parse().unwrap_or(0)).collect();
+                self.catalog.table(&mut self.heap, name, &cols)?;
+            }
+        }
+        let files = self.pm.fs.list()?;
+        let checkpoint = files.iter().filter_map(|n| segment_of(n, "checkpoint.")).max();
+        if let Some(s) = checkpoint {
+            let name = format!("checkpoint.{s}");
+            let mut body = Vec::new();
+            flate2::read::GzDecoder::new(&self.pm.fs.read(&name)?[..]).read_to_end(&mut body)?;
+            let mut c = Cursor { b: &body, at: 0, file: &name };
+            while !c.done() {
+                let table = c.u32()?;
+                let (key, value) = (c.bytes()?, c.bytes()?);
+                self.raw_put(table, key, value)?;
+            }
+        }
+        let start = checkpoint.unwrap_or(0);
+        self.drop_before(start)?;
+        let mut segments: Vec<u64> =
+            files.iter().filter_map(|n| segment_of(n, "wal.")).filter(|&s| s >= start).collect();
+        segments.sort_unstable();
+        for (i, &s) in segments.iter().enumerate() {
+            let name = format!("wal.{s}");
+            let data = self.pm.fs.read(&name)?;
+            let mut at = 0;
+            while at < data.len() {
+                // A block: length, CRC32C of the records, records.
+                let Some(head) = data.get(at..at + 8) else { break };
+                let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+                let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+                let Some(block) = data.get(at + 8..at + 8 + len) else { break };
+                if epochdb::crc32c::checksum(block) != crc {
+                    break;
+                }
+                self.replay(block, &name)?;
+                at += 8 + len;
+            }
+            // Only the newest segment may end in a torn block.
+            if at < data.len() && i + 1 < segments.len() {
+                return Err(corrupt(format!("{name}: corrupt block at offset {at}")));
+            }
+        }
+        // New writes start a new segment, never after a torn tail.
+        self.segment = segments.last().map_or(start, |s| s + 1).max(start);
+        Ok(())
+    }
+
+    fn replay(&mut self, block: &[u8], file: &str) -> Result {
+        let mut c = Cursor { b: block, at: 0, file };
+        while !c.done() {
+            let kind = c.take(1)?[0];
+            let table = c.u32()?;
+            let key = c.bytes()?;
+            match kind {
+                INSERT => self.raw_put(table, key, c.bytes()?).map(drop)?,
+                UPDATE => {
+                    let _before = c.bytes()?;
+                    self.raw_put(table, key, c.bytes()?).map(drop)?
+                }
+                DELETE => {
+                    let _before = c.bytes()?;
+                    self.raw_delete(table, key)?;
+                }
+                k => return Err(corrupt(format!("{file}: record kind {k}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `key = value` in memory; returns the old value.
+    fn raw_put(&mut self, table: u32, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
+        let info = self.catalog.get(table)?.clone();
+        let heap = &mut self.heap;
+        let Some(t) = info.tree.get(heap, key) else {
+            let t = tuple::write(heap, &info.shape, key, value)?;
+            tuple::mark_persisted(heap, &info.shape, t);
+            info.tree.insert(heap, key, t)?;
+            return Ok(None);
+        };
+        let mut old = Vec::new();
+        tuple::read(heap, &info.shape, t, &mut old);
+        let k = tuple::key_len(heap, t);
+        for (i, f) in info.shape.split(value)?.into_iter().enumerate() {
+            let at = tuple::field(t, k, i);
+            if info.shape.inline(i) {
+                heap.set_u64(at, tuple::inline_word(f));
+                continue;
+            }
+            let v = heap.u64(at);
+            if heap.slot_size(v) >= 8 + f.len() {
+                // In place, the engine's namesake.
+                heap.set_u64(v, f.len() as u64);
+                heap.write(v + 8, f);
+            } else {
+                let new = tuple::new_var(heap, f)?;
+                heap.persisted(new);
+                heap.set_u64(at, new);
+                heap.free(v);
+            }
+        }
+        Ok(Some(old))
+    }
+
+    fn raw_delete(&mut self, table: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let info = self.catalog.get(table)?.clone();
+        let Some(t) = info.tree.remove(&mut self.heap, key) else { return Ok(None) };
+        let mut old = Vec::new();
+        tuple::read(&mut self.heap, &info.shape, t, &mut old);
+        tuple::free(&mut self.heap, &info.shape, t);
+        Ok(Some(old))
+    }
+
+    fn record(&mut self, kind: u8, table: u32, key: &[u8], images: &[&[u8]]) {
+        self.txn_log.push(kind);
+        self.txn_log.extend_from_slice(&table.to_le_bytes());
+        put_bytes(&mut self.txn_log, key);
+        for i in images {
+            put_bytes(&mut self.txn_log, i);
+        }
+    }
+
+    /// Writes the group's block and syncs it: its transactions are durable.
+    fn write_group(&mut self) -> Result {
+        if !self.group.is_empty() {
+            let mut block = Vec::with_capacity(8 + self.group.len());
+            block.extend_from_slice(&(self.group.len() as u32).to_le_bytes());
+            block.extend_from_slice(&epochdb::crc32c::checksum(&self.group).to_le_bytes());
+            block.extend_from_slice(&self.group);
+            let name = format!("wal.{}", self.segment);
+            self.pm.fs.append(&name, &block)?;
+            self.pm.fs.sync(&name)?;
+            self.group.clear();
+        }
+        self.group_started = None;
+        self.durable = self.committed;
+        Ok(())
+    }
+
+    /// Writes a checkpoint of every table, then drops the log it covers.
+    fn write_checkpoint(&mut self) -> Result {
+        self.write_group()?;
+        self.segment += 1;
+        let s = self.segment;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        for (table, info) in self.catalog.tables.clone().iter().enumerate() {
+            let mut rows = Vec::new();
+            info.tree.scan(&mut self.heap, b"", None, false, &mut |heap, k, t| {
+                let mut v = Vec::new();
+                tuple::read(heap, &info.shape, t, &mut v);
+                rows.push((k.to_vec(), v));
+                true
+            });
+            for (k, v) in rows {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&(table as u32).to_le_bytes());
+                put_bytes(&mut self.scratch, &k);
+                put_bytes(&mut self.scratch, &v);
+                gz.write_all(&self.scratch)?;
+            }
+        }
+        self.pm.fs.replace(&format!("checkpoint.{s}"), &gz.finish()?)?;
+        self.drop_before(s)?;
+        self.last_checkpoint = Instant::now();
+        Ok(())
+    }
+
+    /// Deletes the checkpoints and log segments that checkpoint `s` covers
+    /// (also at recovery: a crash may come between install and delete).
+    fn drop_before(&mut self, s: u64) -> Result {
+        for name in self.pm.fs.list()? {
+            let old = segment_of(&name, "checkpoint.").or_else(|| segment_of(&name, "wal.")).is_some_and(|x| x < s);
+            if old {
+                self.pm.fs.remove(&name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Store for Inp {
+    fn name(&self) -> &'static str {
+        "inp"
+    }
+
+    fn create_table(&mut self, name: &str, columns: &[u16]) -> Result<u32> {
+        let known = self.catalog.tables.len();
+        let id = self.catalog.table(&mut self.heap, name, columns)?;
+        if self.catalog.tables.len() > known {
+            let mut text = String::new();
+            for t in &self.catalog.tables {
+                let cols: Vec<String> = t.shape.columns().iter().map(u16::to_string).collect();
+                text.push_str(&format!("{}\t{}\n", t.name, cols.join(",")));
+            }
+            self.pm.fs.replace("catalog", text.as_bytes())?;
+        }
+        Ok(id)
+    }
+
+    fn get(&mut self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let info = self.catalog.get(table)?;
+        Ok(match info.tree.get(&mut self.heap, key) {
+            Some(t) => {
+                tuple::read(&mut self.heap, &info.shape, t, out);
+                true
+            }
+            None => false,
+        })
+    }
+
+    fn put(&mut self, table: u32, key: &[u8], value: &[u8]) -> Result {
+        match self.raw_put(table, key, value)? {
+            None => {
+                self.record(INSERT, table, key, &[value]);
+                self.undo.push(Undo::Inserted(table, key.to_vec()));
+            }
+            Some(old) => {
+                self.record(UPDATE, table, key, &[&old, value]);
+                self.undo.push(Undo::Replaced(table, key.to_vec(), old));
+            }
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, table: u32, key: &[u8]) -> Result<bool> {
+        let Some(old) = self.raw_delete(table, key)? else { return Ok(false) };
+        self.record(DELETE, table, key, &[&old]);
+        self.undo.push(Undo::Deleted(table, key.to_vec(), old));
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        table: u32,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result {
+        let info = self.catalog.get(table)?;
+        let mut row = Vec::new();
+        info.tree.scan(&mut self.heap, lo, hi, reverse, &mut |heap, k, t| {
+            tuple::read(heap, &info.shape, t, &mut row);
+            visit(k, &row)
+        });
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result {
+        self.undo.clear();
+        self.committed += 1;
+        self.group.append(&mut self.txn_log);
+        let now = Instant::now();
+        let started = *self.group_started.get_or_insert(now);
+        if now - started >= GROUP_COMMIT || self.group.len() >= GROUP_BYTES {
+            self.write_group()?;
+        }
+        if now - self.last_checkpoint >= self.checkpoint_interval {
+            self.write_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) -> Result {
+        self.txn_log.clear();
+        while let Some(u) = self.undo.pop() {
+            match u {
+                Undo::Inserted(t, k) => drop(self.raw_delete(t, &k)?),
+                Undo::Replaced(t, k, old) | Undo::Deleted(t, k, old) => drop(self.raw_put(t, &k, &old)?),
+            }
+        }
+        Ok(())
+    }
+
+    fn durable(&self) -> u64 {
+        self.durable
+    }
+
+    fn committed(&self) -> u64 {
+        self.committed
+    }
+
+    fn flush(&mut self) -> Result {
+        self.write_group()
+    }
+
+    fn checkpoint(&mut self) -> Result {
+        self.write_checkpoint()
+    }
+
+    fn footprint(&self) -> Footprint {
+        let ([table, index, _, other], _) = self.heap.footprint();
+        let fs = &self.pm.fs;
+        Footprint {
+            table,
+            index,
+            log: fs.bytes(|n| n.starts_with("wal.")),
+            checkpoint: fs.bytes(|n| n.starts_with("checkpoint.")),
+            other: other + fs.bytes(|n| n == "catalog"),
+        }
+    }
+
+    fn stats(&self) -> Arc<Stats> {
+        self.pm.stats.clone()
+    }
+
+    fn pmem(&self) -> &Pmem {
+        &self.pm
+    }
+
+    /// Files recovery would not read: all but the catalog, the newest
+    /// checkpoint, and the log from it on.
+    fn leaks(&mut self) -> Vec<String> {
+        let files = self.pm.fs.list().unwrap_or_default();
+        let s = files.iter().filter_map(|n| segment_of(n, "checkpoint.")).max().unwrap_or(0);
+        let needed = |n: &str| {
+            n == "catalog" || segment_of(n, "checkpoint.") == Some(s) || segment_of(n, "wal.").is_some_and(|w| w >= s)
+        };
+        files.into_iter().filter(|n| !needed(n)).map(|n| format!("file {n} is not needed")).collect()
+    }
+}

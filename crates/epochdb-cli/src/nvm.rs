@@ -31,9 +31,16 @@ NVM TESTBED OPTIONS (epochdb bench nvm; defaults in brackets):
                         in a child process, SIGKILL it, and time the restart
     --json FILE         write the report as JSON
     --quiet             no progress line
+    --matrix            run the study's grid instead: every engine (or
+                        --engines E,E,...) on the four YCSB mixes at both
+                        skews and on TPC-C, at each of --latencies L,L,...
+                        [dram,2x,8x], --runs times interleaved [3]; then
+                        recovery after 1,000, 10,000 and 100,000 TPC-C
+                        transactions; writes matrix.md and SVG charts to
+                        --out DIR [target/nvm-matrix]
 ";
 
-pub const FLAGS: &[&str] = &["--quiet"];
+pub const FLAGS: &[&str] = &["--quiet", "--matrix"];
 
 fn config(a: &mut Args) -> Result<Config, String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -78,6 +85,44 @@ fn config(a: &mut Args) -> Result<Config, String> {
     Ok(c)
 }
 
+fn list(a: &mut Args, name: &str, default: &[&str]) -> Vec<String> {
+    a.take_str(name)
+        .map_or_else(|| default.iter().map(|s| s.to_string()).collect(), |v| v.split(',').map(String::from).collect())
+}
+
+fn matrix(mut a: Args, base: Config) -> Result<ExitCode, String> {
+    use epochdb_nvm::matrix::{self, Grid};
+    let engines = list(&mut a, "--engines", &ENGINES);
+    let latencies = list(&mut a, "--latencies", &epochdb_nvm::pmem::Latency::NAMES);
+    let runs: usize = a.take("--runs", 3)?;
+    let out = PathBuf::from(a.take_str("--out").unwrap_or_else(|| "target/nvm-matrix".into()));
+    a.finish()?;
+    if let Some(e) = engines.iter().find(|e| !ENGINES.contains(&e.as_str())) {
+        return Err(format!("unknown engine {e:?} (one of {})", ENGINES.join(", ")));
+    }
+    if let Some(l) = latencies.iter().find(|l| epochdb_nvm::pmem::Latency::parse(l).is_none()) {
+        return Err(format!("unknown latency {l:?} (dram, 2x or 8x)"));
+    }
+    let grid = Grid::paper(engines, latencies, runs.max(1));
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = |c: &Config, n: u64| {
+        let mut cmd = Command::new(&exe);
+        cmd.args(child_args(c, n));
+        cmd
+    };
+    let quiet = !base.progress;
+    let base = Config { progress: false, ..base };
+    let md = matrix::run(&grid, &base, &out, &child, &mut |line| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    say!("{md}");
+    say!("tables and charts in {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The arguments that make a child run the same configuration.
 fn child_args(c: &Config, n: u64) -> Vec<String> {
     let mut v: Vec<String> = ["bench", "nvm", "--engine", &c.engine, "--latency", &c.latency].map(String::from).into();
@@ -98,6 +143,9 @@ pub fn bench(mut a: Args) -> Result<ExitCode, String> {
     let json_path = a.take_str("--json");
     let recovery: Option<u64> = a.take_str("--recovery").map(|n| n.parse()).transpose().map_err(|_| "--recovery N")?;
     let child: Option<u64> = a.take_str("--child").map(|n| n.parse()).transpose().map_err(|_| "--child N")?;
+    if a.flag("--matrix") {
+        return matrix(a, cfg);
+    }
     a.finish()?;
     if let Some(n) = child {
         testbed::child(&cfg, n).map_err(|e| e.to_string())?;

@@ -6,6 +6,7 @@
 
 pub mod btree;
 pub mod engines;
+pub mod matrix;
 pub mod partition;
 pub mod pmem;
 pub mod store;

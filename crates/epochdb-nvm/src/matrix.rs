@@ -122,6 +122,9 @@ fn write(out: &Path, name: &str, text: &str) -> TxnResult<()> {
     std::fs::write(out.join(name), text).map_err(|e| epochdb_workloads::engine::TxnError::Fatal(e.to_string()))
 }
 
+/// A table's title, how to get its cell value, and how to print it.
+type Metric = (&'static str, fn(&Cell) -> f64, fn(f64) -> String);
+
 fn tables(
     grid: &Grid,
     cells: &BTreeMap<(String, String, String), Cell>,
@@ -132,7 +135,7 @@ fn tables(
         let _ = writeln!(md, "| {first} | {} |", grid.engines.join(" | "));
         let _ = writeln!(md, "| --- |{}", " ---: |".repeat(grid.engines.len()));
     };
-    let metrics: [(&str, fn(&Cell) -> f64, fn(f64) -> String); 3] = [
+    let metrics: [Metric; 3] = [
         ("Throughput (txn/s)", |c| median(&c.throughput), |x| format!("{x:.0}")),
         ("NVM bytes written per transaction", |c| median(&c.bytes_per_txn), |x| format!("{x:.0}")),
         ("Storage footprint (MB) after the run", |c| median(&c.footprint) / 1e6, |x| format!("{x:.1}")),

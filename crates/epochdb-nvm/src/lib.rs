@@ -5,6 +5,7 @@
 //! the YCSB and TPC-C workloads drive through [`partition`].
 
 pub mod btree;
+pub mod cowtree;
 pub mod engines;
 pub mod matrix;
 pub mod partition;

@@ -61,6 +61,53 @@ impl Fs {
         }
     }
 
+    /// Writes `data` at `offset` of `name` (created if absent; a gap reads
+    /// as zeros).
+    pub fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.stats.file_bytes.fetch_add(data.len() as u64, Relaxed);
+        match &mut self.store {
+            Store::Dir { dir, open } => {
+                use std::os::unix::fs::FileExt;
+                if !open.contains_key(name) {
+                    let f =
+                        OpenOptions::new().create(true).truncate(false).read(true).write(true).open(dir.join(name))?;
+                    open.insert(name.to_string(), f);
+                }
+                open.get(name).ok_or_else(|| not_found(name))?.write_all_at(data, offset)
+            }
+            Store::Sim { written, .. } => {
+                let f = written.entry(name.to_string()).or_default();
+                let end = offset as usize + data.len();
+                if f.len() < end {
+                    f.resize(end, 0);
+                }
+                f[offset as usize..end].copy_from_slice(data);
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of `name`.
+    pub fn read_at(&mut self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        match &mut self.store {
+            Store::Dir { dir, open } => {
+                use std::os::unix::fs::FileExt;
+                if !open.contains_key(name) {
+                    let f =
+                        OpenOptions::new().create(true).truncate(false).read(true).write(true).open(dir.join(name))?;
+                    open.insert(name.to_string(), f);
+                }
+                open.get(name).ok_or_else(|| not_found(name))?.read_exact_at(buf, offset)
+            }
+            Store::Sim { written, .. } => {
+                let f = written.get(name).ok_or_else(|| not_found(name))?;
+                let src = f.get(offset as usize..offset as usize + buf.len());
+                buf.copy_from_slice(src.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?);
+                Ok(())
+            }
+        }
+    }
+
     /// Makes `name`'s contents durable (fdatasync).
     pub fn sync(&mut self, name: &str) -> io::Result<()> {
         self.stats.file_syncs.fetch_add(1, Relaxed);

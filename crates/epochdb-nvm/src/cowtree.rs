@@ -361,6 +361,9 @@ pub fn delete<B: Backend>(s: &mut PageSet<B>, root: &mut u64, key: &[u8]) -> Res
     }))
 }
 
+/// A scan's callback: (pages, key, value) -> go on?
+pub type Visit<'v, B> = dyn FnMut(&mut PageSet<B>, &[u8], &[u8]) -> Result<bool> + 'v;
+
 /// Visits entries with keys in `[lo, hi)`, ascending or descending, until
 /// `visit` returns false.
 pub fn scan<B: Backend>(
@@ -369,7 +372,7 @@ pub fn scan<B: Backend>(
     lo: &[u8],
     hi: Option<&[u8]>,
     reverse: bool,
-    visit: &mut dyn FnMut(&mut PageSet<B>, &[u8], &[u8]) -> Result<bool>,
+    visit: &mut Visit<'_, B>,
 ) -> Result<bool> {
     let p = s.read(id)?;
     if is_leaf(p) {
@@ -472,13 +475,13 @@ mod tests {
             x ^= x << 17;
             let key = format!("{:06}", x % 3000).into_bytes();
             let (saved_root, saved_model) = (root, model.clone());
-            if x % 5 == 0 {
+            if x.is_multiple_of(5) {
                 assert_eq!(delete(&mut s, &mut root, &key).expect("delete"), model.remove(&key));
             } else {
                 let val = vec![(x >> 8) as u8; (x % 300) as usize];
                 assert_eq!(put(&mut s, &mut root, &key, &val).expect("put"), model.insert(key, val));
             }
-            if x % 7 == 0 {
+            if x.is_multiple_of(7) {
                 s.abort().expect("abort");
                 root = saved_root;
                 model = saved_model;

@@ -66,7 +66,7 @@ impl Engine for Partition {
     }
 
     fn worker(&self) -> TxnResult<Box<dyn Worker + '_>> {
-        Ok(Box::new(Executor { partition: self, committed: 0 }))
+        Ok(Box::new(Executor { partition: self, committed: 0, scratch: Vec::new() }))
     }
 
     fn durable_epoch(&self) -> Option<u64> {
@@ -82,12 +82,14 @@ impl Engine for Partition {
 struct Executor<'p> {
     partition: &'p Partition,
     committed: u64,
+    /// Where `insert` reads a row to learn the key is absent.
+    scratch: Vec<u8>,
 }
 
 impl Worker for Executor<'_> {
     fn run(&mut self, _: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32> {
         let mut store = self.partition.lock()?;
-        let outcome = body(&mut StoreTxn(&mut **store));
+        let outcome = body(&mut StoreTxn(&mut **store, &mut self.scratch));
         match outcome {
             Ok(()) => {
                 store.commit().map_err(fatal)?;
@@ -106,7 +108,7 @@ impl Worker for Executor<'_> {
     }
 }
 
-struct StoreTxn<'s>(&'s mut dyn Store);
+struct StoreTxn<'s>(&'s mut dyn Store, &'s mut Vec<u8>);
 
 impl Txn for StoreTxn<'_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
@@ -118,7 +120,7 @@ impl Txn for StoreTxn<'_> {
     }
 
     fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
-        if self.0.get(table, key, &mut Vec::new()).map_err(fatal)? {
+        if self.0.get(table, key, self.1).map_err(fatal)? {
             return Err(TxnError::Fatal(format!("table {table}: insert of a present key {key:?}")));
         }
         self.put(table, key, value)

@@ -12,6 +12,7 @@
 use crate::btree::{self, BTree, MAX_KEY};
 use crate::pmem::{Component, Heap, SlotState};
 use crate::store::{corrupt, invalid, Columns, Result};
+use std::sync::Arc;
 
 /// A table's row shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +178,36 @@ pub struct TableInfo {
     pub tree: BTree,
 }
 
+impl TableInfo {
+    /// Copies `key`'s row into `out`; false if absent.
+    pub fn get_row(&self, heap: &mut Heap, key: &[u8], out: &mut Vec<u8>) -> bool {
+        match self.tree.get(heap, key) {
+            Some(t) => {
+                read(heap, &self.shape, t, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Visits the rows with keys in `[lo, hi)` in key order (descending
+    /// with `reverse`) until `visit` returns false.
+    pub fn scan_rows(
+        &self,
+        heap: &mut Heap,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) {
+        let mut row = Vec::new();
+        self.tree.scan(heap, lo, hi, reverse, &mut |heap, k, t| {
+            read(heap, &self.shape, t, &mut row);
+            visit(k, &row)
+        });
+    }
+}
+
 const ENTRY: u64 = 256;
 const ENTRIES: u64 = 64;
 const MAX_TABLES: usize = 31;
@@ -185,10 +216,12 @@ const MAX_COLUMNS: usize = 88;
 /// Bytes of the catalog slot.
 pub const CATALOG: usize = (ENTRIES + ENTRY * MAX_TABLES as u64) as usize;
 
-/// The tables of a heap, in a persisted catalog slot.
+/// The tables of a heap, in a persisted catalog slot. Entries are shared
+/// (`Arc`), so an engine holds one across calls that borrow it mutably
+/// without copying it on every write.
 pub struct Catalog {
     pub slot: u64,
-    pub tables: Vec<TableInfo>,
+    pub tables: Vec<Arc<TableInfo>>,
     split_at: u64,
 }
 
@@ -227,7 +260,7 @@ impl Catalog {
             let cols = heap.bytes(e + 80, 2 * ncols).chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
             let tree = BTree::open(e, split_at);
             pin(heap, tree.root(heap));
-            tables.push(TableInfo { name, shape: Shape { columns: cols }, tree });
+            tables.push(Arc::new(TableInfo { name, shape: Shape { columns: cols }, tree }));
         }
         Ok(Catalog { slot, tables, split_at })
     }
@@ -257,11 +290,11 @@ impl Catalog {
         heap.set_u64(self.slot, i + 1);
         heap.persist(self.slot, 8);
         heap.persisted(tree.root(heap));
-        self.tables.push(TableInfo { name: name.into(), shape: Shape::new(columns), tree });
+        self.tables.push(Arc::new(TableInfo { name: name.into(), shape: Shape::new(columns), tree }));
         Ok(i as u32)
     }
 
-    pub fn get(&self, table: u32) -> Result<&TableInfo> {
+    pub fn get(&self, table: u32) -> Result<&Arc<TableInfo>> {
         self.tables.get(table as usize).ok_or_else(|| invalid(format!("no table {table}")))
     }
 }

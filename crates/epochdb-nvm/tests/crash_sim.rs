@@ -103,8 +103,8 @@ fn tables(store: &mut dyn Store) {
 }
 
 /// Runs `txns` transactions with the power cut after `cut` persist events,
-/// restarts, and checks the state and the leaks. Without a cut, returns
-/// how many events the run had.
+/// restarts, and checks the state and the leaks. Returns how many persist
+/// events the run had (before any crash).
 fn crash_at(engine: &str, seed: u64, txns: usize, cut: Option<u64>, evict: Evict) -> u64 {
     let (pm, _) = Pmem::open(Medium::Simulated, 8 << 20, Latency::default()).expect("pmem");
     let clock = pm.clock.clone();
@@ -135,7 +135,8 @@ fn crash_at(engine: &str, seed: u64, txns: usize, cut: Option<u64>, evict: Evict
         models.push(m);
         done.push((clock.events() - start, store.durable(), store.committed()));
     }
-    let Some(cut) = cut else { return clock.events() - start };
+    let events = clock.events() - start;
+    let Some(cut) = cut else { return events };
     // At least the transactions reported durable before the cut, at most
     // those begun before it.
     let before: Vec<_> = done.iter().take_while(|d| d.0 <= cut).collect();
@@ -157,7 +158,7 @@ fn crash_at(engine: &str, seed: u64, txns: usize, cut: Option<u64>, evict: Evict
     run(&mut *store, &ops, false);
     apply(&mut m, &ops);
     assert_eq!(contents(&mut *store), m, "{engine} seed {seed} cut {cut}: after recovery");
-    0
+    events
 }
 
 #[test]

@@ -263,14 +263,7 @@ impl Store for NvmInp {
 
     fn get(&mut self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let info = self.catalog.get(table)?;
-        let heap = &mut self.pm.heap;
-        Ok(match info.tree.get(heap, key) {
-            Some(t) => {
-                tuple::read(heap, &info.shape, t, out);
-                true
-            }
-            None => false,
-        })
+        Ok(info.get_row(&mut self.pm.heap, key, out))
     }
 
     fn put(&mut self, table: u32, key: &[u8], value: &[u8]) -> Result {
@@ -299,12 +292,7 @@ impl Store for NvmInp {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result {
-        let info = self.catalog.get(table)?;
-        let mut row = Vec::new();
-        info.tree.scan(&mut self.pm.heap, lo, hi, reverse, &mut |heap, k, t| {
-            tuple::read(heap, &info.shape, t, &mut row);
-            visit(k, &row)
-        });
+        self.catalog.get(table)?.scan_rows(&mut self.pm.heap, lo, hi, reverse, visit);
         Ok(())
     }
 

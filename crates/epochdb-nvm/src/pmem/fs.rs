@@ -30,6 +30,22 @@ pub struct Fs {
     stats: Arc<Stats>,
 }
 
+/// `name`'s open handle, opened on first use: for appends (`append`) or
+/// for positional reads and writes. A file is used one way only.
+fn handle<'f>(dir: &Path, open: &'f mut HashMap<String, File>, name: &str, append: bool) -> io::Result<&'f mut File> {
+    if !open.contains_key(name) {
+        let mut o = OpenOptions::new();
+        o.create(true);
+        if append {
+            o.append(true);
+        } else {
+            o.truncate(false).read(true).write(true);
+        }
+        open.insert(name.to_string(), o.open(dir.join(name))?);
+    }
+    open.get_mut(name).ok_or_else(|| not_found(name))
+}
+
 fn not_found(name: &str) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("no file {name}"))
 }
@@ -47,13 +63,7 @@ impl Fs {
     pub fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
         self.stats.file_bytes.fetch_add(data.len() as u64, Relaxed);
         match &mut self.store {
-            Store::Dir { dir, open } => {
-                if !open.contains_key(name) {
-                    let f = OpenOptions::new().create(true).append(true).open(dir.join(name))?;
-                    open.insert(name.to_string(), f);
-                }
-                open.get_mut(name).ok_or_else(|| not_found(name))?.write_all(data)
-            }
+            Store::Dir { dir, open } => handle(dir, open, name, true)?.write_all(data),
             Store::Sim { written, .. } => {
                 written.entry(name.to_string()).or_default().extend_from_slice(data);
                 Ok(())
@@ -68,12 +78,7 @@ impl Fs {
         match &mut self.store {
             Store::Dir { dir, open } => {
                 use std::os::unix::fs::FileExt;
-                if !open.contains_key(name) {
-                    let f =
-                        OpenOptions::new().create(true).truncate(false).read(true).write(true).open(dir.join(name))?;
-                    open.insert(name.to_string(), f);
-                }
-                open.get(name).ok_or_else(|| not_found(name))?.write_all_at(data, offset)
+                handle(dir, open, name, false)?.write_all_at(data, offset)
             }
             Store::Sim { written, .. } => {
                 let f = written.entry(name.to_string()).or_default();
@@ -92,12 +97,7 @@ impl Fs {
         match &mut self.store {
             Store::Dir { dir, open } => {
                 use std::os::unix::fs::FileExt;
-                if !open.contains_key(name) {
-                    let f =
-                        OpenOptions::new().create(true).truncate(false).read(true).write(true).open(dir.join(name))?;
-                    open.insert(name.to_string(), f);
-                }
-                open.get(name).ok_or_else(|| not_found(name))?.read_exact_at(buf, offset)
+                handle(dir, open, name, false)?.read_exact_at(buf, offset)
             }
             Store::Sim { written, .. } => {
                 let f = written.get(name).ok_or_else(|| not_found(name))?;

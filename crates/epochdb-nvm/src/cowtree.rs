@@ -65,6 +65,14 @@ fn init(p: &mut [u8], kind: u8, level: u8) {
     set_u16(p, 4, PAGE);
 }
 
+/// The two byte ranges of a page that hold anything, as (offset, length):
+/// header and entry offsets, and the entry heap. What an NVM page must
+/// persist.
+pub fn used_ranges(p: &[u8]) -> [(usize, usize); 2] {
+    let start = u16_at(p, 4);
+    [(0, HEAD + 2 * count(p)), (start, PAGE - start)]
+}
+
 fn free_space(p: &[u8]) -> usize {
     u16_at(p, 4) - HEAD - 2 * count(p)
 }
@@ -138,7 +146,8 @@ fn remove_at(p: &mut [u8], i: usize) {
 /// Where pages live: file pages in a cache, or NVM slots.
 pub trait Backend {
     fn page(&mut self, id: u64) -> Result<&mut [u8]>;
-    /// A new zeroed page.
+    /// A new page (its old contents do not matter: the tree initializes
+    /// its header).
     fn alloc(&mut self) -> Result<u64>;
     /// Frees a page no committed directory references.
     fn free(&mut self, id: u64);
@@ -234,6 +243,11 @@ impl<B: Backend> PageSet<B> {
 
     pub fn group_is_empty(&self) -> bool {
         self.owned.is_empty() && self.replaced.is_empty()
+    }
+
+    /// Pages the open group wrote.
+    pub fn group_pages(&self) -> usize {
+        self.owned.len()
     }
 }
 
@@ -415,14 +429,15 @@ pub fn scan<B: Backend>(
 /// Every page of the tree at `root`, reading only inner pages (a page at
 /// level 1 names its leaves), so a restart can find the free pages
 /// quickly. With `leaf_values`, reads the leaves too and collects their
-/// values.
+/// values. Returns how many of the pages are inner pages.
 pub fn walk<B: Backend>(
     s: &mut PageSet<B>,
     root: u64,
     pages: &mut Vec<u64>,
     mut leaf_values: Option<&mut Vec<Vec<u8>>>,
-) -> Result {
+) -> Result<usize> {
     let mut stack = vec![root];
+    let mut inner = 0;
     while let Some(id) = stack.pop() {
         pages.push(id);
         let p = s.read(id)?;
@@ -432,6 +447,7 @@ pub fn walk<B: Backend>(
             }
             continue;
         }
+        inner += 1;
         let children = (0..count(p)).map(|i| child(p, i));
         if p[1] == 1 && leaf_values.is_none() {
             pages.extend(children);
@@ -439,7 +455,7 @@ pub fn walk<B: Backend>(
             stack.extend(children);
         }
     }
-    Ok(())
+    Ok(inner)
 }
 
 #[cfg(test)]

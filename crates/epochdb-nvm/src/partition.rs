@@ -49,6 +49,11 @@ impl Partition {
         Ok(self.lock()?.footprint())
     }
 
+    /// Makes every committed transaction durable (ends a group early).
+    pub fn flush(&self) -> TxnResult<()> {
+        self.lock()?.flush().map_err(fatal)
+    }
+
     pub fn committed(&self) -> TxnResult<u64> {
         Ok(self.lock()?.committed())
     }

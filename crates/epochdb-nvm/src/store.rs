@@ -94,7 +94,7 @@ pub trait Store: Send {
         Ok(())
     }
 
-    fn footprint(&self) -> Footprint;
+    fn footprint(&mut self) -> Footprint;
 
     /// The partition's NVM (tests crash it).
     fn pmem(&self) -> &Pmem;

@@ -17,13 +17,21 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The engines `--engine` accepts.
-pub const ENGINES: [&str; 2] = ["inp", "nvm-inp"];
+pub const ENGINES: [&str; 4] = ["inp", "cow", "nvm-inp", "nvm-cow"];
 
 /// Opens engine `name` on a partition's NVM (recovering what it holds).
 pub fn open_store(name: &str, pm: Pmem) -> io::Result<Box<dyn Store>> {
     Ok(match name {
         "inp" => Box::new(engines::inp::Inp::open(pm)?),
         "nvm-inp" => Box::new(engines::nvm_inp::NvmInp::open(pm)?),
+        "cow" => {
+            let (pages, tables) = engines::cow::FilePages::open(pm)?;
+            Box::new(engines::cow::Cow::open(pages, tables)?)
+        }
+        "nvm-cow" => {
+            let (pages, tables) = engines::nvm_cow::NvmPages::open(pm)?;
+            Box::new(engines::cow::Cow::open(pages, tables)?)
+        }
         _ => {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -134,22 +142,28 @@ pub enum Loaded {
     Tpcc(Vec<tpcc::Tpcc>),
 }
 
-/// Loads every partition in parallel.
+/// Loads every partition in parallel, and makes the load durable.
 pub fn load(cfg: &Config, parts: &[Partition]) -> TxnResult<Loaded> {
     let c = match &cfg.workload {
         Workload::Ycsb { mix, skew } => Some(cfg.ycsb(mix, skew)?),
         Workload::Tpcc => None,
     };
-    std::thread::scope(|s| match &c {
-        Some(c) => {
-            let hs: Vec<_> = parts.iter().map(|p| s.spawn(|| ycsb::Ycsb::load(p, c.clone(), 1))).collect();
-            Ok(Loaded::Ycsb(hs.into_iter().map(join).collect::<TxnResult<_>>()?))
+    let loaded = std::thread::scope(|s| -> TxnResult<Loaded> {
+        match &c {
+            Some(c) => {
+                let hs: Vec<_> = parts.iter().map(|p| s.spawn(|| ycsb::Ycsb::load(p, c.clone(), 1))).collect();
+                Ok(Loaded::Ycsb(hs.into_iter().map(join).collect::<TxnResult<_>>()?))
+            }
+            None => {
+                let hs: Vec<_> = parts.iter().map(|p| s.spawn(|| tpcc::Tpcc::load(p, 1, 1))).collect();
+                Ok(Loaded::Tpcc(hs.into_iter().map(join).collect::<TxnResult<_>>()?))
+            }
         }
-        None => {
-            let hs: Vec<_> = parts.iter().map(|p| s.spawn(|| tpcc::Tpcc::load(p, 1, 1))).collect();
-            Ok(Loaded::Tpcc(hs.into_iter().map(join).collect::<TxnResult<_>>()?))
-        }
-    })
+    })?;
+    for p in parts {
+        p.flush()?;
+    }
+    Ok(loaded)
 }
 
 /// Attaches to partitions loaded before a restart.

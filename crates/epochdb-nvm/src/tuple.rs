@@ -148,13 +148,6 @@ pub fn free_slot(heap: &mut Heap, s: u64) {
     }
 }
 
-/// Marks a linked slot persisted if a crash left it allocated.
-fn pin(heap: &mut Heap, s: u64) {
-    if heap.state(s) == SlotState::Allocated {
-        heap.persisted(s);
-    }
-}
-
 /// Copies the tuple's value into `out`.
 pub fn read(heap: &mut Heap, shape: &Shape, t: u64, out: &mut Vec<u8>) {
     out.clear();
@@ -243,7 +236,7 @@ impl Catalog {
     }
 
     pub fn load(heap: &mut Heap, slot: u64, split_at: u64) -> Result<Catalog> {
-        pin(heap, slot);
+        heap.pin(slot);
         let n = heap.u64(slot) as usize;
         if n > MAX_TABLES {
             return Err(corrupt(format!("NVM catalog holds {n} tables")));
@@ -259,7 +252,7 @@ impl Catalog {
             let name = String::from_utf8_lossy(heap.bytes(e + 17, name_len)).into_owned();
             let cols = heap.bytes(e + 80, 2 * ncols).chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
             let tree = BTree::open(e, split_at);
-            pin(heap, tree.root(heap));
+            heap.pin(tree.root(heap));
             tables.push(Arc::new(TableInfo { name, shape: Shape { columns: cols }, tree }));
         }
         Ok(Catalog { slot, tables, split_at })

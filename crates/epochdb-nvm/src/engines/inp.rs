@@ -413,7 +413,7 @@ impl Store for Inp {
         self.write_checkpoint()
     }
 
-    fn footprint(&self) -> Footprint {
+    fn footprint(&mut self) -> Footprint {
         let ([table, index, _, other], _) = self.heap.footprint();
         let fs = &self.pm.fs;
         Footprint {

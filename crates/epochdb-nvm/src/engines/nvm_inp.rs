@@ -19,7 +19,7 @@
 //! transactions ran before (§5.4).
 
 use crate::btree::{recover_split, SPLIT_RECORD};
-use crate::pmem::{Component, Heap, Pmem, SlotState, Stats, ROOT, ROOT_LEN};
+use crate::pmem::{Component, Heap, Pmem, Stats, ROOT, ROOT_LEN};
 use crate::store::{corrupt, invalid, Footprint, Result, Store};
 use crate::tuple::{self, Catalog, Shape};
 use std::sync::Arc;
@@ -113,16 +113,12 @@ impl NvmInp {
         // undoing (a B+tree split) cannot reclaim one the undo still uses.
         for e in &newest_first {
             for s in [e.at, e.tuple].into_iter().chain((e.kind == Kind::Var).then_some(e.new)) {
-                if heap.state(s) == SlotState::Allocated {
-                    heap.persisted(s);
-                }
+                heap.pin(s);
             }
             if matches!(e.kind, Kind::Insert) {
                 let shape = self.catalog.get(e.table)?.shape.clone();
                 for v in tuple::vars(heap, &shape, e.tuple) {
-                    if heap.state(v) == SlotState::Allocated {
-                        heap.persisted(v);
-                    }
+                    heap.pin(v);
                 }
             }
         }
@@ -349,7 +345,7 @@ impl Store for NvmInp {
         self.committed
     }
 
-    fn footprint(&self) -> Footprint {
+    fn footprint(&mut self) -> Footprint {
         let ([table, index, log, other], _) = self.pm.heap.footprint();
         Footprint { table, index, log, checkpoint: 0, other }
     }

@@ -260,6 +260,16 @@ impl Heap {
         self.set_state(off, 2);
     }
 
+    /// Marks a slot recovery found reachable persisted, whatever a crash left
+    /// in its state byte: "allocated", or even "unallocated" when the store
+    /// of "allocated" never reached NVM (it is not persisted). Only before
+    /// the slot's chunk is scanned, i.e. during recovery.
+    pub fn pin(&mut self, off: u64) {
+        if self.state(off) != SlotState::Persisted {
+            self.persisted(off);
+        }
+    }
+
     /// Returns slot `off` to the free pool, durably.
     pub fn free(&mut self, off: u64) {
         let (chunk, _) = self.locate(off);

@@ -4,6 +4,7 @@
 //! storage engines the study compares, behind one trait ([`store`]) that
 //! the YCSB and TPC-C workloads drive through [`partition`].
 
+pub mod bloom;
 pub mod btree;
 pub mod cowtree;
 pub mod engines;
@@ -13,3 +14,4 @@ pub mod pmem;
 pub mod store;
 pub mod testbed;
 pub mod tuple;
+pub mod wal;

@@ -17,12 +17,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The engines `--engine` accepts.
-pub const ENGINES: [&str; 4] = ["inp", "cow", "nvm-inp", "nvm-cow"];
+pub const ENGINES: [&str; 5] = ["inp", "cow", "log", "nvm-inp", "nvm-cow"];
 
 /// Opens engine `name` on a partition's NVM (recovering what it holds).
 pub fn open_store(name: &str, pm: Pmem) -> io::Result<Box<dyn Store>> {
     Ok(match name {
         "inp" => Box::new(engines::inp::Inp::open(pm)?),
+        "log" => Box::new(engines::log::Log::open(pm)?),
         "nvm-inp" => Box::new(engines::nvm_inp::NvmInp::open(pm)?),
         "cow" => {
             let (pages, tables) = engines::cow::FilePages::open(pm)?;

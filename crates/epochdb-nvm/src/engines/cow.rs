@@ -25,10 +25,9 @@ use crate::pmem::{Pmem, Stats};
 use crate::store::{corrupt, invalid, Footprint, Result, Store};
 use crate::tuple::Shape;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::wal::GROUP_COMMIT;
+use std::time::Instant;
 
-/// How long a group may collect commits before it is made durable.
-pub const GROUP_COMMIT: Duration = Duration::from_millis(10);
 /// A group also ends once it has written this many pages (16 MiB).
 const GROUP_PAGES: usize = 4096;
 

@@ -22,14 +22,11 @@
 use crate::pmem::{Heap, Pmem, Stats};
 use crate::store::{corrupt, Footprint, Result, Store};
 use crate::tuple::{self, Catalog};
+use crate::wal::{put_bytes, read_catalog, segment_of, write_catalog, Cursor, GroupLog};
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a group may collect commits before it is written.
-pub const GROUP_COMMIT: Duration = Duration::from_millis(10);
-/// A group is also written once its block reaches this size.
-const GROUP_BYTES: usize = 1 << 20;
 /// Default seconds between checkpoints.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
 /// The split record of the volatile trees (they never recover it).
@@ -53,51 +50,10 @@ pub struct Inp {
     undo: Vec<Undo>,
     /// The open transaction's log records.
     txn_log: Vec<u8>,
-    /// Committed transactions' records waiting for the group's write.
-    group: Vec<u8>,
-    group_started: Option<Instant>,
-    committed: u64,
-    durable: u64,
-    /// The log segment being appended to.
-    segment: u64,
+    wal: GroupLog,
     last_checkpoint: Instant,
     pub checkpoint_interval: Duration,
     scratch: Vec<u8>,
-}
-
-fn segment_of(name: &str, prefix: &str) -> Option<u64> {
-    name.strip_prefix(prefix)?.parse().ok()
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
-}
-
-/// A reader of the records this module writes; errors name the file.
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
-    file: &'a str,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let s = self.b.get(self.at..self.at + n).ok_or_else(|| corrupt(format!("{}: truncated record", self.file)))?;
-        self.at += n;
-        Ok(s)
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let s = self.take(4)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = self.u32()? as usize;
-        self.take(n)
-    }
-    fn done(&self) -> bool {
-        self.at >= self.b.len()
-    }
 }
 
 impl Inp {
@@ -110,11 +66,7 @@ impl Inp {
             catalog,
             undo: Vec::new(),
             txn_log: Vec::new(),
-            group: Vec::new(),
-            group_started: None,
-            committed: 0,
-            durable: 0,
-            segment: 0,
+            wal: GroupLog::default(),
             last_checkpoint: Instant::now(),
             checkpoint_interval: CHECKPOINT_INTERVAL,
             scratch: Vec::new(),
@@ -130,13 +82,8 @@ impl Inp {
                 self.pm.fs.remove(&name)?;
             }
         }
-        if let Ok(cat) = self.pm.fs.read("catalog") {
-            for line in String::from_utf8_lossy(&cat).lines() {
-                let (name, cols) = line.split_once('\t').ok_or_else(|| corrupt("catalog: bad line"))?;
-                let cols: Vec<u16> =
-                    cols.split(',').filter(|c| !c.is_empty()).map(|c| c.parse().unwrap_or(0)).collect();
-                self.catalog.table(&mut self.heap, name, &cols)?;
-            }
+        for (name, cols) in read_catalog(&self.pm.fs)? {
+            self.catalog.table(&mut self.heap, &name, &cols)?;
         }
         let files = self.pm.fs.list()?;
         let checkpoint = files.iter().filter_map(|n| segment_of(n, "checkpoint.")).max();
@@ -144,7 +91,7 @@ impl Inp {
             let name = format!("checkpoint.{s}");
             let mut body = Vec::new();
             flate2::read::GzDecoder::new(&self.pm.fs.read(&name)?[..]).read_to_end(&mut body)?;
-            let mut c = Cursor { b: &body, at: 0, file: &name };
+            let mut c = Cursor::new(&body, &name);
             while !c.done() {
                 let table = c.u32()?;
                 let (key, value) = (c.bytes()?, c.bytes()?);
@@ -153,37 +100,14 @@ impl Inp {
         }
         let start = checkpoint.unwrap_or(0);
         self.drop_before(start)?;
-        let mut segments: Vec<u64> =
-            files.iter().filter_map(|n| segment_of(n, "wal.")).filter(|&s| s >= start).collect();
-        segments.sort_unstable();
-        for (i, &s) in segments.iter().enumerate() {
-            let name = format!("wal.{s}");
-            let data = self.pm.fs.read(&name)?;
-            let mut at = 0;
-            while at < data.len() {
-                // A block: length, CRC32C of the records, records.
-                let Some(head) = data.get(at..at + 8) else { break };
-                let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-                let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-                let Some(block) = data.get(at + 8..at + 8 + len) else { break };
-                if epochdb::crc32c::checksum(block) != crc {
-                    break;
-                }
-                self.replay(block, &name)?;
-                at += 8 + len;
-            }
-            // Only the newest segment may end in a torn block.
-            if at < data.len() && i + 1 < segments.len() {
-                return Err(corrupt(format!("{name}: corrupt block at offset {at}")));
-            }
+        for (file, block) in self.wal.recover(&self.pm.fs, start)? {
+            self.replay(&block, &file)?;
         }
-        // New writes start a new segment, never after a torn tail.
-        self.segment = segments.last().map_or(start, |s| s + 1).max(start);
         Ok(())
     }
 
     fn replay(&mut self, block: &[u8], file: &str) -> Result {
-        let mut c = Cursor { b: block, at: 0, file };
+        let mut c = Cursor::new(block, file);
         while !c.done() {
             let kind = c.take(1)?[0];
             let table = c.u32()?;
@@ -256,28 +180,15 @@ impl Inp {
         }
     }
 
-    /// Writes the group's block and syncs it: its transactions are durable.
     fn write_group(&mut self) -> Result {
-        if !self.group.is_empty() {
-            let mut block = Vec::with_capacity(8 + self.group.len());
-            block.extend_from_slice(&(self.group.len() as u32).to_le_bytes());
-            block.extend_from_slice(&epochdb::crc32c::checksum(&self.group).to_le_bytes());
-            block.extend_from_slice(&self.group);
-            let name = format!("wal.{}", self.segment);
-            self.pm.fs.append(&name, &block)?;
-            self.pm.fs.sync(&name)?;
-            self.group.clear();
-        }
-        self.group_started = None;
-        self.durable = self.committed;
-        Ok(())
+        self.wal.write(&mut self.pm.fs)
     }
 
     /// Writes a checkpoint of every table, then drops the log it covers.
     fn write_checkpoint(&mut self) -> Result {
         self.write_group()?;
-        self.segment += 1;
-        let s = self.segment;
+        self.wal.segment += 1;
+        let s = self.wal.segment;
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         for (table, info) in self.catalog.tables.clone().iter().enumerate() {
             let mut rows = Vec::new();
@@ -323,12 +234,8 @@ impl Store for Inp {
         let known = self.catalog.tables.len();
         let id = self.catalog.table(&mut self.heap, name, columns)?;
         if self.catalog.tables.len() > known {
-            let mut text = String::new();
-            for t in &self.catalog.tables {
-                let cols: Vec<String> = t.shape.columns().iter().map(u16::to_string).collect();
-                text.push_str(&format!("{}\t{}\n", t.name, cols.join(",")));
-            }
-            self.pm.fs.replace("catalog", text.as_bytes())?;
+            let tables = self.catalog.tables.iter().map(|t| (t.name.as_str(), t.shape.columns()));
+            write_catalog(&mut self.pm.fs, tables)?;
         }
         Ok(id)
     }
@@ -373,14 +280,10 @@ impl Store for Inp {
 
     fn commit(&mut self) -> Result {
         self.undo.clear();
-        self.committed += 1;
-        self.group.append(&mut self.txn_log);
-        let now = Instant::now();
-        let started = *self.group_started.get_or_insert(now);
-        if now - started >= GROUP_COMMIT || self.group.len() >= GROUP_BYTES {
+        if self.wal.commit(&mut self.txn_log) {
             self.write_group()?;
         }
-        if now - self.last_checkpoint >= self.checkpoint_interval {
+        if self.last_checkpoint.elapsed() >= self.checkpoint_interval {
             self.write_checkpoint()?;
         }
         Ok(())
@@ -398,11 +301,11 @@ impl Store for Inp {
     }
 
     fn durable(&self) -> u64 {
-        self.durable
+        self.wal.durable()
     }
 
     fn committed(&self) -> u64 {
-        self.committed
+        self.wal.committed()
     }
 
     fn flush(&mut self) -> Result {

@@ -3,5 +3,6 @@
 
 pub mod cow;
 pub mod inp;
+pub mod log;
 pub mod nvm_cow;
 pub mod nvm_inp;

@@ -10,15 +10,17 @@ use std::time::Duration;
 
 pub const HELP: &str = "\
 NVM TESTBED OPTIONS (epochdb bench nvm; defaults in brackets):
-    --engine E          nvm-inp [nvm-inp]
+    --engine E          inp | cow | log | nvm-inp | nvm-cow [nvm-inp]
+                        (nvm-log is not built yet)
     --workload W        ycsb | tpcc [ycsb]; tpcc loads one warehouse per
                         partition
     --mix M             read-only | read-heavy | balanced | write-heavy
                         [balanced]
     --skew S            low (50% of transactions on 20% of tuples) |
                         high (90% on 10%) [low]
-    --latency L         dram | 2x | 8x: extra NVM latency per read miss and
-                        per persisted cache line of 0, 160 or 1120 ns [dram]
+    --latency L         dram | 2x | 8x: extra NVM latency per read miss,
+                        per persisted cache line and per 64 bytes written
+                        to a file, of 0, 160 or 1120 ns [dram]
     --tuples N          YCSB tuples of 10 x 100 bytes, all partitions
                         together [2000000]
     --partitions N      partitions, one executor thread each [all cores]

@@ -8,7 +8,7 @@
 //! crash keeps only the durable side. All three are persistence events of
 //! the crash clock, so after its cut none of them reaches the durable side.
 
-use super::{Clock, Stats};
+use super::{Clock, Latency, Stats, LINE};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -28,6 +28,7 @@ pub struct Fs {
     store: Store,
     clock: Arc<Clock>,
     stats: Arc<Stats>,
+    latency: Latency,
 }
 
 /// `name`'s open handle, opened on first use: for appends (`append`) or
@@ -51,17 +52,25 @@ fn not_found(name: &str) -> io::Error {
 }
 
 impl Fs {
-    pub(super) fn dir(dir: &Path, clock: Arc<Clock>, stats: Arc<Stats>) -> io::Result<Fs> {
-        Ok(Fs { store: Store::Dir { dir: dir.to_path_buf(), open: HashMap::new() }, clock, stats })
+    pub(super) fn dir(dir: &Path, clock: Arc<Clock>, stats: Arc<Stats>, latency: Latency) -> io::Result<Fs> {
+        Ok(Fs { store: Store::Dir { dir: dir.to_path_buf(), open: HashMap::new() }, clock, stats, latency })
     }
 
-    pub(super) fn simulated(clock: Arc<Clock>, stats: Arc<Stats>) -> Fs {
-        Fs { store: Store::Sim { written: Files::new(), durable: Files::new() }, clock, stats }
+    pub(super) fn simulated(clock: Arc<Clock>, stats: Arc<Stats>, latency: Latency) -> Fs {
+        Fs { store: Store::Sim { written: Files::new(), durable: Files::new() }, clock, stats, latency }
+    }
+
+    /// Counts a write and charges the emulated NVM write latency per cache
+    /// line, as the allocator interface does per persisted line: the
+    /// paper's file system (PMFS) writes to the same NVM.
+    fn charge(&self, bytes: usize) {
+        self.stats.file_bytes.fetch_add(bytes as u64, Relaxed);
+        super::spin(self.latency.persist_line_ns * bytes.div_ceil(LINE) as u64);
     }
 
     /// Appends to `name`, creating it.
     pub fn append(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
-        self.stats.file_bytes.fetch_add(data.len() as u64, Relaxed);
+        self.charge(data.len());
         match &mut self.store {
             Store::Dir { dir, open } => handle(dir, open, name, true)?.write_all(data),
             Store::Sim { written, .. } => {
@@ -74,7 +83,7 @@ impl Fs {
     /// Writes `data` at `offset` of `name` (created if absent; a gap reads
     /// as zeros).
     pub fn write_at(&mut self, name: &str, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.stats.file_bytes.fetch_add(data.len() as u64, Relaxed);
+        self.charge(data.len());
         match &mut self.store {
             Store::Dir { dir, open } => {
                 use std::os::unix::fs::FileExt;
@@ -226,6 +235,6 @@ impl Fs {
             Store::Dir { .. } => panic!("Fs::crash needs crash-simulation mode"),
         };
         let store = Store::Sim { written: durable.clone(), durable };
-        Fs { store, clock: self.clock.clone(), stats: self.stats.clone() }
+        Fs { store, clock: self.clock.clone(), stats: self.stats.clone(), latency: self.latency }
     }
 }

@@ -158,11 +158,11 @@ impl Pmem {
             Medium::Dir(dir) => {
                 std::fs::create_dir_all(dir)?;
                 let region = Region::map(&dir.join(REGION_FILE), region_len, clock.clone(), stats.clone(), latency)?;
-                (region, Fs::dir(dir, clock.clone(), stats.clone())?)
+                (region, Fs::dir(dir, clock.clone(), stats.clone(), latency)?)
             }
             Medium::Simulated => (
                 Region::heap(region_len, true, clock.clone(), stats.clone(), latency),
-                Fs::simulated(clock.clone(), stats.clone()),
+                Fs::simulated(clock.clone(), stats.clone(), latency),
             ),
         };
         let (heap, fresh) = Heap::open_or_format(region)?;

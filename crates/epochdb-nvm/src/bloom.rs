@@ -27,23 +27,28 @@ impl Bloom {
         Bloom { bits: vec![0; (keys * BITS_PER_KEY).div_ceil(8).max(8)] }
     }
 
-    /// Double hashing: probe i is `h1 + i * h2`.
-    fn probes(&self, key: &[u8]) -> impl Iterator<Item = usize> {
-        let h = hash(key);
-        let (h1, h2) = (h, h.rotate_left(32) | 1);
-        let n = self.bits.len() as u64 * 8;
-        (0..PROBES).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
-    }
-
     pub fn add(&mut self, key: &[u8]) {
-        for p in self.probes(key).collect::<Vec<_>>() {
+        for p in probes(self.bits.len(), key) {
             self.bits[p / 8] |= 1 << (p % 8);
         }
     }
 
     pub fn may_contain(&self, key: &[u8]) -> bool {
-        !self.bits.is_empty() && self.probes(key).all(|p| self.bits[p / 8] & 1 << (p % 8) != 0)
+        may_contain(&self.bits, key)
     }
+}
+
+/// Double hashing: probe i is bit `h1 + i * h2` of `bytes * 8`.
+fn probes(bytes: usize, key: &[u8]) -> impl Iterator<Item = usize> {
+    let h = hash(key);
+    let (h1, h2) = (h, h.rotate_left(32) | 1);
+    let n = bytes as u64 * 8;
+    (0..PROBES).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % n) as usize)
+}
+
+/// Whether a filter's `bits` (in place, e.g. in NVM) admit `key`.
+pub fn may_contain(bits: &[u8], key: &[u8]) -> bool {
+    !bits.is_empty() && probes(bits.len(), key).all(|p| bits[p / 8] & 1 << (p % 8) != 0)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod bloom;
 pub mod btree;
 pub mod cowtree;
 pub mod engines;
+pub mod journal;
 pub mod matrix;
 pub mod partition;
 pub mod pmem;

@@ -108,6 +108,24 @@ pub trait Store: Send {
     fn stats(&self) -> Arc<Stats>;
 }
 
+/// The id of table `name` among `known` (name, columns), if it exists; an
+/// error if it exists with other columns.
+pub fn existing_table<'t>(
+    known: impl Iterator<Item = (&'t str, &'t [u16])>,
+    name: &str,
+    columns: &[u16],
+) -> Result<Option<u32>> {
+    for (i, (n, c)) in known.enumerate() {
+        if n == name {
+            if c != columns {
+                return Err(invalid(format!("table {name} exists with other columns")));
+            }
+            return Ok(Some(i as u32));
+        }
+    }
+    Ok(None)
+}
+
 /// An error for input the engine refuses.
 pub fn invalid(m: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, m.into())

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The engines `--engine` accepts.
-pub const ENGINES: [&str; 5] = ["inp", "cow", "log", "nvm-inp", "nvm-cow"];
+pub const ENGINES: [&str; 6] = ["inp", "cow", "log", "nvm-inp", "nvm-cow", "nvm-log"];
 
 /// Opens engine `name` on a partition's NVM (recovering what it holds).
 pub fn open_store(name: &str, pm: Pmem) -> io::Result<Box<dyn Store>> {
@@ -25,6 +25,7 @@ pub fn open_store(name: &str, pm: Pmem) -> io::Result<Box<dyn Store>> {
         "inp" => Box::new(engines::inp::Inp::open(pm)?),
         "log" => Box::new(engines::log::Log::open(pm)?),
         "nvm-inp" => Box::new(engines::nvm_inp::NvmInp::open(pm)?),
+        "nvm-log" => Box::new(engines::nvm_log::NvmLog::open(pm)?),
         "cow" => {
             let (pages, tables) = engines::cow::FilePages::open(pm)?;
             Box::new(engines::cow::Cow::open(pages, tables)?)

@@ -11,7 +11,7 @@
 
 use crate::btree::{self, BTree, MAX_KEY};
 use crate::pmem::{Component, Heap, SlotState};
-use crate::store::{corrupt, invalid, Columns, Result};
+use crate::store::{corrupt, existing_table, invalid, Columns, Result};
 use std::sync::Arc;
 
 /// A table's row shape.
@@ -260,11 +260,9 @@ impl Catalog {
 
     /// The table `name`, created if new; its columns must match.
     pub fn table(&mut self, heap: &mut Heap, name: &str, columns: &[u16]) -> Result<u32> {
-        if let Some(i) = self.tables.iter().position(|t| t.name == name) {
-            if self.tables[i].shape.columns != columns {
-                return Err(invalid(format!("table {name} exists with other columns")));
-            }
-            return Ok(i as u32);
+        let known = self.tables.iter().map(|t| (t.name.as_str(), t.shape.columns()));
+        if let Some(i) = existing_table(known, name, columns)? {
+            return Ok(i);
         }
         if self.tables.len() == MAX_TABLES || name.len() > MAX_NAME || columns.len() > MAX_COLUMNS {
             return Err(invalid(format!(

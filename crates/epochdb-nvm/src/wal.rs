@@ -25,7 +25,8 @@ pub fn read_catalog(fs: &Fs) -> Result<Vec<(String, Vec<u16>)>> {
     let mut out = Vec::new();
     for line in String::from_utf8_lossy(&cat).lines() {
         let (name, cols) = line.split_once('\t').ok_or_else(|| corrupt("catalog: bad line"))?;
-        let cols = cols.split(',').filter(|c| !c.is_empty()).map(|c| c.parse().map_err(|_| corrupt("catalog: bad column")));
+        let cols =
+            cols.split(',').filter(|c| !c.is_empty()).map(|c| c.parse().map_err(|_| corrupt("catalog: bad column")));
         out.push((name.to_string(), cols.collect::<Result<Vec<u16>>>()?));
     }
     Ok(out)

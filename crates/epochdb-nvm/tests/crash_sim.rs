@@ -8,6 +8,7 @@
 use epochdb_nvm::pmem::{Evict, Latency, Medium, Pmem};
 use epochdb_nvm::store::Store;
 use epochdb_nvm::testbed::{open_store, ENGINES};
+use epochdb_workloads::keygen::Rng;
 use std::collections::BTreeMap;
 
 type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 2];
@@ -15,19 +16,6 @@ type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 2];
 /// Row shape of table 0: an inline field, two variable ones, one inline.
 const COLUMNS: [u16; 4] = [8, 100, 4, 30];
 const ROW: usize = 142;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -50,11 +38,11 @@ fn transaction(rng: &mut Rng, model: &Model) -> (Vec<Op>, bool) {
             (0, Some(old)) if rng.below(2) == 0 => {
                 let mut v = old.clone();
                 let (at, len) = [(0, 8), (8, 100), (108, 4), (112, 30)][rng.below(4) as usize];
-                v[at..at + len].fill(rng.next() as u8);
+                v[at..at + len].fill(rng.next_u64() as u8);
                 v
             }
-            (0, _) => (0..ROW).map(|_| rng.next() as u8).collect(),
-            _ => (0..1 + rng.below(300)).map(|_| rng.next() as u8).collect(),
+            (0, _) => (0..ROW).map(|_| rng.next_u64() as u8).collect(),
+            _ => (0..1 + rng.below(300)).map(|_| rng.next_u64() as u8).collect(),
         };
         ops.push(Op::Put(table, key, value));
     }
@@ -114,7 +102,7 @@ fn crash_at(engine: &str, seed: u64, txns: usize, cut: Option<u64>, evict: Evict
     if let Some(c) = cut {
         clock.cut_after(c);
     }
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     // models[i]: the state after the first i transactions; done[i]: events
     // when transaction i returned, and the engine's durable count then.
     let mut models = vec![Model::default()];

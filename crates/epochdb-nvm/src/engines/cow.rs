@@ -22,10 +22,10 @@
 
 use crate::cowtree::{self, Backend, PageSet, PAGE};
 use crate::pmem::{Pmem, Stats};
-use crate::store::{corrupt, invalid, Footprint, Result, Store};
+use crate::store::{corrupt, existing_table, invalid, Footprint, Result, Store};
 use crate::tuple::Shape;
-use std::sync::Arc;
 use crate::wal::GROUP_COMMIT;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A group also ends once it has written this many pages (16 MiB).
@@ -179,11 +179,8 @@ impl<M: Medium> Store for Cow<M> {
     /// A new table is committed (with any group waiting) before this
     /// returns.
     fn create_table(&mut self, name: &str, columns: &[u16]) -> Result<u32> {
-        if let Some(i) = self.tables.iter().position(|t| t.name == name) {
-            if self.tables[i].columns != columns {
-                return Err(invalid(format!("table {name} exists with other columns")));
-            }
-            return Ok(i as u32);
+        if let Some(i) = existing_table(self.tables.iter().map(|t| (t.name.as_str(), &t.columns[..])), name, columns)? {
+            return Ok(i);
         }
         if name.len() > 255 || self.txn_roots.is_some() {
             return Err(invalid(format!("table {name}: names are at most 255 bytes, and not inside a transaction")));

@@ -21,7 +21,7 @@
 
 use crate::bloom::Bloom;
 use crate::pmem::{Pmem, Stats};
-use crate::store::{corrupt, invalid, Footprint, Result, Store};
+use crate::store::{corrupt, existing_table, invalid, Footprint, Result, Store};
 use crate::tuple::Shape;
 use crate::wal::{put_bytes, read_catalog, segment_of, write_catalog, Cursor, GroupLog};
 use std::collections::BTreeMap;
@@ -41,6 +41,8 @@ const DELETE: u8 = 2;
 
 /// A MemTable or run entry: a row, or `None` for a tombstone.
 type Entries = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+/// A changed key and its MemTable entry before the change (`None`: none).
+type UndoEntry = (Vec<u8>, Option<Option<Vec<u8>>>);
 
 /// An SSTable as the engine keeps it open: its sparse index and filter.
 struct Run {
@@ -79,7 +81,7 @@ pub struct Log {
     mem: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     mem_bytes: usize,
     /// The open transaction: each changed key's MemTable entry before it.
-    undo: Vec<(Vec<u8>, Option<Option<Vec<u8>>>)>,
+    undo: Vec<UndoEntry>,
     txn_log: Vec<u8>,
     wal: GroupLog,
     /// `levels[i]` is level i + 1's run.
@@ -158,7 +160,10 @@ impl Log {
         let wal_from = self.wal_from;
         let runs: Vec<&str> = self.levels.iter().flatten().map(|r| r.name.as_str()).collect();
         let needed = |n: &str| {
-            n == "catalog" || n == "manifest" || runs.contains(&n) || segment_of(n, "wal.").is_some_and(|s| s >= wal_from)
+            n == "catalog"
+                || n == "manifest"
+                || runs.contains(&n)
+                || segment_of(n, "wal.").is_some_and(|s| s >= wal_from)
         };
         self.pm.fs.list().unwrap_or_default().into_iter().filter(|n| !needed(n)).collect()
     }
@@ -257,7 +262,13 @@ impl Log {
     }
 
     /// Every entry of run `level` with a key in `[lo, hi)`.
-    fn run_range(&mut self, level: usize, lo: &[u8], hi: &[u8], out: &mut BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> Result {
+    fn run_range(
+        &mut self,
+        level: usize,
+        lo: &[u8],
+        hi: &[u8],
+        out: &mut BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    ) -> Result {
         let Some(run) = self.levels[level].take() else { return Ok(()) };
         let first = run.index.partition_point(|(k, _)| k.as_slice() <= lo).saturating_sub(1);
         let last = run.index.partition_point(|(k, _)| k.as_slice() < hi);
@@ -342,7 +353,8 @@ impl Log {
             if self.levels[level + 1..].iter().all(Option::is_none) {
                 incoming.retain(|(_, v)| v.is_some());
             }
-            let bytes: u64 = incoming.iter().map(|(k, v)| 9 + k.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64)).sum();
+            let bytes: u64 =
+                incoming.iter().map(|(k, v)| 9 + k.len() as u64 + v.as_ref().map_or(0, |v| v.len() as u64)).sum();
             if bytes <= limit {
                 break;
             }
@@ -374,11 +386,8 @@ impl Store for Log {
     }
 
     fn create_table(&mut self, name: &str, columns: &[u16]) -> Result<u32> {
-        if let Some(i) = self.shapes.iter().position(|t| t.0 == name) {
-            if self.shapes[i].1.columns() != columns {
-                return Err(invalid(format!("table {name} exists with other columns")));
-            }
-            return Ok(i as u32);
+        if let Some(i) = existing_table(self.shapes.iter().map(|(n, s)| (n.as_str(), s.columns())), name, columns)? {
+            return Ok(i);
         }
         self.shapes.push((name.into(), Shape::new(columns)));
         write_catalog(&mut self.pm.fs, self.shapes.iter().map(|(n, s)| (n.as_str(), s.columns())))?;
@@ -522,11 +531,11 @@ impl Store for Log {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pmem::{Evict, Latency, Medium};
 
-    fn all(e: &mut Log) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    pub(crate) fn all(e: &mut dyn Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
         let mut got = BTreeMap::new();
         e.scan(0, b"", None, false, &mut |k, v| {
             got.insert(k.to_vec(), v.to_vec());
@@ -536,14 +545,10 @@ mod tests {
         got
     }
 
-    /// Many MemTable merges with a tiny MemTable and k = 2, so runs are
-    /// pushed several levels down and tombstones meet older values; then a
-    /// restart from the synced files.
-    #[test]
-    fn levels_match_a_model_across_merges_and_a_restart() {
-        let (pm, _) = Pmem::open(Medium::Simulated, 8 << 20, Latency::default()).expect("pmem");
-        let mut e = Log::open(pm).expect("open");
-        (e.memtable_bytes, e.growth) = (2048, 2);
+    /// 4,000 random puts and deletes of 500 keys in table 0, each its own
+    /// transaction, checked against a model with a get after each and a
+    /// reverse range scan at the end; returns the model.
+    pub(crate) fn random_history(e: &mut dyn Store) -> BTreeMap<Vec<u8>, Vec<u8>> {
         e.create_table("t", &[]).expect("table");
         let mut model = BTreeMap::new();
         let mut x = 7u64;
@@ -552,7 +557,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let key = format!("k{:04}", x % 500).into_bytes();
-            if x % 4 == 0 {
+            if x.is_multiple_of(4) {
                 assert_eq!(e.delete(0, &key).expect("delete"), model.remove(&key).is_some());
             } else {
                 let v = i.to_le_bytes().repeat(1 + (x % 5) as usize);
@@ -564,18 +569,27 @@ mod tests {
             let probe = format!("k{:04}", (x >> 20) % 500).into_bytes();
             assert_eq!(e.get(0, &probe, &mut out).expect("get"), model.contains_key(&probe));
         }
+        assert_eq!(all(e), model);
+        let mut first = None;
+        e.scan(0, b"k0100", Some(b"k0400"), true, &mut |k, _| {
+            first = Some(k.to_vec());
+            false
+        })
+        .expect("scan");
+        assert_eq!(first, model.range(b"k0100".to_vec()..b"k0400".to_vec()).next_back().map(|(k, _)| k.clone()));
+        model
+    }
+
+    /// Many MemTable merges with a tiny MemTable and k = 2, so runs are
+    /// pushed several levels down and tombstones meet older values; then a
+    /// restart from the synced files.
+    #[test]
+    fn levels_match_a_model_across_merges_and_a_restart() {
+        let (pm, _) = Pmem::open(Medium::Simulated, 8 << 20, Latency::default()).expect("pmem");
+        let mut e = Log::open(pm).expect("open");
+        (e.memtable_bytes, e.growth) = (2048, 2);
+        let model = random_history(&mut e);
         assert!(e.levels.iter().flatten().count() >= 2, "runs on several levels");
-        assert_eq!(all(&mut e), model);
-        let reverse_first = {
-            let mut first = None;
-            e.scan(0, b"k0100", Some(b"k0400"), true, &mut |k, _| {
-                first = Some(k.to_vec());
-                false
-            })
-            .expect("scan");
-            first
-        };
-        assert_eq!(reverse_first, model.range(b"k0100".to_vec()..b"k0400".to_vec()).next_back().map(|(k, _)| k.clone()));
         e.flush().expect("flush");
         let mut e = Log::open(e.pm.crash(Evict::Nothing).expect("crash")).expect("recover");
         assert_eq!(all(&mut e), model);

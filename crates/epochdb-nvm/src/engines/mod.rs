@@ -6,3 +6,4 @@ pub mod inp;
 pub mod log;
 pub mod nvm_cow;
 pub mod nvm_inp;
+pub mod nvm_log;

@@ -15,14 +15,16 @@
 //! stays "allocated" until its master switch, so a crash before the switch
 //! leaves only slots that the allocator reclaims by itself. The switch's
 //! other half (marking the group's slots persisted, freeing the pages and
-//! tuples it replaced) is written first as a *group journal* linked from
-//! the root object; recovery redoes it when the master already names the
-//! group's directory, and drops it otherwise. That is all recovery does.
+//! tuples it replaced) is written first as an install journal
+//! ([`crate::journal`]); recovery redoes it when the master already names
+//! the group's directory, and drops it otherwise. That is all recovery
+//! does.
 
 use super::cow::{decode_directory, encode_directory, Medium, Table};
 use crate::cowtree::{used_ranges, Backend, PAGE};
-use crate::pmem::{Component, Heap, Pmem, MAX_ALLOC, ROOT};
-use crate::store::{corrupt, invalid, Footprint, Result};
+use crate::journal::{self, FREE};
+use crate::pmem::{Component, Heap, Pmem, ROOT};
+use crate::store::{invalid, Footprint, Result};
 use crate::tuple;
 use std::collections::HashSet;
 
@@ -30,11 +32,6 @@ const MAGIC: u64 = u64::from_le_bytes(*b"NVM-COW1");
 /// Root object words: the master record, and the group journal.
 const MASTER: u64 = ROOT + 8;
 const JOURNAL: u64 = ROOT + 16;
-/// A journal block: next block, entry count, the group's directory slot,
-/// then entries (bit 63 set: free the slot; clear: mark it persisted).
-const BLOCK_HEAD: usize = 24;
-const BLOCK_ENTRIES: usize = (MAX_ALLOC - BLOCK_HEAD) / 8;
-const OLD: u64 = 1 << 63;
 
 pub struct NvmPages {
     pm: Pmem,
@@ -61,7 +58,7 @@ impl NvmPages {
                 heap.set_u64(ROOT, MAGIC);
                 heap.persist(ROOT, 8);
             }
-            MAGIC => recover_journal(heap)?,
+            MAGIC => journal::recover(heap, JOURNAL, MASTER)?,
             m => return Err(invalid(format!("the NVM region belongs to another engine (root magic {m:#x})"))),
         }
         let dir = heap.u64(MASTER);
@@ -74,58 +71,6 @@ impl NvmPages {
     fn heap(&mut self) -> &mut Heap {
         &mut self.pm.heap
     }
-}
-
-/// The journal's blocks and entries, and its group's directory slot.
-fn read_journal(heap: &Heap) -> (Vec<u64>, Vec<u64>, u64) {
-    let (mut blocks, mut entries, mut dir) = (Vec::new(), Vec::new(), 0);
-    let mut b = heap.u64(JOURNAL);
-    while b != 0 {
-        blocks.push(b);
-        let n = (heap.u64(b + 8) as usize).min(BLOCK_ENTRIES);
-        dir = heap.u64(b + 16);
-        entries.extend((0..n as u64).map(|i| heap.u64(b + BLOCK_HEAD as u64 + 8 * i)));
-        b = heap.u64(b);
-    }
-    (blocks, entries, dir)
-}
-
-/// Applies the journal's entries (idempotent: recovery may repeat it).
-fn apply(heap: &mut Heap, entries: &[u64]) {
-    for &e in entries {
-        if e & OLD != 0 {
-            tuple::free_slot(heap, e & !OLD);
-        } else {
-            heap.pin(e);
-        }
-    }
-}
-
-/// Frees the journal's blocks and unlinks it.
-fn clear_journal(heap: &mut Heap, blocks: &[u64]) {
-    heap.set_u64(JOURNAL, 0);
-    heap.persist(JOURNAL, 8);
-    for &b in blocks {
-        tuple::free_slot(heap, b);
-    }
-}
-
-/// Recovery: the journal's group switched the master if the master names
-/// its directory; then finish it, else drop it (its slots are still
-/// "allocated", which the allocator reclaims).
-fn recover_journal(heap: &mut Heap) -> Result {
-    let (blocks, entries, dir) = read_journal(heap);
-    if blocks.is_empty() {
-        return Ok(());
-    }
-    if dir == 0 {
-        return Err(corrupt("NVM-CoW group journal names no directory"));
-    }
-    if heap.u64(MASTER) == dir {
-        apply(heap, &entries);
-    }
-    clear_journal(heap, &blocks);
-    Ok(())
 }
 
 impl Backend for NvmPages {
@@ -209,30 +154,8 @@ impl Medium for NvmPages {
         let mut entries: Vec<u64> = pages.into_iter().chain(self.group_new.drain()).collect();
         entries.push(dir);
         let old = replaced.into_iter().chain(self.group_old.drain(..)).chain((old_dir != 0).then_some(old_dir));
-        entries.extend(old.map(|s| s | OLD));
-        // Blocks are written last first, so each links to a persisted one.
-        let mut next = 0;
-        let mut blocks = Vec::new();
-        for chunk in entries.chunks(BLOCK_ENTRIES).rev() {
-            let b = heap.alloc(BLOCK_HEAD + 8 * chunk.len(), Component::Log)?;
-            heap.set_u64(b, next);
-            heap.set_u64(b + 8, chunk.len() as u64);
-            heap.set_u64(b + 16, dir);
-            for (i, &e) in chunk.iter().enumerate() {
-                heap.set_u64(b + BLOCK_HEAD as u64 + 8 * i as u64, e);
-            }
-            heap.persist(b, BLOCK_HEAD + 8 * chunk.len());
-            blocks.push(b);
-            next = b;
-        }
-        heap.set_u64(JOURNAL, next);
-        heap.persist(JOURNAL, 8);
-        // The switch.
-        heap.set_u64(MASTER, dir);
-        heap.persist(MASTER, 8);
-        apply(heap, &entries);
-        clear_journal(heap, &blocks);
-        Ok(())
+        entries.extend(old.map(|s| s | FREE));
+        journal::install(heap, JOURNAL, MASTER, dir, &entries)
     }
 
     fn recovered(&mut self, _: &[u64]) {}

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 pub const HELP: &str = "\
 NVM TESTBED OPTIONS (epochdb bench nvm; defaults in brackets):
-    --engine E          inp | cow | log | nvm-inp | nvm-cow [nvm-inp]
-                        (nvm-log is not built yet)
+    --engine E          inp | cow | log | nvm-inp | nvm-cow | nvm-log
+                        [nvm-inp]
     --workload W        ycsb | tpcc [ycsb]; tpcc loads one warehouse per
                         partition
     --mix M             read-only | read-heavy | balanced | write-heavy

@@ -161,8 +161,7 @@ impl Medium for NvmPages {
     fn recovered(&mut self, _: &[u64]) {}
 
     fn footprint(&self, _: &[u64], _: usize) -> Footprint {
-        let ([table, index, log, other], _) = self.pm.heap.footprint();
-        Footprint { table, index, log, checkpoint: 0, other }
+        Footprint::of_heap(&self.pm.heap)
     }
 
     fn leaks(&mut self, mut pages: Vec<u64>, rows: Vec<Vec<u8>>) -> Vec<String> {

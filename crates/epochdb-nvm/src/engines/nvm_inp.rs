@@ -346,8 +346,7 @@ impl Store for NvmInp {
     }
 
     fn footprint(&mut self) -> Footprint {
-        let ([table, index, log, other], _) = self.pm.heap.footprint();
-        Footprint { table, index, log, checkpoint: 0, other }
+        Footprint::of_heap(&self.pm.heap)
     }
 
     fn stats(&self) -> Arc<Stats> {

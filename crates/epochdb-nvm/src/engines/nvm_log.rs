@@ -650,8 +650,7 @@ impl Store for NvmLog {
     }
 
     fn footprint(&mut self) -> Footprint {
-        let ([table, index, log, other], _) = self.pm.heap.footprint();
-        Footprint { table, index, log, checkpoint: 0, other }
+        Footprint::of_heap(&self.pm.heap)
     }
 
     fn pmem(&self) -> &Pmem {

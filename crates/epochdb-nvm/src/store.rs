@@ -31,7 +31,7 @@ impl Footprint {
         self.table + self.index + self.log + self.checkpoint + self.other
     }
 
-    /// An NVM engine's footprint: its persisted slots by owner.
+    /// Allocator memory's footprint: its persisted slots by owner.
     pub fn of_heap(heap: &crate::pmem::Heap) -> Footprint {
         let ([table, index, log, other], _) = heap.footprint();
         Footprint { table, index, log, checkpoint: 0, other }

@@ -317,14 +317,14 @@ impl Store for Inp {
     }
 
     fn footprint(&mut self) -> Footprint {
-        let ([table, index, _, other], _) = self.heap.footprint();
+        // The heap holds tables and indexes; the log and checkpoints are files.
+        let heap = Footprint::of_heap(&self.heap);
         let fs = &self.pm.fs;
         Footprint {
-            table,
-            index,
             log: fs.bytes(|n| n.starts_with("wal.")),
             checkpoint: fs.bytes(|n| n.starts_with("checkpoint.")),
-            other: other + fs.bytes(|n| n == "catalog"),
+            other: heap.other + fs.bytes(|n| n == "catalog"),
+            ..heap
         }
     }
 

@@ -85,7 +85,7 @@ pub struct Checkpointer {
 
 impl Checkpointer {
     pub(crate) fn start(shared: Arc<Shared>) -> Result<Checkpointer> {
-        remove_uninstalled(&shared)?;
+        remove_uninstalled(&shared, false)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread =
@@ -197,7 +197,7 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         m.voids.retain(|v| v.1 >= e_l);
         m.store(shared.options.data_dir.as_deref().unwrap_or(Path::new(".")), &shared.io)?;
     }
-    remove_obsolete(shared, e_l)?;
+    remove_obsolete(shared, e_l, stop)?;
     let before = lock(&shared.checkpoint_stats).clone();
     stats.installed = before.installed + 1;
     stats.total_bytes = before.total_bytes + stats.bytes;
@@ -428,15 +428,25 @@ fn subrange(splits: &[Vec<u8>], i: usize, n: usize) -> Option<Range> {
 }
 
 /// Deletes checkpoint directories other than the installed one (an
-/// interrupted checkpoint leaves one behind).
-fn remove_uninstalled(shared: &Shared) -> Result<()> {
+/// interrupted checkpoint leaves one behind). `gradually`: while the
+/// database runs, see [`Io::remove_gradually`](crate::fsio::Io::remove_gradually).
+fn remove_uninstalled(shared: &Shared, gradually: bool) -> Result<()> {
     let keep: Vec<String> = lock(&shared.manifest).checkpoints().map(|c| format!("{DIR_PREFIX}{}", c.e_l)).collect();
     for dir in shared.options.checkpoint_dirs() {
         std::fs::create_dir_all(&dir)?;
         for entry in std::fs::read_dir(&dir)? {
             let name = entry?.file_name().to_string_lossy().into_owned();
             if name.starts_with(DIR_PREFIX) && !keep.contains(&name) {
-                std::fs::remove_dir_all(dir.join(&name))?;
+                let old = dir.join(&name);
+                if gradually {
+                    for f in std::fs::read_dir(&old)? {
+                        let f = f?;
+                        if f.file_type()?.is_file() {
+                            shared.io.remove_gradually(&f.path())?;
+                        }
+                    }
+                }
+                std::fs::remove_dir_all(old)?;
             }
         }
     }
@@ -445,16 +455,22 @@ fn remove_uninstalled(shared: &Shared) -> Result<()> {
 
 /// After installing the checkpoint at `e_l`: older checkpoints, and log
 /// files whose records all have epochs `< e_l`, are no longer needed.
-fn remove_obsolete(shared: &Shared, e_l: u64) -> Result<()> {
-    remove_uninstalled(shared)?;
+/// Recovery never reads them (it goes by the manifest and by the epoch in
+/// a log file's name), so a crash halfway leaves nothing it could trip on;
+/// the next checkpoint removes what is left. On `stop`, the rest waits.
+fn remove_obsolete(shared: &Shared, e_l: u64, stop: &AtomicBool) -> Result<()> {
+    remove_uninstalled(shared, true)?;
     for dir in shared.options.log_dirs() {
         for entry in std::fs::read_dir(&dir)? {
             let name = entry?.file_name().to_string_lossy().into_owned();
             if name == CURRENT_LOG || !name.starts_with(OLD_LOG_PREFIX) {
                 continue;
             }
+            if stop.load(Ordering::Acquire) {
+                return Ok(());
+            }
             if crate::recovery::old_log_epoch(&name).is_some_and(|hi| hi < e_l) {
-                std::fs::remove_file(dir.join(&name))?;
+                shared.io.remove_gradually(&dir.join(&name))?;
             }
         }
         shared.io.sync_dir(&dir)?;

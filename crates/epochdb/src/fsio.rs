@@ -8,6 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Faults to inject into the data directory's I/O, for tests. Shared by
 /// every file the database writes.
@@ -51,6 +52,11 @@ impl Faults {
         }
     }
 }
+
+/// What [`Io::remove_gradually`] frees per step: about 5 ms of journal
+/// time with discards here (3 GB took 0.42 s).
+const FREE_STEP: u64 = 32 << 20;
+const FREE_PAUSE: Duration = Duration::from_millis(2);
 
 fn full_disk() -> io::Error {
     io::Error::from_raw_os_error(libc::ENOSPC)
@@ -128,6 +134,24 @@ impl Io {
         self.sync_dir(path.parent().unwrap_or(Path::new(".")))
     }
 
+    /// Removes a file the database no longer needs, freeing it from the end
+    /// a step at a time. Freeing gigabytes at once holds the file system's
+    /// journal (and, on a `discard` mount, the device) for hundreds of
+    /// milliseconds, and every log sync waits behind it; a worker's log
+    /// buffers last about 15 ms. Each step is synced, then the log gets a
+    /// pause to sync in.
+    pub fn remove_gradually(&self, path: &Path) -> io::Result<()> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        let mut len = file.metadata()?.len();
+        while len > 0 {
+            len = len.saturating_sub(FREE_STEP);
+            file.set_len(len)?;
+            self.sync(&file)?;
+            std::thread::sleep(FREE_PAUSE);
+        }
+        std::fs::remove_file(path)
+    }
+
     /// Makes renames and creations in `dir` durable.
     pub fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.sync(&File::open(dir)?)
@@ -152,6 +176,25 @@ mod tests {
         let e = io.write_at(&file, &[1; 3 * 4096], 0).expect_err("full");
         assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
         assert_eq!(std::fs::read(dir.join("f")).expect("read").len(), 4096, "the whole blocks that fit are written");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_gradual_removal_frees_a_synced_step_at_a_time() {
+        let dir = std::env::temp_dir().join(format!("epochdb-fsio-rm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("old");
+        let faults = Faults::new();
+        let io = Io::new(Some(faults.clone()));
+        File::create(&path).and_then(|f| f.set_len(3 * FREE_STEP + 5)).expect("sparse file");
+        // The second step's sync fails: the error is returned and the file
+        // is left one step shorter.
+        faults.fail_syncs_after(1);
+        assert!(io.remove_gradually(&path).is_err());
+        assert_eq!(std::fs::metadata(&path).expect("kept").len(), FREE_STEP + 5);
+        faults.fail_syncs_after(u64::MAX);
+        io.remove_gradually(&path).expect("remove");
+        assert!(!path.exists());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -36,6 +36,10 @@ pub struct LogFileSummary {
     /// The first damage found, if any (a torn tail of `data.log` after a
     /// crash is expected and dropped at recovery).
     pub damage: Option<String>,
+    /// Holds only epochs below the checkpoint's `e_l`: recovery skips it,
+    /// the next checkpoint removes it, and it is not read here (a crash
+    /// may have left it half removed).
+    pub obsolete: bool,
 }
 
 /// Summarizes the data directory `data_dir` with logs in `log_dirs`
@@ -54,8 +58,15 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
             })
             .collect();
         paths.sort();
+        let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
         for path in paths {
-            logs.push(summarize(&path));
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if crate::recovery::old_log_epoch(&name).is_some_and(|hi| hi < e_l) {
+                let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+                logs.push(LogFileSummary { path, bytes, blocks: 0, epochs: None, damage: None, obsolete: true });
+            } else {
+                logs.push(summarize(&path));
+            }
         }
     }
     Ok(Inspection {
@@ -69,7 +80,7 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
 
 fn summarize(path: &Path) -> LogFileSummary {
     let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-    let mut s = LogFileSummary { path: path.into(), bytes, blocks: 0, epochs: None, damage: None };
+    let mut s = LogFileSummary { path: path.into(), bytes, blocks: 0, epochs: None, damage: None, obsolete: false };
     let mut reader = match BlockReader::open(path, LOG_MAGIC) {
         Ok(r) => r,
         Err(d) => {

@@ -38,8 +38,12 @@ pub const OLD_LOG_PREFIX: &str = "old_data.";
 pub const PEPOCH_FILE: &str = "pepoch";
 /// Log files grow in steps of this much preallocated space.
 const PREALLOCATE: u64 = 32 << 20;
-/// How often an idle logger looks for work.
-const POLL: Duration = Duration::from_micros(500);
+/// How often an idle logger looks for work. Each poll wakes a thread on a
+/// CPU a worker is using; at 0.5 ms the 2,000 wake-ups a second cost TPC-C
+/// about 4% of its throughput on 2 cores. A worker fills a 512 KB buffer
+/// in about 4 ms there and has more in its pool, so 2 ms keeps it fed; it
+/// adds at most 2 ms to the latency to durability.
+const POLL: Duration = Duration::from_micros(2000);
 
 /// Durability state shared by the database, its workers and its loggers.
 #[derive(Debug)]

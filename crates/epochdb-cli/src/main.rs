@@ -261,26 +261,12 @@ fn empty_data_dir(dir: &Path) -> Result<(), String> {
     if let Some(n) = names.iter().find(|n| !ours(n)) {
         return Err(format!("{} holds {n:?}, which epochdb did not write; use an empty directory", dir.display()));
     }
-    let removed = !names.is_empty();
     for n in names {
         let p = dir.join(n);
         let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
         r.map_err(|e| format!("{}: {e}", p.display()))?;
     }
-    if removed {
-        settle(dir)?;
-    }
     Ok(())
-}
-
-/// Waits for the file system to finish freeing what was just removed: a
-/// previous run leaves gigabytes of log, and the journal commit that frees
-/// them (with discards, on a `discard` mount) would otherwise land inside
-/// this run's measurement and stall its first log syncs.
-fn settle(dir: &Path) -> Result<(), String> {
-    // Syncing the directory commits the journal transaction holding the
-    // removals, and the commit waits for the freed blocks' discards.
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("sync {}: {e}", dir.display()))
 }
 
 /// Prints and adds to the report what durability cost: log bytes, latency

@@ -469,7 +469,7 @@ fn remove_obsolete(shared: &Shared, e_l: u64, stop: &AtomicBool) -> Result<()> {
             if stop.load(Ordering::Acquire) {
                 return Ok(());
             }
-            if crate::recovery::old_log_epoch(&name).is_some_and(|hi| hi < e_l) {
+            if crate::recovery::below_checkpoint(&name, e_l) {
                 shared.io.remove_gradually(&dir.join(&name))?;
             }
         }

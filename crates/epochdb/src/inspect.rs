@@ -61,7 +61,7 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
         let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
         for path in paths {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if crate::recovery::old_log_epoch(&name).is_some_and(|hi| hi < e_l) {
+            if crate::recovery::below_checkpoint(&name, e_l) {
                 let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
                 logs.push(LogFileSummary { path, bytes, blocks: 0, epochs: None, damage: None, obsolete: true });
             } else {

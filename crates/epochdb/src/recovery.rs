@@ -252,8 +252,15 @@ fn log_files(dirs: &[PathBuf], e_l: u64) -> Result<Vec<(PathBuf, u64, bool)>> {
 }
 
 /// The largest epoch in an `old_data.<e>[.n]` file, from its name.
-pub(crate) fn old_log_epoch(name: &str) -> Option<u64> {
+fn old_log_epoch(name: &str) -> Option<u64> {
     name.strip_prefix(OLD_LOG_PREFIX)?.split('.').next()?.parse().ok()
+}
+
+/// Whether the log file `name` holds only epochs below `e_l`: recovery
+/// from a checkpoint at `e_l` never reads it (see [`log_files`]), so it is
+/// obsolete once that checkpoint is installed.
+pub(crate) fn below_checkpoint(name: &str, e_l: u64) -> bool {
+    old_log_epoch(name).is_some_and(|hi| hi < e_l)
 }
 
 /// What reading one file found.

@@ -1,12 +1,12 @@
 //! `epochdb bench nvm`: the NVM storage-engine testbed (crate
 //! `epochdb-nvm`, README "Storage engines on persistent memory").
 
-use crate::{say, write_report, Args};
+use crate::args::{failed, Args, CliResult};
+use crate::{say, write_report};
 use epochdb_nvm::testbed::{self, Config, Workload, ENGINES};
 use epochdb_workloads::report::Json;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use std::time::Duration;
 
 pub const HELP: &str = "\
 NVM TESTBED OPTIONS (epochdb bench nvm; defaults in brackets):
@@ -73,12 +73,12 @@ fn config(a: &mut Args) -> Result<Config, String> {
         engine,
         workload,
         latency,
-        tuples: a.take("--tuples", 2_000_000)?,
-        partitions: a.take("--partitions", cores)?,
-        duration: Duration::from_secs_f64(a.take("--duration", 10.0)?),
-        warmup: Duration::from_secs_f64(a.take("--warmup", 2.0)?),
+        tuples: a.take_int("--tuples", 2_000_000, 2, 1 << 40)?,
+        partitions: a.take_int("--partitions", cores, 1, 1024)?,
+        duration: a.take_secs("--duration", 10.0, 0.001, 1e6)?,
+        warmup: a.take_secs("--warmup", 2.0, 0.0, 1e6)?,
         dir: PathBuf::from(a.take_str("--dir").unwrap_or_else(|| "/dev/shm/epochdb-nvm".into())),
-        region_mib: a.take("--region-mib", 0)?,
+        region_mib: a.take_int("--region-mib", 0, 0, 1 << 24)?,
         progress: !a.flag("--quiet"),
     };
     if c.partitions == 0 || c.tuples < 2 * c.partitions as u64 {
@@ -92,21 +92,21 @@ fn list(a: &mut Args, name: &str, default: &[&str]) -> Vec<String> {
         .map_or_else(|| default.iter().map(|s| s.to_string()).collect(), |v| v.split(',').map(String::from).collect())
 }
 
-fn matrix(mut a: Args, base: Config) -> Result<ExitCode, String> {
+fn matrix(mut a: Args, base: Config) -> CliResult<ExitCode> {
     use epochdb_nvm::matrix::{self, Grid};
     let engines = list(&mut a, "--engines", &ENGINES);
     let latencies = list(&mut a, "--latencies", &epochdb_nvm::pmem::Latency::NAMES);
-    let runs: usize = a.take("--runs", 3)?;
+    let runs: usize = a.take_int("--runs", 3, 1, 1000)?;
     let out = PathBuf::from(a.take_str("--out").unwrap_or_else(|| "target/nvm-matrix".into()));
     a.finish()?;
     if let Some(e) = engines.iter().find(|e| !ENGINES.contains(&e.as_str())) {
-        return Err(format!("unknown engine {e:?} (one of {})", ENGINES.join(", ")));
+        return Err(format!("unknown engine {e:?} (one of {})", ENGINES.join(", ")).into());
     }
     if let Some(l) = latencies.iter().find(|l| epochdb_nvm::pmem::Latency::parse(l).is_none()) {
-        return Err(format!("unknown latency {l:?} (dram, 2x or 8x)"));
+        return Err(format!("unknown latency {l:?} (dram, 2x or 8x)").into());
     }
     let grid = Grid::paper(engines, latencies, runs.max(1));
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(failed)?;
     let child = |c: &Config, n: u64| {
         let mut cmd = Command::new(&exe);
         cmd.args(child_args(c, n));
@@ -119,7 +119,7 @@ fn matrix(mut a: Args, base: Config) -> Result<ExitCode, String> {
             eprintln!("{line}");
         }
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(failed)?;
     say!("{md}");
     say!("tables and charts in {}", out.display());
     Ok(ExitCode::SUCCESS)
@@ -140,7 +140,7 @@ fn child_args(c: &Config, n: u64) -> Vec<String> {
     v
 }
 
-pub fn bench(mut a: Args) -> Result<ExitCode, String> {
+pub fn bench(mut a: Args) -> CliResult<ExitCode> {
     let cfg = config(&mut a)?;
     let json_path = a.take_str("--json");
     let recovery: Option<u64> = a.take_str("--recovery").map(|n| n.parse()).transpose().map_err(|_| "--recovery N")?;
@@ -150,14 +150,14 @@ pub fn bench(mut a: Args) -> Result<ExitCode, String> {
     }
     a.finish()?;
     if let Some(n) = child {
-        testbed::child(&cfg, n).map_err(|e| e.to_string())?;
+        testbed::child(&cfg, n).map_err(failed)?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(n) = recovery {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let exe = std::env::current_exe().map_err(failed)?;
         let mut cmd = Command::new(exe);
         cmd.args(child_args(&cfg, n));
-        let (took, problems) = testbed::recovery(&cfg, cmd).map_err(|e| e.to_string())?;
+        let (took, problems) = testbed::recovery(&cfg, cmd).map_err(failed)?;
         let consistency = if problems.is_empty() { "ok".to_string() } else { problems.join("; ") };
         say!(
             "{} {}: restart after {n} transactions and a SIGKILL took {:.3} ms; consistency: {consistency}",
@@ -178,7 +178,7 @@ pub fn bench(mut a: Args) -> Result<ExitCode, String> {
         }
         return Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
-    let r = testbed::run(&cfg).map_err(|e| e.to_string())?;
+    let r = testbed::run(&cfg).map_err(failed)?;
     let f = &r.footprint;
     say!(
         "{} {} ({} latency, {} partitions): {:.0} txn/s; {:.1} lines ({:.0} bytes) persisted per txn; \

@@ -92,7 +92,7 @@ pub fn run(
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&base.dir);
+    testbed::clear(&base.dir)?;
     let md = tables(grid, &cells, &recovery);
     write(out, "matrix.md", &md)?;
     for latency in &grid.latencies {

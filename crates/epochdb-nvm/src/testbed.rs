@@ -12,7 +12,7 @@ use epochdb_workloads::engine::{Engine, TxnError, TxnResult, Worker};
 use epochdb_workloads::report::Json;
 use epochdb_workloads::{tpcc, ycsb};
 use std::io::{self, BufRead};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -113,12 +113,59 @@ fn fatal(e: io::Error) -> TxnError {
     TxnError::Fatal(e.to_string())
 }
 
+/// Whether `name` is a file the engines write in a partition's directory
+/// (FORMAT.md, "NVM testbed"), possibly as a temporary.
+fn testbed_file(name: &str) -> bool {
+    let name = name.strip_suffix(".tmp").unwrap_or(name);
+    let numbered = |prefix: &str| {
+        name.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    matches!(name, "region" | "catalog" | "manifest" | "cow.db")
+        || ["wal.", "checkpoint.", "run."].iter().any(|p| numbered(p))
+}
+
+/// Removes the testbed's files from `dir`: its partition directories
+/// `p<N>` and the files the engines write in them. Anything else there is
+/// an error naming it, and nothing is removed (a mistyped `--dir` must not
+/// cost anyone their files).
+pub fn clear(dir: &Path) -> TxnResult<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    let mut files = Vec::new();
+    let mut parts = Vec::new();
+    let foreign =
+        |p: &Path| TxnError::Fatal(format!("{} was not written by the testbed; nothing was removed", p.display()));
+    for e in entries {
+        let path = e.map_err(fatal)?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let part = name.strip_prefix('p').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !part || !path.is_dir() {
+            return Err(foreign(&path));
+        }
+        for f in std::fs::read_dir(&path).map_err(fatal)? {
+            let f = f.map_err(fatal)?.path();
+            let ours = f.is_file() && f.file_name().is_some_and(|n| testbed_file(&n.to_string_lossy()));
+            if !ours {
+                return Err(foreign(&f));
+            }
+            files.push(f);
+        }
+        parts.push(path);
+    }
+    for f in files {
+        std::fs::remove_file(&f).map_err(fatal)?;
+    }
+    for p in parts {
+        std::fs::remove_dir(&p).map_err(fatal)?;
+    }
+    Ok(())
+}
+
 /// Opens every partition (in parallel, one thread each: recovery too),
-/// emptying the directory first when `fresh`. Returns them and the time it
-/// took.
+/// emptying the directory first when `fresh` (see [`clear`]). Returns them
+/// and the time it took.
 pub fn open(cfg: &Config, fresh: bool) -> TxnResult<(Vec<Partition>, Duration)> {
-    if fresh && cfg.dir.exists() {
-        std::fs::remove_dir_all(&cfg.dir).map_err(fatal)?;
+    if fresh {
+        clear(&cfg.dir)?;
     }
     let latency = cfg.latency().map_err(fatal)?;
     let start = Instant::now();

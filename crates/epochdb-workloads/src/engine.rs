@@ -6,7 +6,7 @@
 //! NVM testbed engines. A workload's transaction is a closure over
 //! [`Txn`]; the engine's [`Worker`] runs it to commit, retrying aborts.
 
-use epochdb::{Database, Error, Options, TableId as DbTable, TidSource};
+use epochdb::{Database, Error, Options, TidSource};
 use std::fmt;
 use std::ops::Bound;
 
@@ -196,14 +196,14 @@ impl Engine for EpochDb {
             let columns = columns.map_err(|_| TxnError::Fatal(format!("{name}: a column over 64 KiB")))?;
             options = options.schema(epochdb::Schema::new(columns)?);
         }
-        Ok(self.db.create_table(name, options)?.0)
+        Ok(self.db.create_table(name, options)?.index())
     }
 
     fn worker(&self) -> TxnResult<Box<dyn Worker + '_>> {
         let w = self.db.worker()?;
         Ok(match self.variant {
             Variant::Kv => Box::new(KvWorker(w, &self.db)),
-            _ => Box::new(TxnWorker { w, snapshot_reads: self.snapshot_reads, epoch: 0 }),
+            _ => Box::new(TxnWorker { w, db: &self.db, snapshot_reads: self.snapshot_reads, epoch: 0 }),
         })
     }
 
@@ -216,16 +216,17 @@ impl Engine for EpochDb {
     }
 }
 
-struct TxnWorker {
+struct TxnWorker<'d> {
     w: epochdb::Worker,
+    db: &'d Database,
     snapshot_reads: bool,
     epoch: u64,
 }
 
-impl Worker for TxnWorker {
+impl Worker for TxnWorker<'_> {
     fn run(&mut self, kind: TxnKind, body: &mut dyn FnMut(&mut dyn Txn) -> TxnResult) -> TxnResult<u32> {
         if kind == TxnKind::ReadOnly && self.snapshot_reads {
-            let mut snap = SnapTxn(self.w.snapshot()?);
+            let mut snap = SnapTxn(self.w.snapshot()?, self.db);
             // It reads only epochs below SE, which trails E by k epochs.
             self.epoch = 0;
             body(&mut snap)?;
@@ -234,7 +235,7 @@ impl Worker for TxnWorker {
         let mut aborts = 0;
         loop {
             let mut txn = self.w.begin()?;
-            let outcome = match body(&mut DbTxn(&mut txn)) {
+            let outcome = match body(&mut DbTxn(&mut txn, self.db)) {
                 Ok(()) => txn.commit().map(|info| self.epoch = info.epoch).map_err(TxnError::from),
                 Err(e) => {
                     txn.abort();
@@ -266,23 +267,24 @@ fn bounds<'a>(lo: &'a [u8], hi: Option<&'a [u8]>) -> (Bound<&'a [u8]>, Bound<&'a
     (Bound::Included(lo), hi.map_or(Bound::Unbounded, Bound::Excluded))
 }
 
-struct DbTxn<'t, 'w>(&'t mut epochdb::Txn<'w>);
+/// A transaction, and its database (which turns table numbers into handles).
+struct DbTxn<'t, 'w>(&'t mut epochdb::Txn<'w>, &'t Database);
 
 impl Txn for DbTxn<'_, '_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
-        Ok(copy_out(self.0.get(DbTable(table), key)?, out))
+        Ok(copy_out(self.0.get(self.1.table_handle(table), key)?, out))
     }
 
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
-        Ok(self.0.put(DbTable(table), key, value)?)
+        Ok(self.0.put(self.1.table_handle(table), key, value)?)
     }
 
     fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
-        Ok(self.0.insert(DbTable(table), key, value)?)
+        Ok(self.0.insert(self.1.table_handle(table), key, value)?)
     }
 
     fn delete(&mut self, table: Table, key: &[u8]) -> TxnResult<bool> {
-        Ok(self.0.delete(DbTable(table), key)?)
+        Ok(self.0.delete(self.1.table_handle(table), key)?)
     }
 
     fn scan(
@@ -294,12 +296,12 @@ impl Txn for DbTxn<'_, '_> {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> TxnResult {
-        self.0.scan_dir(DbTable(table), bounds(lo, hi), reverse, limit, visit)?;
+        self.0.scan_dir(self.1.table_handle(table), bounds(lo, hi), reverse, limit, visit)?;
         Ok(())
     }
 }
 
-struct SnapTxn<'w>(epochdb::SnapshotTxn<'w>);
+struct SnapTxn<'w>(epochdb::SnapshotTxn<'w>, &'w Database);
 
 fn read_only<T>() -> TxnResult<T> {
     Err(TxnError::Fatal("a read-only transaction tried to write".into()))
@@ -307,7 +309,7 @@ fn read_only<T>() -> TxnResult<T> {
 
 impl Txn for SnapTxn<'_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
-        Ok(copy_out(self.0.get(DbTable(table), key)?, out))
+        Ok(copy_out(self.0.get(self.1.table_handle(table), key)?, out))
     }
 
     fn put(&mut self, _: Table, _: &[u8], _: &[u8]) -> TxnResult {
@@ -331,7 +333,7 @@ impl Txn for SnapTxn<'_> {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> TxnResult {
-        self.0.scan_dir(DbTable(table), bounds(lo, hi), reverse, limit, visit)?;
+        self.0.scan_dir(self.1.table_handle(table), bounds(lo, hi), reverse, limit, visit)?;
         Ok(())
     }
 }
@@ -353,15 +355,15 @@ impl Worker for KvWorker<'_> {
 
 impl Txn for KvWorker<'_> {
     fn get(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> TxnResult<bool> {
-        Ok(self.0.kv_get(DbTable(table), key, out)?)
+        Ok(self.0.kv_get(self.1.table_handle(table), key, out)?)
     }
 
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
-        Ok(self.0.kv_put(DbTable(table), key, value)?)
+        Ok(self.0.kv_put(self.1.table_handle(table), key, value)?)
     }
 
     fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult {
-        Ok(self.0.kv_put(DbTable(table), key, value)?)
+        Ok(self.0.kv_put(self.1.table_handle(table), key, value)?)
     }
 
     fn delete(&mut self, _: Table, _: &[u8]) -> TxnResult<bool> {

@@ -125,7 +125,16 @@ pub struct Tables {
     pub order_line: Table,
     pub item: Table,
     pub stock: Table,
+    /// One row, written after every other row of the load: its presence
+    /// says the load finished (see [`LOAD_TABLE`]).
+    pub load: Table,
 }
+
+/// The table whose one row, keyed [`LOADED_KEY`] and holding the warehouse
+/// count (u32, big-endian), is committed after the whole load: a database
+/// without it holds a partial load (the process stopped while loading).
+pub const LOAD_TABLE: &str = "tpcc_load";
+pub const LOADED_KEY: &[u8] = b"warehouses";
 
 /// A populated TPC-C database.
 pub struct Tpcc {
@@ -175,6 +184,7 @@ impl Tables {
             order_line: t("order_line", OrderLine::COLUMNS)?,
             item: t("item", Item::COLUMNS)?,
             stock: t("stock", Stock::COLUMNS)?,
+            load: t(LOAD_TABLE, &[])?,
         })
     }
 }
@@ -230,7 +240,24 @@ impl Tpcc {
                 .into_iter()
                 .try_for_each(|h| h.join().unwrap_or_else(|_| Err(TxnError::Fatal("loader panicked".into()))))
         })?;
+        // Last: the marker. Every load transaction committed before it, so
+        // a recovered database that has it has the whole load.
+        let load = tpcc.tables.load;
+        let count = warehouses.to_be_bytes();
+        engine.worker()?.run(TxnKind::ReadWrite, &mut |txn| txn.put(load, LOADED_KEY, &count))?;
         Ok(tpcc)
+    }
+
+    /// The warehouse count the finished load recorded; `None` if the load
+    /// did not finish.
+    pub fn loaded(&self, worker: &mut dyn Worker) -> TxnResult<Option<u32>> {
+        let (load, mut v) = (self.tables.load, Vec::new());
+        let mut found = false;
+        worker.run(TxnKind::ReadOnly, &mut |txn| {
+            found = txn.get(load, LOADED_KEY, &mut v)?;
+            Ok(())
+        })?;
+        Ok(found.then(|| v.get(..4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
     }
 
     fn load_items(&self, l: &mut Loader<'_>, rng: &mut Rng) -> TxnResult {
@@ -787,6 +814,11 @@ impl Tpcc {
     /// and district. Returns the violations (empty: consistent).
     pub fn check(&self, worker: &mut dyn Worker) -> TxnResult<Vec<String>> {
         let t = self.tables;
+        if self.loaded(worker)?.is_none() {
+            return Ok(vec![
+                "the TPC-C load never finished (the process stopped while loading): the database holds a partial load, which the consistency conditions do not apply to".into(),
+            ]);
+        }
         let mut failures = Vec::new();
         for w in 1..=self.warehouses {
             let mut found = Vec::new();

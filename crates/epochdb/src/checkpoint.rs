@@ -24,12 +24,14 @@
 //! checkpoint compacts it (`incremental_base`).
 
 use crate::catalog::Table;
+use crate::datadir::{self, CHECKPOINT_MAGIC, CHECKPOINT_PREFIX as DIR_PREFIX, DELETES_FILE};
 use crate::db::Shared;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::frame::{self, BlockWriter};
+use crate::fsio::Context;
 use crate::log::{self, lock};
 use crate::logger::{CURRENT_LOG, OLD_LOG_PREFIX};
-use crate::manifest::CheckpointInfo;
+use crate::manifest::{CheckpointFile, CheckpointInfo};
 use crate::tid::{self, Tid};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -38,8 +40,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub const CHECKPOINT_MAGIC: &[u8; 8] = b"EPOCHCKP";
-const DIR_PREFIX: &str = "ckpt.";
 const BLOCK: usize = 1 << 20;
 const SYNC_EVERY: u64 = 32 << 20;
 /// Records read per epoch entry, so the checkpointer never holds back
@@ -48,7 +48,6 @@ const CHUNK: usize = 256;
 
 /// The longest incremental chain: the next checkpoint is a full one.
 const MAX_CHAIN: usize = 16;
-const DELETES_FILE: &str = "deletes";
 
 /// What the last checkpoint did.
 #[derive(Debug, Clone, Default)]
@@ -88,8 +87,10 @@ impl Checkpointer {
         remove_uninstalled(&shared, false)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        let thread =
-            std::thread::Builder::new().name("epochdb-checkpoint".into()).spawn(move || manage(&shared, &s))?;
+        let thread = std::thread::Builder::new()
+            .name("epochdb-checkpoint".into())
+            .spawn(move || manage(&shared, &s))
+            .map_err(|source| Error::Io { op: "start the checkpoint thread", path: PathBuf::new(), source })?;
         Ok(Checkpointer { stop, thread: Some(thread) })
     }
 }
@@ -143,7 +144,7 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
     }
     let since = incremental_base(shared);
     let tables = shared.tables_snapshot();
-    let dirs = shared.options.checkpoint_dirs();
+    let dirs = &shared.dirs.checkpoint;
     let out: Mutex<Vec<Result<Part>>> = Mutex::new(Vec::new());
     let parts = dirs.len();
     std::thread::scope(|s| {
@@ -162,7 +163,7 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         if p.stopped {
             return Ok(None);
         }
-        stats.bytes += p.files.iter().map(|f| f.1).sum::<u64>();
+        stats.bytes += p.files.iter().map(|f| f.len).sum::<u64>();
         stats.skipped_bytes += p.skipped_bytes;
         stats.records += p.records;
         files.extend(p.files);
@@ -172,10 +173,10 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
     // full checkpoint holds no deleted row. Later ones wait for the next.
     let deletes = shared.deletions.drain_below(e_l);
     if since.is_some() {
-        let (path, len, n) = write_deletes(shared, &dirs[0], e_l, &deletes)?;
-        stats.bytes += len;
+        let (file, n) = write_deletes(shared, &dirs[0], e_l, &deletes)?;
+        stats.bytes += file.len;
         stats.records += n;
-        files.push((path, len));
+        files.push(file);
     }
     let e_h = epochs.current();
     let durable = shared.durable.as_ref().ok_or(crate::Error::NotDurable)?;
@@ -195,7 +196,7 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         }
         stats.chain = m.chain.len() + 1;
         m.voids.retain(|v| v.1 >= e_l);
-        m.store(shared.options.data_dir.as_deref().unwrap_or(Path::new(".")), &shared.io)?;
+        m.store(&shared.dirs.data, &shared.io)?;
     }
     remove_obsolete(shared, e_l, stop)?;
     let before = lock(&shared.checkpoint_stats).clone();
@@ -223,19 +224,21 @@ fn incremental_base(shared: &Shared) -> Option<u64> {
     }
     let m = lock(&shared.manifest);
     let newest = m.checkpoint.as_ref()?;
-    let bytes = |c: &CheckpointInfo| c.files.iter().map(|f| f.1).sum::<u64>();
+    let bytes = |c: &CheckpointInfo| c.files.iter().map(|f| f.len).sum::<u64>();
     let mut links = m.checkpoints();
     let full = links.next().map_or(0, bytes);
     let incremental: u64 = links.map(bytes).sum();
     (m.chain.len() + 1 < MAX_CHAIN && incremental < full).then_some(newest.e_l)
 }
 
-/// Writes the tombstones of `deletes` into `dir/ckpt.<e_l>/deletes`;
-/// returns its path, length and entries.
-fn write_deletes(shared: &Shared, dir: &Path, e_l: u64, deletes: &[Deletion]) -> Result<(PathBuf, u64, u64)> {
+/// Writes the tombstones of `deletes` into `dir/ckpt.<e_l>/deletes` (in
+/// the first checkpoint directory); returns the file and its entries.
+fn write_deletes(shared: &Shared, dir: &Path, e_l: u64, deletes: &[Deletion]) -> Result<(CheckpointFile, u64)> {
     let io = &shared.io;
+    let name = Path::new(&format!("{DIR_PREFIX}{e_l}")).join(DELETES_FILE);
     let ckpt_dir = dir.join(format!("{DIR_PREFIX}{e_l}"));
-    let path = ckpt_dir.join(DELETES_FILE);
+    io.create_dir_all(&ckpt_dir)?;
+    let path = dir.join(&name);
     let mut f = BlockWriter::create(&path, CHECKPOINT_MAGIC, io, 0)?;
     let mut block = frame::new_block(BLOCK + 4096);
     let (mut lo, mut hi) = (u64::MAX, 0);
@@ -252,7 +255,7 @@ fn write_deletes(shared: &Shared, dir: &Path, e_l: u64, deletes: &[Deletion]) ->
     }
     io.sync(&f.file)?;
     io.sync_dir(&ckpt_dir)?;
-    Ok((path, f.written(), deletes.len() as u64))
+    Ok((CheckpointFile { dir: 0, name, len: f.written() }, deletes.len() as u64))
 }
 
 /// A committed delete: table, key, TID.
@@ -288,7 +291,7 @@ impl Deletions {
 
 /// One checkpointer's output.
 struct Part {
-    files: Vec<(PathBuf, u64)>,
+    files: Vec<CheckpointFile>,
     skipped_bytes: u64,
     records: u64,
     stopped: bool,
@@ -310,8 +313,9 @@ fn write_part(
 ) -> Result<Part> {
     let io = &shared.io;
     let m = shared.options.checkpoint_files;
-    let ckpt_dir = dir.join(format!("{DIR_PREFIX}{e_l}"));
-    std::fs::create_dir_all(&ckpt_dir)?;
+    let set = PathBuf::from(format!("{DIR_PREFIX}{e_l}"));
+    let ckpt_dir = dir.join(&set);
+    io.create_dir_all(&ckpt_dir)?;
     let slot = shared.epochs.register();
     let mut result = Part { files: Vec::new(), skipped_bytes: 0, records: 0, stopped: false };
     let mut since_sync = 0u64;
@@ -322,9 +326,9 @@ fn write_part(
     for t in tables {
         let mut files: Vec<(PathBuf, BlockWriter)> = Vec::new();
         for j in 0..m {
-            let path = ckpt_dir.join(format!("t{}.{j}", t.id.0));
-            let f = BlockWriter::create(&path, CHECKPOINT_MAGIC, io, 0)?;
-            files.push((path, f));
+            let name = set.join(format!("t{}.{j}", t.id.index()));
+            let f = BlockWriter::create(&dir.join(&name), CHECKPOINT_MAGIC, io, 0)?;
+            files.push((name, f));
         }
         shared.epochs.enter(&slot);
         let splits = t.tree.root_keys();
@@ -370,7 +374,7 @@ fn write_part(
                     };
                     if let Some(v) = entry {
                         log::encode_txn(&mut block, tid, 1);
-                        log::encode_entry(&mut block, t.id.0, key, v);
+                        log::encode_entry(&mut block, t.id.index(), key, v);
                         blo = blo.min(tid.epoch());
                         bhi = bhi.max(tid.epoch());
                         result.records += 1;
@@ -402,9 +406,9 @@ fn write_part(
                 cursor = Some(last_key);
             }
         }
-        for (path, f) in files {
+        for (name, f) in files {
             io.sync(&f.file)?;
-            result.files.push((path, f.written()));
+            result.files.push(CheckpointFile { dir: part as u32, name, len: f.written() });
         }
     }
     shared.epochs.unregister(&slot);
@@ -428,25 +432,19 @@ fn subrange(splits: &[Vec<u8>], i: usize, n: usize) -> Option<Range> {
 }
 
 /// Deletes checkpoint directories other than the installed one (an
-/// interrupted checkpoint leaves one behind). `gradually`: while the
-/// database runs, see [`Io::remove_gradually`](crate::fsio::Io::remove_gradually).
+/// interrupted checkpoint leaves one behind), touching only files epochdb
+/// wrote. `gradually`: while the database runs, see
+/// [`Io::remove_gradually`](crate::fsio::Io::remove_gradually).
 fn remove_uninstalled(shared: &Shared, gradually: bool) -> Result<()> {
     let keep: Vec<String> = lock(&shared.manifest).checkpoints().map(|c| format!("{DIR_PREFIX}{}", c.e_l)).collect();
-    for dir in shared.options.checkpoint_dirs() {
-        std::fs::create_dir_all(&dir)?;
-        for entry in std::fs::read_dir(&dir)? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
-            if name.starts_with(DIR_PREFIX) && !keep.contains(&name) {
-                let old = dir.join(&name);
-                if gradually {
-                    for f in std::fs::read_dir(&old)? {
-                        let f = f?;
-                        if f.file_type()?.is_file() {
-                            shared.io.remove_gradually(&f.path())?;
-                        }
-                    }
-                }
-                std::fs::remove_dir_all(old)?;
+    for dir in &shared.dirs.checkpoint {
+        shared.io.create_dir_all(dir)?;
+        for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
+            let entry = entry.ctx("read directory", dir)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let set = name.strip_prefix(DIR_PREFIX).is_some_and(|e| e.parse::<u64>().is_ok());
+            if set && !keep.contains(&name) && entry.path().is_dir() {
+                datadir::remove_checkpoint_set(&shared.io, &entry.path(), gradually)?;
             }
         }
     }
@@ -460,20 +458,21 @@ fn remove_uninstalled(shared: &Shared, gradually: bool) -> Result<()> {
 /// the next checkpoint removes what is left. On `stop`, the rest waits.
 fn remove_obsolete(shared: &Shared, e_l: u64, stop: &AtomicBool) -> Result<()> {
     remove_uninstalled(shared, true)?;
-    for dir in shared.options.log_dirs() {
-        for entry in std::fs::read_dir(&dir)? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
+    for dir in &shared.dirs.log {
+        for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
+            let name = entry.ctx("read directory", dir)?.file_name().to_string_lossy().into_owned();
             if name == CURRENT_LOG || !name.starts_with(OLD_LOG_PREFIX) {
                 continue;
             }
             if stop.load(Ordering::Acquire) {
                 return Ok(());
             }
-            if crate::recovery::below_checkpoint(&name, e_l) {
-                shared.io.remove_gradually(&dir.join(&name))?;
+            let path = dir.join(&name);
+            if crate::recovery::below_checkpoint(&name, e_l) && datadir::is_log_file(&path)? {
+                shared.io.remove_gradually(&path)?;
             }
         }
-        shared.io.sync_dir(&dir)?;
+        shared.io.sync_dir(dir)?;
     }
     Ok(())
 }

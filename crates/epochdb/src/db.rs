@@ -7,11 +7,13 @@
 
 use crate::catalog::{IndexId, IndexInfo, Table, TableDef, TableId, TableOptions};
 use crate::checkpoint::{CheckpointStats, Checkpointer, Deletions};
+use crate::datadir::{self, Dirs, Locks};
 use crate::epoch::{Advancer, EpochSlot, Epochs};
 use crate::error::{AbortReason, Error, Result};
 use crate::fsio::Io;
 use crate::gc::{self, Cleanup, Garbage, Retired};
 use crate::log::{self, LogSlot};
+use crate::logger::PepochFile;
 use crate::logger::{Durable, Loggers};
 use crate::manifest::{Manifest, TableEntry};
 use crate::options::{Durability, Options, MAX_KEY_LEN};
@@ -22,7 +24,7 @@ use crate::tid::{self, Tid, TidGenerator, TidSource};
 use crate::txn::sets::Sets;
 use crate::txn::{CommitInfo, Txn};
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex, RwLock};
 
 #[repr(align(128))]
@@ -32,6 +34,10 @@ pub(crate) struct Padded<T>(pub T);
 /// State shared by the database handle and its workers.
 pub(crate) struct Shared {
     pub options: Options,
+    /// This database's tag, carried by its table handles.
+    pub tag: u32,
+    /// The data, log and checkpoint directories (durable databases).
+    pub dirs: Dirs,
     pub epochs: Arc<Epochs>,
     tables: RwLock<Vec<Arc<Table>>>,
     /// The shared TID counter of `TidSource::GlobalCounter`.
@@ -74,7 +80,7 @@ struct Handle {
     _checkpointer: Option<Checkpointer>,
     _advancer: Advancer,
     _loggers: Option<Loggers>,
-    _lock: Option<std::fs::File>,
+    _locks: Locks,
 }
 
 impl Drop for Handle {
@@ -108,46 +114,80 @@ impl Database {
     pub fn open_with_progress(options: Options, progress: &(dyn Fn(Progress) + Sync)) -> Result<Database> {
         options.validate()?;
         let io = Io::new(options.faults.clone());
-        let (tables, manifest, first_epoch, report, lock) = match &options.data_dir {
-            Some(dir) if options.durability != Durability::Off => {
-                std::fs::create_dir_all(dir)?;
-                let lock = lock_dir(dir)?;
-                let r = recovery::recover(&options, &io, progress)?;
-                (r.tables, r.manifest, r.first_epoch, Some(r.report), Some(lock))
-            }
-            _ => (Vec::new(), Manifest::default(), 1, None, None),
+        let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
+        let opened = match options.durability {
+            Durability::Off => Opened::default(),
+            _ => open_dir(&options, &io, tag, progress)?,
         };
-        let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, first_epoch));
-        let advancer = Advancer::start(epochs.clone(), options.epoch_interval)?;
-        let log_dirs = options.log_dirs();
-        let durable = report.as_ref().map(|r| Arc::new(Durable::new(log_dirs.len(), r.pepoch)));
-        let loggers = match (&durable, &options.data_dir) {
-            (Some(d), Some(dir)) => {
+        let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, opened.first_epoch));
+        let advancer = Advancer::start(epochs.clone(), options.epoch_interval).map_err(|source| Error::Io {
+            op: "start the epoch thread",
+            path: Default::default(),
+            source,
+        })?;
+        let (durable, loggers) = match (&opened.report, opened.pepoch_file) {
+            (Some(r), Some(pepoch_file)) => {
+                let d = Arc::new(Durable::new(opened.dirs.log.len(), r.pepoch));
                 let rotate = options.log_rotate_epochs;
-                Some(Loggers::start(&log_dirs, dir, d.clone(), epochs.clone(), io.clone(), rotate)?)
+                let l = Loggers::start(&opened.dirs.log, pepoch_file, d.clone(), epochs.clone(), io.clone(), rotate)?;
+                (Some(d), Some(l))
             }
-            _ => None,
+            _ => (None, None),
         };
-        let checkpointing = options.durability.checkpoints();
+        let checkpointing = options.durability.checkpoints() && durable.is_some();
         let shared = Arc::new(Shared {
             options,
+            tag,
+            dirs: opened.dirs,
             epochs,
-            tables: RwLock::new(tables.into_iter().map(Arc::new).collect()),
+            tables: RwLock::new(opened.tables.into_iter().map(Arc::new).collect()),
             global_tid: Padded::default(),
             orphans: Mutex::new(Garbage::default()),
             has_orphans: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             durable,
-            manifest: Mutex::new(manifest),
+            manifest: Mutex::new(opened.manifest),
             io,
             checkpoint_stats: Mutex::new(CheckpointStats::default()),
             deletions: Deletions::default(),
-            recovery: report,
+            recovery: opened.report,
         });
         let checkpointer = if checkpointing { Some(Checkpointer::start(shared.clone())?) } else { None };
-        let handle =
-            Handle { shared, _checkpointer: checkpointer, _advancer: advancer, _loggers: loggers, _lock: lock };
+        let handle = Handle {
+            shared,
+            _checkpointer: checkpointer,
+            _advancer: advancer,
+            _loggers: loggers,
+            _locks: opened.locks,
+        };
         Ok(Database { handle: Arc::new(handle) })
+    }
+
+    /// A handle to the table at `index` of this database's catalog, for
+    /// code that keeps tables by number (a number the catalog lacks gives
+    /// [`Error::UnknownTable`] when used).
+    pub fn table_handle(&self, index: u32) -> TableId {
+        TableId::new(self.shared().tag, index)
+    }
+
+    /// Whether this database was opened read-only ([`Options::read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.shared().options.read_only
+    }
+
+    /// Blocks until snapshot transactions see every transaction that
+    /// committed in `epoch` or earlier (snapshots trail the global epoch by
+    /// `k` epochs, about a second by default): for example after a bulk
+    /// load, before snapshot reads that must see it. Everything committed
+    /// before the database was opened is visible to snapshots at once.
+    pub fn wait_for_snapshot(&self, epoch: u64) -> Result<()> {
+        while self.snapshot_epoch() <= epoch {
+            if self.shared().closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            std::thread::sleep(self.shared().options.epoch_interval.min(std::time::Duration::from_millis(5)));
+        }
+        Ok(())
     }
 
     fn shared(&self) -> &Arc<Shared> {
@@ -169,22 +209,28 @@ impl Database {
         if let Some(n) = index_names.iter().find(|n| taken(n)) {
             return Err(Error::TableExists(n.clone()));
         }
-        let id = TableId(tables.len() as u32);
+        if shared.options.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let id = TableId::new(shared.tag, tables.len() as u32);
         if shared.durable.is_some() {
             // The catalog is durable before any log record can name the table.
             let mut m = log::lock(&shared.manifest);
             let mut next = m.clone();
             next.tables.push(TableEntry { name: name.into(), index_of: None, schema: options.schema.clone() });
             for (i, _) in &options.indexes {
-                let index_of = Some((id.0, i.clone()));
+                let index_of = Some((id.index(), i.clone()));
                 next.tables.push(TableEntry { name: format!("{name}.{i}"), index_of, schema: None });
             }
-            let dir = shared.options.data_dir.as_deref().ok_or(Error::NotDurable)?;
-            next.store(dir, &shared.io)?;
+            next.store(&shared.dirs.data, &shared.io)?;
             *m = next;
         }
         let indexes: Vec<IndexInfo> = (options.indexes.into_iter().enumerate())
-            .map(|(i, (name, extract))| IndexInfo { name, entries: TableId(id.0 + 1 + i as u32), extract })
+            .map(|(i, (name, extract))| IndexInfo {
+                name,
+                entries: TableId::new(shared.tag, id.index() + 1 + i as u32),
+                extract,
+            })
             .collect();
         let index_tables: Vec<Arc<Table>> = (indexes.iter().zip(index_names))
             .map(|(i, name)| Arc::new(Table::new(i.entries, name, Vec::new(), TableDef::default())))
@@ -205,7 +251,7 @@ impl Database {
     /// The secondary index `index` of `table`.
     pub fn index(&self, table: TableId, index: &str) -> Result<IndexId> {
         let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
-        let t = tables.get(table.0 as usize).ok_or(Error::UnknownTable(table))?;
+        let t = tables.get(self.own(table)?).ok_or(Error::UnknownTable(table))?;
         t.index_names
             .iter()
             .find(|i| i.0 == index)
@@ -216,7 +262,15 @@ impl Database {
     /// The schema of `table`, if it has one.
     pub fn schema(&self, table: TableId) -> Result<Option<crate::Schema>> {
         let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
-        Ok(tables.get(table.0 as usize).ok_or(Error::UnknownTable(table))?.schema().cloned())
+        Ok(tables.get(self.own(table)?).ok_or(Error::UnknownTable(table))?.schema().cloned())
+    }
+
+    /// The catalog position of `table`, if it is this database's handle.
+    fn own(&self, table: TableId) -> Result<usize> {
+        match table.db() == self.shared().tag {
+            true => Ok(table.index() as usize),
+            false => Err(Error::ForeignTable(table)),
+        }
     }
 
     /// A handle for running transactions on this thread.
@@ -299,14 +353,70 @@ impl Database {
     }
 }
 
-/// Takes the data directory's lock file, held until the database closes.
-fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File> {
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("LOCK"))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(dir.into())),
-        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+/// Tags of databases opened in this process: each gets its own, so a
+/// table handle knows its database.
+static NEXT_TAG: AtomicU32 = AtomicU32::new(1);
+
+/// What opening a data directory yields.
+struct Opened {
+    tables: Vec<Table>,
+    manifest: Manifest,
+    first_epoch: u64,
+    report: Option<RecoveryReport>,
+    dirs: Dirs,
+    locks: Locks,
+    /// For the loggers; `None` read-only.
+    pepoch_file: Option<PepochFile>,
+}
+
+impl Default for Opened {
+    fn default() -> Self {
+        Opened {
+            tables: Vec::new(),
+            manifest: Manifest::default(),
+            first_epoch: 1,
+            report: None,
+            dirs: Dirs::default(),
+            locks: Locks::default(),
+            pepoch_file: None,
+        }
     }
+}
+
+/// Opens the data directory of `options`: locks it before reading
+/// anything, reads the manifest, resolves and locks the log and checkpoint
+/// directories, recovers, and (unless read-only) commits the recovery.
+fn open_dir(options: &Options, io: &Io, tag: u32, progress: &(dyn Fn(Progress) + Sync)) -> Result<Opened> {
+    let data = options.data_dir.clone().ok_or(Error::NotDurable)?;
+    let writing = !options.read_only;
+    if data.exists() && !data.is_dir() {
+        let source = std::io::Error::from_raw_os_error(libc::ENOTDIR);
+        return Err(Error::Io { op: "open data directory", path: data, source });
+    }
+    if writing {
+        io.create_dir_all(&data)?;
+    } else if !data.join(crate::manifest::MANIFEST_FILE).is_file() {
+        return Err(Error::NotADatabase(data));
+    }
+    let mut locks = datadir::lock(std::slice::from_ref(&data), io, writing)?;
+    let legacy = Dirs::legacy_checkpoint(options, &data);
+    let manifest = Manifest::load(&data, &legacy).map_err(|d| d.error(None))?;
+    let dirs = Dirs::resolve(options, manifest.as_ref())?;
+    if writing {
+        dirs.create(io)?;
+    }
+    locks.extend(datadir::lock(&dirs.lockable()[1..], io, writing)?);
+    let mut r = recovery::recover(options, &dirs, manifest, tag, progress)?;
+    let pepoch_file = if writing { Some(r.commit(&dirs, io)?) } else { None };
+    Ok(Opened {
+        tables: r.tables,
+        manifest: r.manifest,
+        first_epoch: r.first_epoch,
+        report: Some(r.report),
+        dirs,
+        locks,
+        pepoch_file,
+    })
 }
 
 /// `create_table` of a name that exists: opens a recovered table. Its
@@ -314,7 +424,7 @@ fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File> {
 /// schemas were stored takes the one given now).
 fn reopen_table(shared: &Shared, t: &Table, options: TableOptions) -> Result<TableId> {
     let mut manifest = log::lock(&shared.manifest);
-    let entry = manifest.tables.get(t.id.0 as usize);
+    let entry = manifest.tables.get(t.id.index() as usize);
     if t.def.get().is_some() || entry.is_some_and(|e| e.index_of.is_some()) {
         return Err(Error::TableExists(t.name.clone()));
     }
@@ -322,11 +432,10 @@ fn reopen_table(shared: &Shared, t: &Table, options: TableOptions) -> Result<Tab
         Some(stored) if Some(stored) != options.schema.as_ref() => {
             return Err(Error::Schema(format!("table {:?} was created with another schema", t.name)));
         }
-        None if options.schema.is_some() && entry.is_some() => {
+        None if options.schema.is_some() && entry.is_some() && shared.durable.is_some() => {
             let mut next = manifest.clone();
-            next.tables[t.id.0 as usize].schema = options.schema.clone();
-            let dir = shared.options.data_dir.as_deref().ok_or(Error::NotDurable)?;
-            next.store(dir, &shared.io)?;
+            next.tables[t.id.index() as usize].schema = options.schema.clone();
+            next.store(&shared.dirs.data, &shared.io)?;
             *manifest = next;
         }
         _ => {}
@@ -486,17 +595,24 @@ impl Worker {
         &self.stats
     }
 
+    /// The position of `id` in this worker's catalog copy: an error for a
+    /// handle of another database, or one its catalog lacks.
     pub(crate) fn table_index(&mut self, id: TableId) -> Result<usize> {
-        let i = id.0 as usize;
+        if id.db() != self.shared.tag {
+            return Err(Error::ForeignTable(id));
+        }
+        self.table_slot(id.index()).ok_or(Error::UnknownTable(id))
+    }
+
+    /// The position of the table numbered `index`, refreshing the
+    /// catalog copy when it is newer than this worker's.
+    fn table_slot(&mut self, index: u32) -> Option<usize> {
+        let i = index as usize;
         if i >= self.tables.len() {
             let tables = self.shared.tables.read().unwrap_or_else(|e| e.into_inner());
             self.tables = tables.clone();
         }
-        if i < self.tables.len() {
-            Ok(i)
-        } else {
-            Err(Error::UnknownTable(id))
-        }
+        (i < self.tables.len()).then_some(i)
     }
 
     /// Marks this worker active; returns `(e_w, se_w)`.
@@ -518,7 +634,7 @@ impl Worker {
         let mut cleanups = std::mem::take(&mut self.cleanups);
         for c in cleanups.drain(..) {
             // Adopted orphans may name tables this worker has not seen yet.
-            let Ok(t) = self.table_index(TableId(c.table)) else {
+            let Some(t) = self.table_slot(c.table) else {
                 continue;
             };
             if let Some(rec) = gc::unhook(&self.tables[t].tree, &c, &mut self.retired) {
@@ -566,6 +682,9 @@ impl Worker {
     /// the benchmark's `kv` variant.
     pub fn kv_put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
+        if self.shared.options.read_only {
+            return Err(Error::ReadOnly);
+        }
         let t = self.table_index(table)?;
         if value.len() > self.shared.options.max_value_len {
             return Err(Error::ValueTooLarge { len: value.len(), max: self.shared.options.max_value_len });
@@ -584,7 +703,7 @@ impl Worker {
                     let new = self.tidgen.generate(Tid::of_word(word), epoch, None);
                     r.write_value(value);
                     r.tid.unlock_to(new.raw() | tid::LATEST_BIT);
-                    self.log_write(new, epoch, table.0, key, Some(value));
+                    self.log_write(new, epoch, table.index(), key, Some(value));
                     true
                 } else {
                     r.tid.unlock_to(word);

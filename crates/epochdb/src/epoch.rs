@@ -8,8 +8,10 @@
 //! Invariants:
 //! - `E` only grows, and `E - e_w <= 1` for every active worker: the advancer
 //!   bumps `E` only when every active `e_w >= E`.
-//! - `SE = snap(E - k)`, with `snap(e) = k * floor(e / k)`; a worker's `se_w`
-//!   is the `SE` it saw when its transaction began.
+//! - `SE = snap(E - k)`, with `snap(e) = k * floor(e / k)` (after a
+//!   recovery, `SE` starts at the first epoch, a multiple of `k` above every
+//!   recovered one, and keeps that value until `snap(E - k)` passes it); a
+//!   worker's `se_w` is the `SE` it saw when its transaction began.
 //! - Reclamation bounds: an object unlinked from the index and stamped with
 //!   the `E` read *after* unlinking, `r`, may be freed once
 //!   `r < tree_bound`, where `tree_bound = min(E, active e_w)` as computed by
@@ -70,13 +72,17 @@ pub struct Epochs {
 impl Epochs {
     /// Epochs that start at `first`: 1 for a new database (so that TID 0
     /// means "never committed"); after recovery, above every epoch in the
-    /// logs, so new TIDs exceed every recovered one.
+    /// logs, so new TIDs exceed every recovered one. There `first` is
+    /// rounded up to a multiple of `k` and the snapshot epoch starts at it:
+    /// recovered records keep their logged TIDs, and a snapshot at `SE`
+    /// reads epochs below `SE`, so the first snapshot sees everything
+    /// recovered (and nothing newer, which starts at `first`).
     pub fn starting_at(k: u64, first: u64) -> Epochs {
         assert!(k >= 2, "snapshot epochs must trail by at least two epochs");
+        let first = if first > 1 { first.div_ceil(k) * k } else { 1 };
         Epochs {
-            global: Padded(AtomicU64::new(first.max(1))),
-            // Recovered data is complete and no new commit is below `first`.
-            snapshot: Padded(AtomicU64::new(if first > 1 { first / k * k } else { 0 })),
+            global: Padded(AtomicU64::new(first)),
+            snapshot: Padded(AtomicU64::new(if first > 1 { first } else { 0 })),
             tree_bound: AtomicU64::new(0),
             snapshot_bound: AtomicU64::new(0),
             k,
@@ -234,6 +240,16 @@ mod tests {
         assert!(ep.tick());
         assert_eq!(ep.current(), 4);
         ep.unregister(&slot);
+    }
+
+    #[test]
+    fn after_recovery_the_snapshot_epoch_starts_above_every_recovered_epoch() {
+        let ep = Epochs::starting_at(25, 177);
+        assert_eq!((ep.current(), ep.snapshot()), (200, 200));
+        for _ in 0..30 {
+            ep.tick();
+        }
+        assert_eq!(ep.snapshot(), 200, "snap(E - k) = 200 has not passed it yet");
     }
 
     #[test]

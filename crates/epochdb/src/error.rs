@@ -66,14 +66,44 @@ pub enum Error {
     /// which nothing more becomes durable and every call returns this error.
     /// Reopen the database to recover what was durable.
     Durability(String),
-    /// Recovery found damage it will not skip: the file and offset, and
-    /// what is wrong. `Options::salvage` recovers what is valid instead.
-    Corrupt(String),
+    /// Recovery found damage it will not pass over: `what` names the file,
+    /// the offset and the problem. `salvage` says what
+    /// [`Options::salvage`](crate::Options::salvage) would recover instead
+    /// and what it would give up; `None` where salvage cannot help.
+    Corrupt {
+        what: String,
+        salvage: Option<String>,
+    },
     /// The data directory is open in another process (or handle).
     Locked(std::path::PathBuf),
     /// The operation needs durability, which these options turn off.
     NotDurable,
-    Io(std::io::Error),
+    /// The database was opened read-only ([`Options::read_only`](crate::Options::read_only)):
+    /// a transaction with writes, or a new table, is refused.
+    ReadOnly,
+    /// A table or index handle from another [`Database`](crate::Database).
+    ForeignTable(TableId),
+    /// The log or checkpoint directories given do not match the ones the
+    /// data directory's manifest records. Leave them out to use the
+    /// recorded ones.
+    DirectoryMismatch {
+        /// `"log"` or `"checkpoint"`.
+        kind: &'static str,
+        recorded: Vec<std::path::PathBuf>,
+        given: Vec<std::path::PathBuf>,
+    },
+    /// [`crate::destroy`] found a file epochdb did not write (by its name
+    /// or its header) and deleted nothing.
+    ForeignFile(std::path::PathBuf),
+    /// The path holds no epochdb database (no manifest).
+    NotADatabase(std::path::PathBuf),
+    /// A file-system operation failed: which one, on what path, and the
+    /// operating system's error.
+    Io {
+        op: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     /// An error returned by application code inside `Worker::run`.
     User(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -100,7 +130,7 @@ impl fmt::Display for Error {
             Error::ValueTooLarge { len, max } => {
                 write!(f, "value of {len} bytes exceeds the limit of {max}")
             }
-            Error::UnknownTable(id) => write!(f, "no table with id {}", id.0),
+            Error::UnknownTable(id) => write!(f, "no table with id {}", id.index()),
             Error::NoSuchTable(n) => write!(f, "no table named {n:?}"),
             Error::TableExists(n) => write!(f, "a table named {n:?} exists"),
             Error::NoSuchIndex { table, index } => {
@@ -114,10 +144,29 @@ impl fmt::Display for Error {
                 write!(f, "table {n:?} was recovered with secondary indexes; open it with create_table first")
             }
             Error::Durability(m) => write!(f, "durability failed, database is read-only until reopened: {m}"),
-            Error::Corrupt(m) => write!(f, "recovery stopped: {m} (Options::salvage recovers what is valid)"),
+            Error::Corrupt { what, salvage } => {
+                write!(f, "recovery stopped at corruption: {what}")?;
+                match salvage {
+                    Some(s) => write!(f, " (salvage would {s})"),
+                    None => Ok(()),
+                }
+            }
             Error::Locked(p) => write!(f, "data directory {} is open elsewhere", p.display()),
             Error::NotDurable => write!(f, "durability is off for this database"),
-            Error::Io(e) => write!(f, "I/O: {e}"),
+            Error::ReadOnly => write!(f, "the database was opened read-only"),
+            Error::ForeignTable(id) => write!(f, "table handle {} belongs to another database", id.index()),
+            Error::DirectoryMismatch { kind, recorded, given } => write!(
+                f,
+                "the manifest records the {kind} directories {}, not {}; give the recorded ones (or none, to use them)",
+                paths(recorded),
+                paths(given)
+            ),
+            Error::ForeignFile(p) => {
+                write!(f, "{} was not written by epochdb (by its name or header); nothing was deleted", p.display())
+            }
+            Error::NotADatabase(p) => write!(f, "{} holds no epochdb database (no manifest)", p.display()),
+            Error::Io { op, path, source } if path.as_os_str().is_empty() => write!(f, "{op}: {source}"),
+            Error::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
             Error::User(e) => write!(f, "{e}"),
         }
     }
@@ -126,23 +175,17 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io(e) => Some(e),
+            Error::Io { source, .. } => Some(source),
             Error::User(e) => Some(e.as_ref()),
             _ => None,
         }
     }
 }
 
-impl From<crate::frame::Damage> for Error {
-    fn from(d: crate::frame::Damage) -> Error {
-        Error::Corrupt(d.to_string())
-    }
-}
-
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Error {
-        Error::Io(e)
-    }
+/// `[a, b]`, for messages.
+fn paths(p: &[std::path::PathBuf]) -> String {
+    let names: Vec<String> = p.iter().map(|p| p.display().to_string()).collect();
+    format!("[{}]", names.join(", "))
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

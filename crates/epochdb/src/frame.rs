@@ -15,17 +15,20 @@
 //! after them, damage).
 
 use crate::crc32c;
-use crate::fsio::Io;
-use std::fs::{File, OpenOptions};
+use crate::error::Result;
+use crate::fsio::{DataFile, Io};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The on-disk format version, in every file header. Version 2 added the
 /// zero padding of direct-I/O log files; version 3, delta log entries and
-/// the manifest's schemas and checkpoint chain (so a build that cannot
-/// read them says so by version). Versions 1 and 2 are still read.
-pub const VERSION: u32 = 3;
+/// the manifest's schemas and checkpoint chain; version 4, the manifest's
+/// log and checkpoint directories and checkpoint file names relative to
+/// them (so a build that cannot read them says so by version). Versions 1
+/// to 3 are still read.
+pub const VERSION: u32 = 4;
 const OLDEST_READABLE: u32 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const BLOCK_HEADER_LEN: usize = 32;
@@ -57,6 +60,22 @@ pub struct Damage {
     /// not a write cut short by a crash.
     pub at_tail: bool,
     pub what: String,
+    /// The epoch range the bad block's header gives, when its header is
+    /// whole (a cut-short or corrupt payload); `None` if the header is
+    /// unreadable.
+    pub epochs: Option<(u64, u64)>,
+}
+
+impl Damage {
+    /// Damage at the start of a file (its header, or the file as a whole).
+    pub fn of_file(path: &Path, what: String) -> Damage {
+        Damage { path: path.into(), offset: 0, at_tail: false, what, epochs: None }
+    }
+
+    /// As an error; `salvage` says what salvage would give up, if it helps.
+    pub fn error(&self, salvage: Option<String>) -> crate::Error {
+        crate::Error::Corrupt { what: self.to_string(), salvage }
+    }
 }
 
 impl std::fmt::Display for Damage {
@@ -66,10 +85,11 @@ impl std::fmt::Display for Damage {
     }
 }
 
-/// Checks a file's header; an error names the file.
-pub fn check_file_header(path: &Path, file: &File, magic: &[u8; 8]) -> Result<(), Damage> {
+/// Checks a file's header and returns its format version; an error names
+/// the file.
+pub fn check_file_header(path: &Path, file: &File, magic: &[u8; 8]) -> Result<u32, Damage> {
     let mut h = [0u8; FILE_HEADER_LEN];
-    let bad = |what: String| Damage { path: path.into(), offset: 0, at_tail: false, what };
+    let bad = |what: String| Damage::of_file(path, what);
     file.read_exact_at(&mut h, 0).map_err(|e| bad(format!("cannot read the file header: {e}")))?;
     if &h[..8] != magic {
         return Err(bad(format!("not a {} file", String::from_utf8_lossy(magic))));
@@ -78,7 +98,7 @@ pub fn check_file_header(path: &Path, file: &File, magic: &[u8; 8]) -> Result<()
     if !(OLDEST_READABLE..=VERSION).contains(&version) {
         return Err(bad(format!("format version {version}; this build reads versions {OLDEST_READABLE} to {VERSION}")));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// A buffer that holds one block: space for the header, then the payload.
@@ -106,7 +126,7 @@ pub fn seal(block: &mut [u8], lo: u64, hi: u64) {
 /// copy's CPU time is taken from the workers). Where the file system
 /// refuses `O_DIRECT` (tmpfs), the same bytes go through the page cache.
 pub struct BlockWriter {
-    pub file: File,
+    pub file: DataFile,
     staging: Staging,
     written: u64,
 }
@@ -114,16 +134,8 @@ pub struct BlockWriter {
 impl BlockWriter {
     /// Creates (or truncates) `path`, preallocates `preallocate` bytes
     /// (0: none) and writes the file header.
-    pub fn create(path: &Path, magic: &[u8; 8], io: &Io, preallocate: u64) -> io::Result<BlockWriter> {
-        let open = |direct: bool| {
-            let mut o = OpenOptions::new();
-            o.read(true).write(true).create(true).truncate(true);
-            if direct {
-                o.custom_flags(libc::O_DIRECT);
-            }
-            o.open(path)
-        };
-        let file = open(true).or_else(|_| open(false))?;
+    pub fn create(path: &Path, magic: &[u8; 8], io: &Io, preallocate: u64) -> Result<BlockWriter> {
+        let file = io.create(path, true)?;
         if preallocate > 0 {
             io.preallocate(&file, 0, preallocate)?;
         }
@@ -134,7 +146,7 @@ impl BlockWriter {
 
     /// Writes `bytes` (a sealed block, or the header) and its padding at
     /// the end of the written part.
-    pub fn append(&mut self, io: &Io, bytes: &[u8]) -> io::Result<()> {
+    pub fn append(&mut self, io: &Io, bytes: &[u8]) -> Result<()> {
         let out = self.staging.fill(bytes);
         io.write_at(&self.file, out, self.written)?;
         self.written += out.len() as u64;
@@ -176,13 +188,15 @@ impl Staging {
 enum Bad {
     /// All-zero header: the end of the written part of a preallocated file.
     Zero,
-    Invalid(String),
+    /// What is wrong, and the header's epoch range if the header is whole.
+    Invalid(String, Option<(u64, u64)>),
 }
 
 /// Reads the blocks of one file in order.
 pub struct BlockReader {
     file: File,
     path: PathBuf,
+    version: u32,
     offset: u64,
     len: u64,
     header: [u8; BLOCK_HEADER_LEN],
@@ -191,15 +205,15 @@ pub struct BlockReader {
 impl BlockReader {
     /// Opens `path` and checks its header.
     pub fn open(path: &Path, magic: &[u8; 8]) -> Result<BlockReader, Damage> {
-        let file = File::open(path).map_err(|e| Damage {
-            path: path.into(),
-            offset: 0,
-            at_tail: false,
-            what: format!("cannot open: {e}"),
-        })?;
-        check_file_header(path, &file, magic)?;
+        let file = File::open(path).map_err(|e| Damage::of_file(path, format!("cannot open: {e}")))?;
+        let version = check_file_header(path, &file, magic)?;
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        Ok(BlockReader { file, path: path.into(), offset: FILE_HEADER_LEN as u64, len, header: [0; 32] })
+        Ok(BlockReader { file, path: path.into(), version, offset: FILE_HEADER_LEN as u64, len, header: [0; 32] })
+    }
+
+    /// The file's format version.
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// Where the next block would start: after a clean end, the length of
@@ -216,7 +230,7 @@ impl BlockReader {
             if self.offset == self.len {
                 return Ok(None);
             }
-            return self.damage("a block header cut short".into());
+            return self.damage("a block header cut short".into(), None);
         }
         match self.try_read(self.offset, payload) {
             Ok((lo, hi)) => {
@@ -225,8 +239,8 @@ impl BlockReader {
                 Ok(Some((at, lo, hi)))
             }
             Err(Bad::Zero) if self.next_valid(self.offset).is_none() => Ok(None),
-            Err(Bad::Zero) => self.damage("a zeroed block header".into()),
-            Err(Bad::Invalid(what)) => self.damage(what),
+            Err(Bad::Zero) => self.damage("a zeroed block header".into(), None),
+            Err(Bad::Invalid(what, epochs)) => self.damage(what, epochs),
         }
     }
 
@@ -244,9 +258,9 @@ impl BlockReader {
         }
     }
 
-    fn damage<T>(&self, what: String) -> Result<T, Damage> {
+    fn damage<T>(&self, what: String, epochs: Option<(u64, u64)>) -> Result<T, Damage> {
         let at_tail = self.next_valid(self.offset + 1).is_none();
-        Err(Damage { path: self.path.clone(), offset: self.offset, at_tail, what })
+        Err(Damage { path: self.path.clone(), offset: self.offset, at_tail, what, epochs })
     }
 
     /// Moves past a bad block to the next valid one (salvage); false if none.
@@ -264,52 +278,59 @@ impl BlockReader {
     }
 
     fn try_read(&mut self, at: u64, payload: &mut Vec<u8>) -> Result<(u64, u64), Bad> {
-        let io = |e: io::Error| Bad::Invalid(format!("read failed: {e}"));
+        let io = |e: io::Error| Bad::Invalid(format!("read failed: {e}"), None);
         self.file.read_exact_at(&mut self.header, at).map_err(io)?;
         let h = &self.header;
         if h.iter().all(|&b| b == 0) {
             return Err(Bad::Zero);
         }
         if h[..4] != BLOCK_MAGIC {
-            return Err(Bad::Invalid("bad block magic".into()));
+            return Err(Bad::Invalid("bad block magic".into(), None));
         }
         let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
         let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
         let (lo, hi) = (word(8), word(16));
+        let epochs = Some((lo, hi));
         let crc = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
         if len > MAX_PAYLOAD || at + (BLOCK_HEADER_LEN + len) as u64 > self.len {
-            return Err(Bad::Invalid(format!("block length {len} runs past the end of the file")));
+            return Err(Bad::Invalid(format!("block length {len} runs past the end of the file"), epochs));
         }
         payload.clear();
         payload.resize(len, 0);
         self.file.read_exact_at(payload, at + BLOCK_HEADER_LEN as u64).map_err(io)?;
         if crc32c::extend(crc32c::checksum(&self.header[..28]), payload) != crc {
-            return Err(Bad::Invalid("block checksum mismatch".into()));
+            return Err(Bad::Invalid("block checksum mismatch".into(), epochs));
         }
         Ok((lo, hi))
     }
 
     /// The offset of the first valid block at or after `from`. Only on the
-    /// error path: scans the rest of the file for a block magic.
+    /// error path: scans the rest of the file for a block magic, a window
+    /// at a time (so memory stays bounded however long the file).
     fn next_valid(&self, from: u64) -> Option<u64> {
-        let mut rest = Vec::new();
-        let len = self.len.saturating_sub(from) as usize;
-        rest.resize(len, 0);
-        self.file.read_exact_at(&mut rest, from).ok()?;
+        const WINDOW: u64 = 1 << 20;
         let mut probe = BlockReader {
             file: self.file.try_clone().ok()?,
             path: self.path.clone(),
+            version: self.version,
             offset: 0,
             len: self.len,
             header: [0; 32],
         };
-        let mut scratch = Vec::new();
-        let mut i = 0;
-        while i + 4 <= rest.len() {
-            if rest[i..i + 4] == BLOCK_MAGIC && probe.try_read(from + i as u64, &mut scratch).is_ok() {
-                return Some(from + i as u64);
+        let (mut window, mut scratch) = (Vec::new(), Vec::new());
+        let mut start = from;
+        while start + 4 <= self.len {
+            // Windows overlap by 3 bytes, so no magic straddles two unseen.
+            let len = WINDOW.min(self.len - start) as usize;
+            window.resize(len, 0);
+            self.file.read_exact_at(&mut window, start).ok()?;
+            for i in 0..len.saturating_sub(3) {
+                let at = start + i as u64;
+                if window[i..i + 4] == BLOCK_MAGIC && probe.try_read(at, &mut scratch).is_ok() {
+                    return Some(at);
+                }
             }
-            i += 1;
+            start += (len as u64).saturating_sub(3).max(1);
         }
         None
     }

@@ -1,20 +1,37 @@
 //! A read-only summary of a data directory, for `epochdb inspect`: what
-//! the manifest and pepoch file say, and what each log file holds.
+//! the manifest and pepoch file say, and what each checkpoint and log file
+//! holds, block by block (every block's checksum is checked). Damage is
+//! listed, not fatal: a summary of a damaged directory is what a user
+//! needs to decide what to do.
 
-use crate::error::Result;
-use crate::frame::BlockReader;
+use crate::datadir::{Dirs, CHECKPOINT_MAGIC};
+use crate::error::{Error, Result};
+use crate::frame::{BlockReader, Damage};
+use crate::fsio::Context;
 use crate::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, MANIFEST_FILE};
+use crate::options::{Durability, Options};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
 pub struct Inspection {
+    /// The recorded pepoch; `None` if the pepoch file is unreadable (see
+    /// `problems`).
     pub pepoch: Option<u64>,
     /// Table names; index tables as `table.index`.
     pub tables: Vec<String>,
+    /// The log and checkpoint directories in use.
+    pub log_dirs: Vec<PathBuf>,
+    pub checkpoint_dirs: Vec<PathBuf>,
+    /// The installed checkpoint (the newest of its chain).
     pub checkpoint: Option<CheckpointSummary>,
     pub void_epochs: Vec<(u64, u64)>,
-    pub logs: Vec<LogFileSummary>,
+    pub logs: Vec<FileSummary>,
+    /// Damage recovery would stop at (or, with salvage, skip): a damaged
+    /// block, a checkpoint file of the wrong length, an unreadable pepoch
+    /// file. A torn tail a crash left above pepoch is not one: recovery
+    /// drops it by itself.
+    pub problems: Vec<String>,
 }
 
 /// The installed checkpoint.
@@ -22,19 +39,21 @@ pub struct Inspection {
 pub struct CheckpointSummary {
     pub e_l: u64,
     pub e_h: u64,
-    /// Its files, with their lengths.
-    pub files: Vec<(PathBuf, u64)>,
+    /// Checkpoints of the incremental chain recovery loads with it.
+    pub chain: usize,
+    /// The files of the chain and of the checkpoint.
+    pub files: Vec<FileSummary>,
 }
 
+/// One checkpoint or log file.
 #[derive(Debug, Clone)]
-pub struct LogFileSummary {
+pub struct FileSummary {
     pub path: PathBuf,
     pub bytes: u64,
     pub blocks: u64,
     /// Epoch range of its blocks (`None` if it has none).
     pub epochs: Option<(u64, u64)>,
-    /// The first damage found, if any (a torn tail of `data.log` after a
-    /// crash is expected and dropped at recovery).
+    /// The first damage found, if any.
     pub damage: Option<String>,
     /// Holds only epochs below the checkpoint's `e_l`: recovery skips it,
     /// the next checkpoint removes it, and it is not read here (a crash
@@ -42,15 +61,48 @@ pub struct LogFileSummary {
     pub obsolete: bool,
 }
 
-/// Summarizes the data directory `data_dir` with logs in `log_dirs`
-/// (empty: `data_dir/log`). Reads only.
+/// Summarizes the database in `data_dir`, with logs in `log_dirs` (empty:
+/// the ones its manifest records). Reads only. An error if `data_dir` is
+/// missing, not a directory, or holds no database.
 pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
-    let manifest = Manifest::load(data_dir)?.unwrap_or_default();
-    let pepoch = PepochFile::read(data_dir)?;
-    let dirs = if log_dirs.is_empty() { vec![data_dir.join("log")] } else { log_dirs.to_vec() };
+    let meta = std::fs::metadata(data_dir).ctx("open data directory", data_dir)?;
+    if !meta.is_dir() {
+        let source = std::io::Error::from_raw_os_error(libc::ENOTDIR);
+        return Err(Error::Io { op: "open data directory", path: data_dir.into(), source });
+    }
+    if !data_dir.join(MANIFEST_FILE).is_file() {
+        return Err(Error::NotADatabase(data_dir.into()));
+    }
+    let options = Options {
+        durability: Durability::Log,
+        data_dir: Some(data_dir.into()),
+        log_dirs: log_dirs.to_vec(),
+        ..Options::default()
+    };
+    let legacy = Dirs::legacy_checkpoint(&options, data_dir);
+    let manifest = Manifest::load(data_dir, &legacy).map_err(|d| d.error(None))?.unwrap_or_default();
+    let dirs = Dirs::resolve(&options, Some(&manifest))?;
+    let mut problems = Vec::new();
+    let pepoch = PepochFile::read(data_dir).unwrap_or_else(|d| {
+        problems.push(d.to_string());
+        None
+    });
+    let checkpoint = manifest.checkpoint.as_ref().map(|c| {
+        let mut files = Vec::new();
+        for f in manifest.checkpoints().flat_map(|c| &c.files) {
+            let (s, _) = summarize(&f.path(&dirs.checkpoint), CHECKPOINT_MAGIC);
+            if s.bytes != f.len {
+                problems.push(format!("{}: {} bytes; the manifest says {}", s.path.display(), s.bytes, f.len));
+            }
+            problems.extend(s.damage.clone());
+            files.push(s);
+        }
+        CheckpointSummary { e_l: c.e_l, e_h: c.e_h, chain: manifest.chain.len() + 1, files }
+    });
+    let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
     let mut logs = Vec::new();
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+    for dir in &dirs.log {
+        let entries = std::fs::read_dir(dir).ctx("read log directory", dir)?;
         let mut paths: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
@@ -58,34 +110,47 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
             })
             .collect();
         paths.sort();
-        let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
         for path in paths {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if crate::recovery::below_checkpoint(&name, e_l) {
                 let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
-                logs.push(LogFileSummary { path, bytes, blocks: 0, epochs: None, damage: None, obsolete: true });
-            } else {
-                logs.push(summarize(&path));
+                logs.push(FileSummary { path, bytes, blocks: 0, epochs: None, damage: None, obsolete: true });
+                continue;
             }
+            let (mut s, damage) = summarize(&path, LOG_MAGIC);
+            // A crashed data.log may end torn above pepoch: recovery drops
+            // that by itself (recovery.rs states the rule).
+            let torn = name == CURRENT_LOG
+                && damage.is_some_and(|d| d.at_tail && d.epochs.is_none_or(|(lo, _)| pepoch.is_some_and(|p| lo > p)));
+            match (torn, &s.damage) {
+                (true, Some(d)) => s.damage = Some(format!("{d} (a torn tail above pepoch: recovery drops it)")),
+                _ => problems.extend(s.damage.clone()),
+            }
+            logs.push(s);
         }
     }
     Ok(Inspection {
         pepoch,
         tables: manifest.tables.iter().map(|t| t.name.clone()).collect(),
-        checkpoint: manifest.checkpoint.map(|c| CheckpointSummary { e_l: c.e_l, e_h: c.e_h, files: c.files }),
+        log_dirs: dirs.log,
+        checkpoint_dirs: dirs.checkpoint,
+        checkpoint,
         void_epochs: manifest.voids,
         logs,
+        problems,
     })
 }
 
-fn summarize(path: &Path) -> LogFileSummary {
+/// Reads every block of one file; returns its summary and its first
+/// damage.
+fn summarize(path: &Path, magic: &[u8; 8]) -> (FileSummary, Option<Damage>) {
     let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-    let mut s = LogFileSummary { path: path.into(), bytes, blocks: 0, epochs: None, damage: None, obsolete: false };
-    let mut reader = match BlockReader::open(path, LOG_MAGIC) {
+    let mut s = FileSummary { path: path.into(), bytes, blocks: 0, epochs: None, damage: None, obsolete: false };
+    let mut reader = match BlockReader::open(path, magic) {
         Ok(r) => r,
         Err(d) => {
             s.damage = Some(d.to_string());
-            return s;
+            return (s, Some(d));
         }
     };
     let mut payload = Vec::new();
@@ -95,10 +160,10 @@ fn summarize(path: &Path) -> LogFileSummary {
                 s.blocks += 1;
                 s.epochs = Some(s.epochs.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
             }
-            Ok(None) => return s,
+            Ok(None) => return (s, None),
             Err(d) => {
                 s.damage = Some(d.to_string());
-                return s;
+                return (s, Some(d));
             }
         }
     }

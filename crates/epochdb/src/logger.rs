@@ -19,9 +19,9 @@
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
 use crate::frame::{self, BlockWriter, Damage};
-use crate::fsio::Io;
+use crate::fsio::{DataFile, Io};
 use crate::log::{lock, Buf, LogSlot};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -33,7 +33,7 @@ pub const LOG_MAGIC: &[u8; 8] = b"EPOCHLOG";
 pub const PEPOCH_MAGIC: &[u8; 8] = b"EPOCHPEP";
 pub const CURRENT_LOG: &str = "data.log";
 /// Where a fresh `data.log` is built before it is renamed into place.
-const NEW_LOG: &str = "data.log.new";
+pub const NEW_LOG: &str = "data.log.new";
 pub const OLD_LOG_PREFIX: &str = "old_data.";
 pub const PEPOCH_FILE: &str = "pepoch";
 /// Log files grow in steps of this much preallocated space.
@@ -149,16 +149,16 @@ pub struct Loggers {
 
 impl Loggers {
     /// Starts one logger per directory in `dirs`; logger 0 also keeps the
-    /// pepoch file in `data_dir`.
+    /// pepoch file.
     pub fn start(
         dirs: &[PathBuf],
-        data_dir: &Path,
+        pepoch_file: PepochFile,
         durable: Arc<Durable>,
         epochs: Arc<Epochs>,
         io: Io,
         rotate_epochs: u64,
     ) -> Result<Loggers> {
-        let mut pepoch_file = Some(PepochFile::open(data_dir, io.clone(), durable.pepoch())?);
+        let mut pepoch_file = Some(pepoch_file);
         let mut threads = Vec::new();
         for (id, dir) in dirs.iter().enumerate() {
             let log = LogFile::create(dir, &io)?;
@@ -171,7 +171,10 @@ impl Loggers {
                 rotate_epochs,
                 pepoch_file: pepoch_file.take(),
             };
-            let t = std::thread::Builder::new().name(format!("epochdb-logger-{id}")).spawn(move || logger.run())?;
+            let t = std::thread::Builder::new()
+                .name(format!("epochdb-logger-{id}"))
+                .spawn(move || logger.run())
+                .map_err(|source| Error::Io { op: "start the logger thread", path: dir.clone(), source })?;
             threads.push(t);
         }
         Ok(Loggers { durable, epochs, threads })
@@ -222,7 +225,7 @@ impl Logger {
             }
         };
         if let Err(e) = r {
-            self.durable.fail(format!("log writer for {}: {e}", self.log.dir.display()));
+            self.durable.fail(format!("log writer: {e}"));
         }
     }
 
@@ -231,7 +234,7 @@ impl Logger {
     }
 
     /// Writes the buffers workers have queued; returns how many.
-    fn write_full(&mut self) -> std::io::Result<usize> {
+    fn write_full(&mut self) -> Result<usize> {
         let slots = lock(&self.share().slots).clone();
         let mut n = 0;
         for s in &slots {
@@ -244,7 +247,7 @@ impl Logger {
         Ok(n)
     }
 
-    fn write(&mut self, slot: &LogSlot, mut buf: Buf) -> std::io::Result<()> {
+    fn write(&mut self, slot: &LogSlot, mut buf: Buf) -> Result<()> {
         let (lo, hi) = (buf.lo, buf.hi);
         let bytes = buf.seal();
         self.log.append(&self.io, bytes, lo, hi)?;
@@ -261,7 +264,7 @@ impl Logger {
     /// active when `e_w` was read (epoch `>= e_w`) or began later (epoch
     /// `>= e0`, since `E` only grows). Every other record was in the
     /// buffers written here.
-    fn flush(&mut self, e0: u64) -> std::io::Result<bool> {
+    fn flush(&mut self, e0: u64) -> Result<bool> {
         let slots = lock(&self.share().slots).clone();
         let mut bound = e0;
         let mut taken = Vec::new();
@@ -302,7 +305,6 @@ impl Logger {
 /// file system allows it (see [`BlockWriter`]): the page-cache copy was
 /// most of a logger's CPU time, and on 2 cores that time is the workers'.
 struct LogFile {
-    dir: PathBuf,
     out: BlockWriter,
     allocated: u64,
     /// The epoch range of the blocks in the file (`lo > hi` when empty).
@@ -314,17 +316,31 @@ impl LogFile {
     /// Makes a fresh `data.log`. It is built as `data.log.new` and renamed
     /// into place once its header is synced, so a crash never leaves a
     /// `data.log` without a header (recovery would call that corruption).
-    fn create(dir: &Path, io: &Io) -> std::io::Result<LogFile> {
-        std::fs::create_dir_all(dir)?;
+    /// If that fails (a full disk), `data.log.new` is removed again.
+    fn create(dir: &Path, io: &Io) -> Result<LogFile> {
+        io.create_dir_all(dir)?;
         let path = dir.join(NEW_LOG);
-        let out = BlockWriter::create(&path, LOG_MAGIC, io, PREALLOCATE)?;
-        io.sync(&out.file)?;
-        std::fs::rename(&path, dir.join(CURRENT_LOG))?;
+        let built = BlockWriter::create(&path, LOG_MAGIC, io, PREALLOCATE).and_then(|out| {
+            io.sync(&out.file)?;
+            Ok(out)
+        });
+        let out = match built {
+            Ok(out) => out,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path); // best effort: the error that matters is `e`
+                return Err(e);
+            }
+        };
+        io.rename(&path, &dir.join(CURRENT_LOG))?;
         io.sync_dir(dir)?;
-        Ok(LogFile { dir: dir.into(), out, allocated: PREALLOCATE, lo: u64::MAX, hi: 0 })
+        Ok(LogFile { out, allocated: PREALLOCATE, lo: u64::MAX, hi: 0 })
     }
 
-    fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64) -> std::io::Result<()> {
+    fn dir(&self) -> &Path {
+        self.out.file.path.parent().unwrap_or(Path::new("."))
+    }
+
+    fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64) -> Result<()> {
         let end = self.out.written() + frame::padded(block.len() as u64);
         if end > self.allocated {
             let grow = (end - self.allocated).div_ceil(PREALLOCATE) * PREALLOCATE;
@@ -339,11 +355,12 @@ impl LogFile {
 
     /// `data.log` becomes `old_data.<hi>` (trimmed of its preallocated
     /// tail), and a fresh `data.log` takes its place.
-    fn rotate(&mut self, io: &Io) -> std::io::Result<()> {
-        self.out.file.set_len(self.out.written())?;
+    fn rotate(&mut self, io: &Io) -> Result<()> {
+        io.truncate(&self.out.file, self.out.written())?;
         io.sync(&self.out.file)?;
-        std::fs::rename(self.dir.join(CURRENT_LOG), crate::recovery::old_log_path(&self.dir, self.hi))?;
-        *self = LogFile::create(&self.dir, io)?;
+        let dir = self.dir().to_path_buf();
+        io.rename(&dir.join(CURRENT_LOG), &crate::recovery::old_log_path(&dir, self.hi))?;
+        *self = LogFile::create(&dir, io)?;
         Ok(())
     }
 }
@@ -351,7 +368,7 @@ impl LogFile {
 /// The pepoch file: the header, then two slots in separate 512-byte
 /// sectors written alternately, so a torn write leaves the other intact.
 pub struct PepochFile {
-    file: File,
+    file: DataFile,
     io: Io,
     next_slot: u64,
 }
@@ -361,8 +378,7 @@ const PEPOCH_SLOT: u64 = 512;
 impl PepochFile {
     /// Opens (creating if needed) the pepoch file and records `pepoch`.
     pub fn open(dir: &Path, io: Io, pepoch: u64) -> Result<PepochFile> {
-        let path = dir.join(PEPOCH_FILE);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let file = io.open_write(&dir.join(PEPOCH_FILE))?;
         io.write_at(&file, &frame::file_header(PEPOCH_MAGIC), 0)?;
         let mut p = PepochFile { file, io, next_slot: 0 };
         p.write(pepoch)?;
@@ -371,7 +387,7 @@ impl PepochFile {
         Ok(p)
     }
 
-    fn write(&mut self, pepoch: u64) -> std::io::Result<()> {
+    fn write(&mut self, pepoch: u64) -> Result<()> {
         let mut slot = [0u8; 16];
         slot[..8].copy_from_slice(&pepoch.to_le_bytes());
         let crc = crate::crc32c::checksum(&slot[..8]);
@@ -386,8 +402,10 @@ impl PepochFile {
     /// there is no pepoch file.
     pub fn read(dir: &Path) -> std::result::Result<Option<u64>, Damage> {
         let path = dir.join(PEPOCH_FILE);
-        let Ok(file) = File::open(&path) else {
-            return Ok(None);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Damage::of_file(&path, format!("cannot open: {e}"))),
         };
         frame::check_file_header(&path, &file, PEPOCH_MAGIC)?;
         let mut best = None;
@@ -403,10 +421,8 @@ impl PepochFile {
             }
         }
         best.map(Some).ok_or_else(|| Damage {
-            path,
             offset: PEPOCH_SLOT,
-            at_tail: false,
-            what: "neither pepoch slot is valid".into(),
+            ..Damage::of_file(&path, "neither pepoch slot is valid".into())
         })
     }
 }

@@ -50,6 +50,9 @@ impl Durability {
 /// Longest key, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
 
+/// The longest epoch interval accepted.
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+
 #[derive(Debug, Clone)]
 pub struct Options {
     /// How often the global epoch advances (Silo: 40 ms). Shorter epochs
@@ -76,13 +79,17 @@ pub struct Options {
     /// Holds the manifest, the pepoch file, the lock file, and (unless
     /// `log_dirs`/`checkpoint_dirs` say otherwise) the logs in `log/` and
     /// checkpoints in `checkpoint/`. Opening a directory that holds a
-    /// database recovers it.
+    /// database recovers it. Nothing in it depends on the working
+    /// directory: it can be moved, copied or backed up while closed.
     pub data_dir: Option<PathBuf>,
     /// One logger thread per directory (one per disk); workers are divided
-    /// among them. Empty: `data_dir/log`.
+    /// among them. Empty: the ones the data directory's manifest records
+    /// (for a new database, `data_dir/log`). Given ones must be the
+    /// recorded ones ([`Error::DirectoryMismatch`] otherwise).
     pub log_dirs: Vec<PathBuf>,
     /// One checkpointer thread per directory, each writing a key subrange
-    /// of every table. Empty: `data_dir/checkpoint`.
+    /// of every table. Empty: the recorded ones (for a new database,
+    /// `data_dir/checkpoint`); given ones must match, as for `log_dirs`.
     pub checkpoint_dirs: Vec<PathBuf>,
     /// Time from the end of one checkpoint to the start of the next
     /// (SiloR: 10 s).
@@ -101,10 +108,21 @@ pub struct Options {
     /// Recovery workers that load checkpoints and replay logs at open (fed
     /// by one more thread that reads the files). 0: one per CPU.
     pub recovery_threads: usize,
-    /// Recover what is valid past damaged blocks and files, instead of
-    /// stopping with [`Error::Corrupt`]. A torn tail of a `data.log` is
-    /// always dropped (and reported), as a crash can leave one.
+    /// Recover what is valid past damage, instead of stopping with
+    /// [`Error::Corrupt`]: skip damaged blocks, cut the recovered state back
+    /// to the last epoch before the first damaged log block (so it stays a
+    /// prefix of the serial order), and with an unreadable pepoch file, take
+    /// the epoch the logs themselves reach. What was given up is in
+    /// [`RecoveryReport`](crate::RecoveryReport). A torn tail of a
+    /// `data.log` above pepoch, which a crash leaves, is always dropped (and
+    /// reported) and needs no salvage.
     pub salvage: bool,
+    /// Open without writing anything: recover into memory, start no logger
+    /// or checkpointer, refuse transactions that write and new tables
+    /// ([`Error::ReadOnly`]). Works on a read-only directory, beside other
+    /// read-only opens but not beside a writer. Needs a durable
+    /// `durability` and a `data_dir` holding a database.
+    pub read_only: bool,
     /// Fault injection for tests: failed syncs and a full disk.
     #[doc(hidden)]
     pub faults: Option<Arc<Faults>>,
@@ -130,6 +148,7 @@ impl Default for Options {
             log_buffers: 4,
             recovery_threads: 0,
             salvage: false,
+            read_only: false,
             faults: None,
         }
     }
@@ -137,8 +156,11 @@ impl Default for Options {
 
 impl Options {
     pub fn validate(&self) -> Result<()> {
-        if self.epoch_interval.is_zero() {
-            return Err(Error::InvalidOptions("epoch_interval must be positive".into()));
+        if self.epoch_interval.is_zero() || self.epoch_interval > MAX_INTERVAL {
+            return Err(Error::InvalidOptions("epoch_interval must be between 1 ns and 1 hour".into()));
+        }
+        if self.checkpoint_interval > MAX_INTERVAL * 24 * 365 {
+            return Err(Error::InvalidOptions("checkpoint_interval must be at most a year".into()));
         }
         if self.snapshot_epochs < 2 {
             return Err(Error::InvalidOptions("snapshot_epochs must be at least 2".into()));
@@ -157,26 +179,13 @@ impl Options {
                 "log buffers need >= 4 KiB, >= 2 per worker; rotation >= 1 epoch".into(),
             ));
         }
-        if self.checkpoint_files == 0 {
-            return Err(Error::InvalidOptions("checkpoint_files must be at least 1".into()));
+        if self.checkpoint_files == 0 || self.checkpoint_files > 4096 {
+            return Err(Error::InvalidOptions("checkpoint_files must be between 1 and 4096".into()));
+        }
+        if self.read_only && self.durability == Durability::Off {
+            return Err(Error::InvalidOptions("read_only opens a data directory: it needs durability".into()));
         }
         Ok(())
-    }
-
-    /// The log directories in use.
-    pub fn log_dirs(&self) -> Vec<PathBuf> {
-        match (&self.data_dir, self.log_dirs.is_empty()) {
-            (Some(d), true) => vec![d.join("log")],
-            _ => self.log_dirs.clone(),
-        }
-    }
-
-    /// The checkpoint directories in use.
-    pub fn checkpoint_dirs(&self) -> Vec<PathBuf> {
-        match (&self.data_dir, self.checkpoint_dirs.is_empty()) {
-            (Some(d), true) => vec![d.join("checkpoint")],
-            _ => self.checkpoint_dirs.clone(),
-        }
     }
 
     /// Recovery threads to use.

@@ -1,7 +1,8 @@
 //! Parallel recovery (SiloR §5).
 //!
-//! 1. Read the manifest (catalog, installed checkpoint and its incremental
-//!    chain, void epochs) and the pepoch file.
+//! 1. Read the pepoch file (the caller has read the manifest: catalog,
+//!    directories, installed checkpoint and its incremental chain, void
+//!    epochs).
 //! 2. Load the checkpoints' files: a reader thread streams their blocks to
 //!    `n` workers, which apply them.
 //! 3. Replay the log files the same way, newest first, skipping records
@@ -18,13 +19,31 @@
 //! conflicting transactions and epochs are prefixes of it (ARCHITECTURE.md).
 //! Delta entries (Gawain) are merged column by column instead, with the
 //! version vectors of `columns.rs`, under the same record locks.
+//!
+//! Recovery reads and writes nothing on disk; [`Recovered::commit`] then
+//! makes its result the database's new starting point (pepoch file,
+//! manifest with the void epochs, crashed `data.log` sealed). A read-only
+//! open (and `epochdb verify`) skips that step.
+//!
+//! Damage (FORMAT.md, "Framing"). A crash can tear only what was written
+//! after the sync that made the recorded pepoch durable, and every block
+//! written after that sync holds epochs above pepoch. So in a crashed
+//! `data.log`, a bad block whose header shows epochs above pepoch, or whose
+//! header is unreadable, is a torn tail if no block at or below pepoch
+//! follows it: it and what follows are dropped and reported. Any other
+//! damage is corruption: an error that names the file and offset and says
+//! what salvage would give up. Salvage skips damaged blocks; a skipped log
+//! block of epochs `lo..hi` may hold transactions of epoch `lo`, so
+//! recovery runs again with pepoch `lo - 1`, which keeps the result a
+//! prefix of the serial order. Where a skipped block's epochs are unknown,
+//! or the checkpoint needs them, it cannot be one, and the report says so.
 
 use crate::catalog::{Schema, Table, TableId};
-use crate::checkpoint::CHECKPOINT_MAGIC;
 use crate::columns::{self, ColumnVersions};
+use crate::datadir::{Dirs, CHECKPOINT_MAGIC};
 use crate::error::{Error, Result};
 use crate::frame::{BlockReader, Damage};
-use crate::fsio::Io;
+use crate::fsio::{Context, Io};
 use crate::gc::Retired;
 use crate::index::{Insert, Tree};
 use crate::log::{self, lock, Write};
@@ -42,9 +61,13 @@ use std::time::Instant;
 /// What recovery did, for the caller to report.
 #[derive(Debug, Clone, Default)]
 pub struct RecoveryReport {
-    /// The persistent epoch recovered to: the state holds every
-    /// transaction in an epoch `<= pepoch` and nothing later.
+    /// The epoch recovered to: the state holds every transaction in an
+    /// epoch `<= pepoch` and nothing later. Below `recorded_pepoch` only
+    /// when salvage cut the state back to before a damaged block.
     pub pepoch: u64,
+    /// The pepoch the pepoch file recorded; `None` when it was unreadable
+    /// and salvage took the epoch the logs reach instead.
+    pub recorded_pepoch: Option<u64>,
     /// `e_l` of the checkpoint loaded, if any.
     pub checkpoint_epoch: Option<u64>,
     pub checkpoint_bytes: u64,
@@ -53,9 +76,15 @@ pub struct RecoveryReport {
     pub records: u64,
     pub threads: usize,
     pub seconds: f64,
-    /// Damage dropped: torn tails of `data.log` files, and with
-    /// `Options::salvage`, whatever was skipped.
+    /// Damage passed over: torn tails of crashed `data.log` files (above
+    /// pepoch: what a crash leaves), and with `Options::salvage`, whatever
+    /// was skipped and what it cost.
     pub dropped: Vec<String>,
+    /// False when salvage skipped data it could not cut back to (checkpoint
+    /// blocks, log blocks of unknown epochs or of epochs the checkpoint
+    /// needs): the state is then not known to be a prefix of the serial
+    /// order. Always true without salvage.
+    pub consistent: bool,
 }
 
 /// Recovery's progress, in bytes of checkpoint and log read.
@@ -79,6 +108,22 @@ pub(crate) struct Recovered {
     pub manifest: Manifest,
     pub first_epoch: u64,
     pub report: RecoveryReport,
+    /// Crashed `data.log` files: where each valid part ends, its top epoch.
+    crashed: Vec<(PathBuf, FileEnd)>,
+}
+
+/// A file to read: a checkpoint file (with its checkpoint's `e_h`) or a
+/// log file (`current`: a `data.log`, which a crash may have left torn).
+struct Source {
+    path: PathBuf,
+    len: u64,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Checkpoint { e_h: u64 },
+    Log { current: bool },
 }
 
 /// Shared by the recovery threads.
@@ -86,6 +131,9 @@ struct Ctx<'a> {
     tables: &'a [Table],
     manifest: &'a Manifest,
     e_l: u64,
+    /// The largest `e_h` of the checkpoints loaded: the log must reach it
+    /// for the state to be consistent.
+    e_h: u64,
     pepoch: u64,
     salvage: bool,
     done: AtomicU64,
@@ -93,6 +141,9 @@ struct Ctx<'a> {
     phase: Phase,
     progress: &'a (dyn Fn(Progress) + Sync),
     dropped: Mutex<Vec<String>>,
+    /// With salvage: the epoch to cut the state back to.
+    cut: Mutex<Option<u64>>,
+    consistent: AtomicBool,
     /// Version vectors of rows that delta entries touched.
     columns: ColumnVersions,
 }
@@ -103,31 +154,177 @@ impl Ctx<'_> {
         (self.progress)(Progress { phase: self.phase, done_bytes: done, total_bytes: self.total });
     }
 
-    /// Damage: dropped and reported if `tolerable` (or salvaging), else an error.
-    fn damage(&self, d: Damage, tolerable: bool) -> Result<()> {
-        if tolerable || self.salvage {
-            lock(&self.dropped).push(d.to_string());
-            Ok(())
-        } else {
-            Err(d.into())
+    /// What skipping the damage `d` would give up.
+    fn salvage_cost(&self, d: &Damage) -> String {
+        match (self.phase, d.epochs) {
+            (Phase::Log, Some((lo, hi))) if lo > self.pepoch => {
+                format!("skip it: its epochs {lo}..={hi} are above pepoch {}, so nothing durable is lost", self.pepoch)
+            }
+            (Phase::Log, Some((lo, hi))) if lo > self.e_h => format!(
+                "skip it and recover to epoch {} (before its epochs {lo}..={hi}), dropping every later transaction",
+                lo - 1
+            ),
+            (Phase::Log, Some((lo, hi))) => format!(
+                "skip it, but its epochs {lo}..={hi} are ones the checkpoint needs: the state would miss them and not be consistent"
+            ),
+            (Phase::Log, None) => {
+                "skip it, but its epochs are unreadable: the state would miss its transactions and not be consistent".into()
+            }
+            _ => "skip it: the rows in it would be missing and the state would not be consistent".into(),
         }
+    }
+
+    /// Damage recovery will not pass over by itself: an error, or with
+    /// salvage, skipped, reported, and the cut or the consistency updated.
+    fn damage(&self, d: Damage) -> Result<()> {
+        let cost = self.salvage_cost(&d);
+        if !self.salvage {
+            return Err(d.error(Some(cost)));
+        }
+        lock(&self.dropped).push(format!("salvage: {d}: {cost}"));
+        match (self.phase, d.epochs) {
+            (Phase::Log, Some((lo, _))) if lo > self.pepoch => {}
+            (Phase::Log, Some((lo, _))) if lo > self.e_h => {
+                let mut cut = lock(&self.cut);
+                *cut = Some(cut.map_or(lo - 1, |c| c.min(lo - 1)));
+            }
+            _ => self.consistent.store(false, Ordering::Relaxed),
+        }
+        Ok(())
     }
 }
 
-/// Recovers the database in `options.data_dir`.
-pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) + Sync)) -> Result<Recovered> {
+/// Recovers the database in `dirs` (whose manifest is `manifest`; `None`
+/// for a new database). Reads only.
+pub(crate) fn recover(
+    options: &Options,
+    dirs: &Dirs,
+    manifest: Option<Manifest>,
+    tag: u32,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Recovered> {
     let start = Instant::now();
-    let data_dir = options.data_dir.as_deref().ok_or(Error::NotDurable)?;
-    let mut manifest = Manifest::load(data_dir)?.unwrap_or_default();
-    let pepoch = PepochFile::read(data_dir)?.unwrap_or(0);
-    let tables = tables_of(&manifest);
-    let threads = options.recovery_threads();
+    let exists = manifest.is_some();
+    let mut manifest = manifest.unwrap_or_default();
     let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
     let e_h = manifest.checkpoints().map(|c| c.e_h).max().unwrap_or(0);
+    let logs = log_files(&dirs.log, e_l, exists)?;
+    let mut dropped = Vec::new();
+    let recorded = match PepochFile::read(&dirs.data) {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) if !exists => Ok(0),
+        Ok(None) => {
+            Err(Damage::of_file(&dirs.data.join(crate::logger::PEPOCH_FILE), "the pepoch file is missing".into()))
+        }
+        Err(d) => Err(d),
+    };
+    let pepoch = match &recorded {
+        Ok(p) => *p,
+        Err(d) if options.salvage => {
+            let p = logs_reach(&logs, e_h);
+            dropped.push(format!(
+                "salvage: {d}: took epoch {p} from the logs instead (one less than the highest epoch every log directory reached); a guess that may drop acknowledged transactions or keep unacknowledged ones"
+            ));
+            p
+        }
+        Err(d) => {
+            let cost = "take the epoch the logs reach instead, a guess that may drop acknowledged transactions or keep unacknowledged ones";
+            return Err(d.error(Some(cost.into())));
+        }
+    };
+    let threads = options.recovery_threads();
+    let mut run = replay_all(options, dirs, &manifest, &logs, pepoch, tag, threads, progress)?;
+    if let Some(cut) = run.cut.filter(|&c| c < pepoch) {
+        // Salvage skipped a log block of epochs above `cut`: recover again
+        // to `cut`, so that the state is a prefix of the serial order.
+        run = replay_all(options, dirs, &manifest, &logs, cut, tag, threads, progress)?;
+    }
+    dropped.append(&mut run.dropped);
+    let pepoch = run.pepoch;
+    if pepoch < recorded.as_ref().map_or(0, |p| *p) {
+        dropped.push(format!(
+            "salvage: recovered to epoch {pepoch}, not to the recorded pepoch {}: the transactions of epochs {}..={} are dropped",
+            recorded.as_ref().map_or(0, |p| *p),
+            pepoch + 1,
+            recorded.as_ref().map_or(0, |p| *p)
+        ));
+    }
+
+    // New epochs start above everything on disk; what a crash left above
+    // pepoch becomes void, durably (in `commit`), before the crashed files
+    // are sealed.
+    let max_seen = run.ends.iter().map(|e| e.1.max_epoch).max().unwrap_or(0);
+    let recorded_top = recorded.as_ref().map_or(0, |p| *p);
+    let void_top = max_seen.max(recorded_top);
+    if void_top > pepoch {
+        manifest.voids.push((pepoch + 1, void_top));
+    }
+    let first_epoch = manifest.voids.iter().map(|v| v.1).chain([max_seen, pepoch, e_h]).max().unwrap_or(0) + 1;
+    let report = RecoveryReport {
+        pepoch,
+        recorded_pepoch: recorded.ok(),
+        checkpoint_epoch: manifest.checkpoint.as_ref().map(|c| c.e_l),
+        checkpoint_bytes: run.checkpoint_bytes,
+        log_bytes: run.log_bytes,
+        records: run.records,
+        threads,
+        seconds: start.elapsed().as_secs_f64(),
+        dropped,
+        consistent: run.consistent,
+    };
+    let crashed = run.ends.into_iter().filter(|e| e.2).map(|e| (e.0, e.1)).collect();
+    Ok(Recovered { tables: run.tables, manifest, first_epoch, report, crashed })
+}
+
+impl Recovered {
+    /// Makes the recovered state the database's starting point on disk:
+    /// the pepoch file (first, so that a manifest never exists without
+    /// one), the manifest with the directories and void epochs, then the
+    /// crashed `data.log` files sealed. Returns the pepoch file, for the
+    /// loggers.
+    pub(crate) fn commit(&mut self, dirs: &Dirs, io: &Io) -> Result<PepochFile> {
+        dirs.create(io)?;
+        let pepoch = PepochFile::open(&dirs.data, io.clone(), self.report.pepoch)?;
+        (self.manifest.log_dirs, self.manifest.checkpoint_dirs) = dirs.recorded();
+        self.manifest.store(&dirs.data, io)?;
+        for (path, end) in &self.crashed {
+            seal_crashed_log(path, end, io)?;
+        }
+        Ok(pepoch)
+    }
+}
+
+/// One run of steps 2–4 with a given pepoch.
+struct Run {
+    tables: Vec<Table>,
+    pepoch: u64,
+    /// Each log file read: path, end, whether it is a crashed `data.log`.
+    ends: Vec<(PathBuf, FileEnd, bool)>,
+    dropped: Vec<String>,
+    cut: Option<u64>,
+    consistent: bool,
+    checkpoint_bytes: u64,
+    log_bytes: u64,
+    records: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn replay_all(
+    options: &Options,
+    dirs: &Dirs,
+    manifest: &Manifest,
+    logs: &[Source],
+    pepoch: u64,
+    tag: u32,
+    threads: usize,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Run> {
+    let tables = tables_of(manifest, tag);
     let mut ctx = Ctx {
         tables: &tables,
-        manifest: &manifest,
-        e_l,
+        manifest,
+        e_l: manifest.checkpoint.as_ref().map_or(0, |c| c.e_l),
+        e_h: manifest.checkpoints().map(|c| c.e_h).max().unwrap_or(0),
         pepoch,
         salvage: options.salvage,
         done: AtomicU64::new(0),
@@ -135,40 +332,52 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
         phase: Phase::Checkpoint,
         progress,
         dropped: Mutex::new(Vec::new()),
+        cut: Mutex::new(None),
+        consistent: AtomicBool::new(true),
         columns: ColumnVersions::default(),
     };
 
     // Checkpoint.
     let mut checkpoint_files = Vec::new();
     for c in manifest.checkpoints() {
-        for (path, len) in &c.files {
-            let actual = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            if actual != *len {
-                let d = Damage {
-                    path: path.clone(),
-                    offset: actual.min(*len),
-                    at_tail: false,
-                    what: format!("checkpoint file is {actual} bytes; the manifest says {len}"),
-                };
-                ctx.damage(d, false)?;
+        for f in &c.files {
+            let path = f.path(&dirs.checkpoint);
+            if f.dir as usize >= dirs.checkpoint.len() {
+                let what = format!(
+                    "the manifest (format 3) names checkpoint file {}, which no checkpoint directory holds; open the database once from the working directory that created it, which rewrites the manifest in format 4",
+                    path.display()
+                );
+                return Err(Error::Corrupt { what, salvage: None });
             }
-            checkpoint_files.push((path.clone(), actual, false));
+            let actual = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if actual != f.len {
+                let what = format!("checkpoint file is {actual} bytes; the manifest says {}", f.len);
+                ctx.damage(Damage { offset: actual.min(f.len), ..Damage::of_file(&path, what) })?;
+            }
+            checkpoint_files.push(Source { path, len: actual, kind: Kind::Checkpoint { e_h: c.e_h } });
         }
     }
-    ctx.total = checkpoint_files.iter().map(|f| f.1).sum();
+    ctx.total = checkpoint_files.iter().map(|f| f.len).sum();
     let checkpoint_bytes = ctx.total;
     let (_, mut retired) = replay_files(&ctx, threads, &checkpoint_files, CHECKPOINT_MAGIC)?;
 
     // Logs.
-    let logs = log_files(&options.log_dirs(), e_l)?;
     ctx.phase = Phase::Log;
     ctx.done.store(0, Ordering::Relaxed);
-    ctx.total = logs.iter().map(|f| f.1).sum();
+    ctx.total = logs.iter().map(|f| f.len).sum();
     let log_bytes = ctx.total;
-    let (ends, log_retired) = replay_files(&ctx, threads, &logs, LOG_MAGIC)?;
+    let replayed = replay_files(&ctx, threads, logs, LOG_MAGIC);
+    let (ends, log_retired) = match replayed {
+        Ok(r) => r,
+        Err(e) => {
+            // SAFETY: the recovery threads have ended; replaced records
+            // are reachable from nowhere.
+            unsafe { free_all(retired) };
+            return Err(e);
+        }
+    };
     retired.extend(log_retired);
-    // SAFETY: the recovery threads have ended; replaced records are
-    // reachable from nowhere.
+    // SAFETY: as above.
     unsafe { free_all(retired) };
     check_complete(&ctx)?;
 
@@ -179,47 +388,23 @@ pub(crate) fn recover(options: &Options, io: &Io, progress: &(dyn Fn(Progress) +
     }
     ctx.phase = Phase::Done;
     ctx.advance(0);
-    let dropped = std::mem::take(&mut *lock(&ctx.dropped));
-
-    // New epochs start above everything on disk; what a crash left above
-    // pepoch becomes void, durably, before the crashed files are sealed.
-    let max_seen = ends.iter().map(|e| e.max_epoch).max().unwrap_or(0);
-    if max_seen > pepoch {
-        manifest.voids.push((pepoch + 1, max_seen));
-    }
-    let void_top = manifest.voids.iter().map(|v| v.1).max().unwrap_or(0);
-    let first_epoch = max_seen.max(pepoch).max(e_h).max(void_top) + 1;
-    if data_dir.join(crate::manifest::MANIFEST_FILE).exists() || !logs.is_empty() {
-        manifest.store(data_dir, io)?;
-    }
-    for ((path, _, current), end) in logs.iter().zip(&ends) {
-        if *current {
-            seal_crashed_log(path, end.max_epoch, end.valid_len, io)?;
-        }
-    }
-    let report = RecoveryReport {
-        pepoch,
-        checkpoint_epoch: manifest.checkpoint.as_ref().map(|c| c.e_l),
-        checkpoint_bytes,
-        log_bytes,
-        records,
-        threads,
-        seconds: start.elapsed().as_secs_f64(),
-        dropped,
-    };
-    Ok(Recovered { tables, manifest, first_epoch, report })
+    let ends = logs.iter().zip(ends).map(|(f, e)| (f.path.clone(), e, f.kind == Kind::Log { current: true })).collect();
+    let (dropped, cut, consistent) =
+        (std::mem::take(&mut *lock(&ctx.dropped)), *lock(&ctx.cut), ctx.consistent.load(Ordering::Relaxed));
+    drop(ctx);
+    Ok(Run { tables, pepoch, ends, dropped, cut, consistent, checkpoint_bytes, log_bytes, records })
 }
 
-/// Empty tables for the manifest's catalog.
-fn tables_of(m: &Manifest) -> Vec<Table> {
+/// Empty tables for the manifest's catalog, with handles tagged `tag`.
+fn tables_of(m: &Manifest, tag: u32) -> Vec<Table> {
     (m.tables.iter().enumerate())
         .map(|(i, t)| Table {
-            id: TableId(i as u32),
+            id: TableId::new(tag, i as u32),
             name: t.name.clone(),
             tree: Tree::new(),
             index_names: (m.tables.iter().enumerate())
                 .filter_map(|(j, x)| match &x.index_of {
-                    Some((p, n)) if *p as usize == i => Some((n.clone(), TableId(j as u32))),
+                    Some((p, n)) if *p as usize == i => Some((n.clone(), TableId::new(tag, j as u32))),
                     _ => None,
                 })
                 .collect(),
@@ -228,27 +413,59 @@ fn tables_of(m: &Manifest) -> Vec<Table> {
         .collect()
 }
 
-/// The log files that may hold epochs `>= e_l`, newest first, with sizes;
-/// the flag marks a `data.log` (which a crash may have left torn).
-fn log_files(dirs: &[PathBuf], e_l: u64) -> Result<Vec<(PathBuf, u64, bool)>> {
+/// The log files that may hold epochs `>= e_l`, newest first, with sizes.
+/// A log directory that is missing is an error for a database that
+/// exists (its log would be lost), and nothing for a new one.
+fn log_files(dirs: &[PathBuf], e_l: u64, exists: bool) -> Result<Vec<Source>> {
     let mut files = Vec::new();
     for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !exists => continue,
+            Err(e) => return Err(Error::Io { op: "read log directory", path: dir.clone(), source: e }),
+        };
         for entry in entries {
-            let entry = entry?;
+            let entry = entry.ctx("read log directory", dir)?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let len = entry.metadata()?.len();
+            let len = entry.metadata().ctx("stat", &entry.path())?.len();
             if name == CURRENT_LOG {
-                files.push((entry.path(), len, true, u64::MAX));
+                files.push((Source { path: entry.path(), len, kind: Kind::Log { current: true } }, u64::MAX));
             } else if let Some(hi) = old_log_epoch(&name) {
                 if hi >= e_l {
-                    files.push((entry.path(), len, false, hi));
+                    files.push((Source { path: entry.path(), len, kind: Kind::Log { current: false } }, hi));
                 }
             }
         }
     }
-    files.sort_by_key(|f| std::cmp::Reverse(f.3));
-    Ok(files.into_iter().map(|(p, l, c, _)| (p, l, c)).collect())
+    files.sort_by_key(|f| std::cmp::Reverse(f.1));
+    Ok(files.into_iter().map(|f| f.0).collect())
+}
+
+/// With an unreadable pepoch file: one less than the highest epoch every
+/// log directory reached (the lowest of their highest epochs), and at
+/// least the installed checkpoints' `e_h` (installed only once durable).
+fn logs_reach(logs: &[Source], e_h: u64) -> u64 {
+    let mut highest: Vec<(PathBuf, u64)> = Vec::new();
+    let mut payload = Vec::new();
+    for f in logs {
+        let Ok(mut r) = BlockReader::open(&f.path, LOG_MAGIC) else { continue };
+        let dir = f.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut top = 0;
+        loop {
+            match r.next_block(&mut payload) {
+                Ok(Some((_, _, hi))) => top = top.max(hi),
+                Ok(None) => break,
+                Err(_) if r.skip_to_next_valid() => {}
+                Err(_) => break,
+            }
+        }
+        match highest.iter_mut().find(|h| h.0 == dir) {
+            Some(h) => h.1 = h.1.max(top),
+            None => highest.push((dir, top)),
+        }
+    }
+    let reached = highest.iter().map(|h| h.1).filter(|&t| t > 0).min().unwrap_or(0);
+    reached.saturating_sub(1).max(e_h)
 }
 
 /// The largest epoch in an `old_data.<e>[.n]` file, from its name.
@@ -268,8 +485,9 @@ pub(crate) fn below_checkpoint(name: &str, e_l: u64) -> bool {
 struct FileEnd {
     /// The largest epoch in its blocks.
     max_epoch: u64,
-    /// The length of its valid prefix (where a torn tail starts).
-    valid_len: u64,
+    /// The length of its valid prefix (where a torn tail starts); `None`:
+    /// keep it whole (salvage passed over damage in it).
+    valid_len: Option<u64>,
 }
 
 /// One phase's files, read by the reader thread (`stream`) and replayed
@@ -285,7 +503,7 @@ struct FileEnd {
 /// may arrive in any order: `install` keeps the largest TID (or merges
 /// columns) under the record's lock.
 struct Blocks<'a> {
-    files: &'a [(PathBuf, u64, bool)],
+    files: &'a [Source],
     magic: &'a [u8; 8],
     /// A thread failed: the others stop.
     failed: AtomicBool,
@@ -299,6 +517,11 @@ struct FileState {
     /// Where the reader stood after the last block, for progress.
     read_to: u64,
     end: FileEnd,
+    /// In a crashed `data.log`: the damage where a torn tail seems to
+    /// start. Every block after it must hold only epochs above pepoch.
+    torn: Option<Damage>,
+    /// Salvage passed over damage here: there is no tail to trim.
+    keep_whole: bool,
 }
 
 /// A block a thread took: its file (index), offset and epoch range.
@@ -313,47 +536,96 @@ impl Blocks<'_> {
     /// Reads the next block of file `i` into `payload`, or `None` when the
     /// file is done.
     fn next_in(&self, i: usize, s: &mut FileState, ctx: &Ctx<'_>, payload: &mut Vec<u8>) -> Result<Option<Claimed>> {
-        let (path, _, current) = &self.files[i];
+        let file = &self.files[i];
+        let current = file.kind == Kind::Log { current: true };
         while !s.done && !self.failed.load(Ordering::Relaxed) {
             let Some(reader) = s.reader.as_mut() else {
-                match BlockReader::open(path, self.magic) {
+                match BlockReader::open(&file.path, self.magic) {
                     Ok(r) => {
                         s.read_to = r.offset();
                         s.reader = Some(r);
                     }
                     Err(d) => {
                         s.done = true;
-                        ctx.damage(d, false)?;
+                        ctx.damage(d)?;
                     }
                 }
                 continue;
             };
-            let valid_len = match reader.next_block(payload) {
+            match reader.next_block(payload) {
                 Ok(Some((at, lo, hi))) => {
                     let offset = reader.offset();
                     ctx.advance(offset - s.read_to);
                     s.read_to = offset;
                     s.end.max_epoch = s.end.max_epoch.max(hi);
+                    match &s.torn {
+                        // After what looked like a torn tail: blocks above
+                        // pepoch are what the crash left; one at or below
+                        // pepoch was durable, so the damage before it is not
+                        // a tear but corruption.
+                        Some(tear) if lo <= ctx.pepoch => {
+                            let d = Damage {
+                                what: format!(
+                                    "{}, followed at offset {at} by a block of epochs {lo}..={hi}, at or below pepoch {}",
+                                    tear.what, ctx.pepoch
+                                ),
+                                ..tear.clone()
+                            };
+                            s.torn = None;
+                            (s.keep_whole, s.end.valid_len) = (true, None);
+                            ctx.damage(d)?;
+                        }
+                        Some(_) => continue,
+                        None => {}
+                    }
+                    if let Kind::Checkpoint { e_h } = file.kind {
+                        if hi > e_h {
+                            let what =
+                                format!("a checkpoint block of epochs {lo}..={hi}, after the checkpoint's end {e_h}");
+                            return Err(Error::Corrupt {
+                                what: format!("{} at offset {at}: {what}", file.path.display()),
+                                salvage: None,
+                            });
+                        }
+                    }
                     return Ok(Some(Claimed { file: i, at, lo, hi }));
                 }
-                Ok(None) => reader.offset(),
+                Ok(None) => {
+                    if s.torn.is_none() && !s.keep_whole {
+                        s.end.valid_len = Some(reader.offset());
+                    }
+                }
                 Err(d) => {
-                    let (at, torn_tail) = (d.offset, *current && d.at_tail);
-                    ctx.damage(d, torn_tail)?;
-                    if !torn_tail && reader.skip_to_next_valid() {
+                    let unsynced = d.epochs.is_none_or(|(lo, _)| lo > ctx.pepoch);
+                    if current && unsynced && s.torn.is_none() && !s.keep_whole {
+                        s.end.valid_len = Some(d.offset);
+                        s.torn = Some(d);
+                    } else if !(s.torn.is_some() && unsynced) {
+                        // Damage at or below pepoch: a tear seen before it
+                        // was not one either.
+                        if let Some(tear) = s.torn.take() {
+                            ctx.damage(tear)?;
+                        }
+                        (s.keep_whole, s.end.valid_len) = (true, None);
+                        ctx.damage(d)?;
+                    }
+                    if reader.skip_to_next_valid() {
                         s.read_to = reader.offset();
                         continue;
                     }
-                    at
                 }
-            };
-            s.end.valid_len = valid_len;
+            }
+            if let Some(tear) = s.torn.take() {
+                lock(&ctx.dropped).push(format!(
+                    "{tear} (written after the last sync before a crash, above pepoch {}): dropped",
+                    ctx.pepoch
+                ));
+            }
             s.reader = None;
             s.done = true;
         }
         Ok(None)
     }
-
     /// The reader: streams the wanted blocks to the workers, each with a
     /// buffer they send back; `width` files at a time, a block from each in
     /// turn. When the queue is full (or there are no workers) it replays
@@ -400,7 +672,7 @@ impl Blocks<'_> {
                     Err(TrySendError::Disconnected(_)) => return Ok(()), // the workers are gone
                 },
             };
-            replay(ctx, &self.files[b.file].0, b.at, &payload, retired)?;
+            replay(ctx, &self.files[b.file].path, &b, &payload, retired)?;
             spare = Some(payload);
         }
     }
@@ -414,7 +686,7 @@ type Job = (Claimed, Vec<u8>);
 fn replay_files(
     ctx: &Ctx<'_>,
     threads: usize,
-    files: &[(PathBuf, u64, bool)],
+    files: &[Source],
     magic: &[u8; 8],
 ) -> Result<(Vec<FileEnd>, Vec<Retired>)> {
     let blocks = Blocks { files, magic, failed: AtomicBool::new(false) };
@@ -453,7 +725,7 @@ fn replay_files(
                     let job = lock(jobs).recv(); // the guard ends here, not after replay
                     let Ok((b, payload)) = job else { break };
                     if !blocks.failed.load(Ordering::Relaxed) {
-                        if let Err(e) = replay(ctx, &blocks.files[b.file].0, b.at, &payload, &mut retired) {
+                        if let Err(e) = replay(ctx, &blocks.files[b.file].path, &b, &payload, &mut retired) {
                             fail(e);
                         }
                     }
@@ -473,13 +745,17 @@ fn replay_files(
     Ok((ends, retired))
 }
 
-/// Installs the writes of one block.
-fn replay(ctx: &Ctx<'_>, path: &Path, at: u64, payload: &[u8], retired: &mut Vec<Retired>) -> Result<()> {
+/// Installs the writes of one block. A record outside the block's epoch
+/// range means the block misstates its epochs, which filtering trusts.
+fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], retired: &mut Vec<Retired>) -> Result<()> {
     let mut failure = None;
     let mut scratch = Scratch::default();
-    log::decode(payload, |e| {
-        // Checkpoint records are all below e_l; log records are filtered.
+    let decoded = log::decode(payload, |e| {
         let epoch = e.tid.epoch();
+        if failure.is_none() && !(b.lo..=b.hi).contains(&epoch) {
+            failure = Some(format!("a record of epoch {epoch} in a block of epochs {}..={}", b.lo, b.hi));
+        }
+        // Checkpoint records are all below e_l; log records are filtered.
         let log = ctx.phase == Phase::Log;
         if failure.is_some() || (log && (epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch))) {
             return;
@@ -493,11 +769,12 @@ fn replay(ctx: &Ctx<'_>, path: &Path, at: u64, payload: &[u8], retired: &mut Vec
         if let Err(what) = install(&target, e.key, e.tid, e.write, &mut scratch, retired) {
             failure = Some(format!("table {:?}: {what}", t.name));
         }
-    })
-    .map_err(|what| Error::Corrupt(format!("{} at offset {at}: {what}", path.display())))?;
-    match failure {
-        Some(what) => Err(Error::Corrupt(format!("{} at offset {at}: {what}", path.display()))),
-        None => Ok(()),
+    });
+    match (decoded, failure) {
+        (Ok(()), None) => Ok(()),
+        (Err(what), _) | (Ok(()), Some(what)) => {
+            Err(Error::Corrupt { what: format!("{} at offset {}: {what}", path.display(), b.at), salvage: None })
+        }
     }
 }
 
@@ -640,7 +917,8 @@ fn check_complete(ctx: &Ctx<'_>) -> Result<()> {
         let what =
             format!("key {:02x?}: columns {missing:?} were never written (the row's insert is missing)", r.key());
         if !ctx.salvage {
-            return Err(Error::Corrupt(what));
+            let salvage = Some("drop the row and recover the rest".into());
+            return Err(Error::Corrupt { what, salvage });
         }
         let word = r.tid.lock();
         r.tid.unlock_to(word | ABSENT_BIT);
@@ -690,18 +968,18 @@ unsafe fn free_all(retired: Vec<Retired>) {
 
 /// A crashed run's `data.log` becomes an ordinary old file: trimmed to its
 /// valid blocks (dropping a torn tail) and renamed, or removed if empty.
-fn seal_crashed_log(path: &Path, max_epoch: u64, valid_len: u64, io: &Io) -> Result<()> {
-    if valid_len <= crate::frame::FILE_HEADER_LEN as u64 {
-        std::fs::remove_file(path)?;
-        return Ok(());
+fn seal_crashed_log(path: &Path, end: &FileEnd, io: &Io) -> Result<()> {
+    if end.valid_len.is_some_and(|l| l <= crate::frame::FILE_HEADER_LEN as u64) {
+        return io.remove_file(path);
     }
-    let file = std::fs::OpenOptions::new().write(true).open(path)?;
-    file.set_len(valid_len)?;
-    io.sync(&file)?;
+    if let Some(len) = end.valid_len {
+        let file = io.open_write(path)?;
+        io.truncate(&file, len)?;
+        io.sync(&file)?;
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::rename(path, old_log_path(dir, max_epoch))?;
-    io.sync_dir(dir)?;
-    Ok(())
+    io.rename(path, &old_log_path(dir, end.max_epoch))?;
+    io.sync_dir(dir)
 }
 
 /// `dir/old_data.<hi>`, or with a `.n` suffix if that name is taken.

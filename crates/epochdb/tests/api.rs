@@ -151,8 +151,8 @@ fn every_misuse_is_a_typed_error() {
         assert!(matches!(txn.put(t, &long_key, &row), Err(Error::KeyTooLarge { .. })));
         assert!(matches!(txn.put(t, b"k", &[0; 101]), Err(Error::ValueTooLarge { .. })));
         assert!(matches!(txn.put(t, b"k", b"not a row"), Err(Error::Schema(_))));
-        assert!(matches!(txn.get(TableId(99), b"k"), Err(Error::UnknownTable(_))));
-        assert!(matches!(txn.scan(TableId(99), .., 1, |_, _| true), Err(Error::UnknownTable(_))));
+        assert!(matches!(txn.get(db.table_handle(99), b"k"), Err(Error::UnknownTable(_))));
+        assert!(matches!(txn.scan(db.table_handle(99), .., 1, |_, _| true), Err(Error::UnknownTable(_))));
         txn.put(t, b"k", &row)?;
         // Keys of exactly the limit work.
         txn.get(t, &long_key[..MAX_KEY_LEN])?;

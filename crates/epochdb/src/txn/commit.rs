@@ -38,6 +38,10 @@ impl Txn<'_> {
             self.finish_abort(Some(reason));
             return Err(Error::Aborted(reason));
         }
+        if !self.w.sets.write.is_empty() && self.w.shared.options.read_only {
+            self.finish_abort(None);
+            return Err(Error::ReadOnly);
+        }
         let outcome = if self.w.sets.write.is_empty() { self.commit_read_only() } else { self.commit_writes() };
         match outcome {
             Ok(info) => {
@@ -277,7 +281,7 @@ mod tests {
         let mut txn = w.begin().expect("begin");
         txn.put(t, b"k", b"new").expect("put");
         // Hold the record's lock as a committer stuck in Phase 3 would.
-        let rec = txn.w.tables[t.0 as usize].tree.lookup(b"k").record.expect("present");
+        let rec = txn.w.tables[t.index() as usize].tree.lookup(b"k").record.expect("present");
         // SAFETY: live: the transaction's epoch protects it.
         let held = unsafe { rec.as_ref() }.tid.lock();
         let r = txn.commit();

@@ -64,6 +64,20 @@ pub fn durable_options(dir: &std::path::Path, durability: epochdb::Durability) -
     }
 }
 
+/// Writes a valid pepoch file saying `pepoch` into `dir` (FORMAT.md,
+/// "Pepoch file"), as a crash before a later pepoch write would leave it.
+pub fn write_pepoch(dir: &std::path::Path, pepoch: u64) {
+    let mut bytes = vec![0u8; 1024 + 16];
+    bytes[..8].copy_from_slice(b"EPOCHPEP");
+    bytes[8..12].copy_from_slice(&4u32.to_le_bytes());
+    for at in [512, 1024] {
+        bytes[at..at + 8].copy_from_slice(&pepoch.to_le_bytes());
+        let crc = epochdb::crc32c::checksum(&pepoch.to_le_bytes());
+        bytes[at + 8..at + 12].copy_from_slice(&crc.to_le_bytes());
+    }
+    std::fs::write(dir.join("pepoch"), bytes).expect("pepoch file");
+}
+
 /// Every row of table `t`, read in one transaction.
 pub fn contents(db: &Database, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut w = db.worker().expect("worker");

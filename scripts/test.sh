@@ -21,14 +21,22 @@ if ! command -v valgrind >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null 2>&1 || true
 fi
 if command -v valgrind >/dev/null; then
-  built=$(cargo test -p epochdb --lib --test api --test conflicts --no-run 2>&1)
+  # The test binaries, as cargo reports them (wherever CARGO_TARGET_DIR
+  # puts them).
+  built=$(cargo test -p epochdb --lib --test api --test conflicts --no-run --message-format=json 2>/dev/null |
+    grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
+  exe() {
+    local path
+    path=$(grep -E "/$1-[0-9a-f]+$" <<<"$built" | head -1)
+    [ -n "$path" ] || { echo "no test binary $1 in cargo's output" >&2; exit 1; }
+    echo "$path"
+  }
   memcheck() {
     valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite "$@" --test-threads 1
   }
-  lib=$(grep -oE 'target/debug/deps/epochdb-[0-9a-f]+' <<<"$built" | head -1)
-  memcheck "$lib" record:: catalog:: txn:: index::tests::matches_a_btreemap_model index::tests::versions_change
+  memcheck "$(exe epochdb)" record:: catalog:: txn:: index::tests::matches_a_btreemap_model index::tests::versions_change
   for t in api conflicts; do
-    memcheck "$(grep -oE "target/debug/deps/$t-[0-9a-f]+" <<<"$built" | head -1)"
+    memcheck "$(exe $t)"
   done
 else
   echo "valgrind unavailable: memcheck skipped" >&2

@@ -152,7 +152,7 @@ fn plot(path: Option<String>, title: &str, m: &driver::Measured) -> CliResult<()
 pub fn tpcc(mut a: Args) -> CliResult<ExitCode> {
     use epochdb_workloads::tpcc::{InputStats, Tpcc, TRANSACTIONS};
     let (settings, variant) = common(&mut a)?;
-    let warehouses: u32 = a.take_int("--warehouses", settings.threads as u32, 1, 100_000)?;
+    let warehouses: u32 = a.take_int("--warehouses", settings.threads as u32, 1, 10_000_000)?;
     let snapshot_reads = a.flag("--snapshot-reads");
     let check = a.flag("--check");
     let json_path = a.take_output("--json")?;

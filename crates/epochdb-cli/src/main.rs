@@ -91,7 +91,7 @@ YCSB OPTIONS:
     --check             count the rows after the run
 
 TPC-C OPTIONS:
-    --warehouses N      warehouses, 1-100000, and no more than memory holds
+    --warehouses N      warehouses, and no more than memory holds
                         (about 140 MB each) [= threads]; thread t's home is
                         t % N + 1
     --snapshot-reads    run order-status and stock-level as snapshot

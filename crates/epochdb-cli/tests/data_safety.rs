@@ -203,3 +203,168 @@ fn bad_numbers_are_usage_errors_not_panics() {
         assert!(t.contains(flag) && t.contains("between"), "{flag} {value}: the message gives the range: {t}");
     }
 }
+
+/// Every file under `dir` with its bytes, for "writes nothing".
+fn snapshot_of(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                v.push((p.clone(), std::fs::read(&p).expect("read")));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// A durable YCSB database with a checkpoint installed, in `dir/db`.
+fn checkpointed_db(dir: &Path) -> PathBuf {
+    let data = dir.join("db");
+    let extra =
+        ["--durability", "log+checkpoint", "--checkpoint-interval", "0.1", "--mix", "read-only", "--keys", "20000"];
+    let out = bench(dir, str_of(&data), &extra);
+    assert!(out.status.success(), "{}", text(&out));
+    data
+}
+
+/// The first checkpoint file of a data directory's installed checkpoint.
+fn a_checkpoint_file(data: &Path) -> PathBuf {
+    let set = std::fs::read_dir(data.join("checkpoint"))
+        .expect("checkpoint dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.is_dir())
+        .expect("a checkpoint");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(set).expect("set").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    files.into_iter().find(|f| std::fs::metadata(f).expect("meta").len() > 8192).expect("a checkpoint file with blocks")
+}
+
+/// `verify` reads everything, checks, writes nothing, and works where it
+/// cannot write; a flipped checkpoint byte fails it, naming the file.
+#[test]
+fn verify_checks_a_database_without_writing() {
+    let dir = scratch("verify");
+    let data = checkpointed_db(&dir);
+    let before = snapshot_of(&data);
+    let out = epochdb(&["verify", "--data-dir", str_of(&data), "--check", "ycsb", "--quiet"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("verified") && text(&out).contains("consistency: ok"), "{}", text(&out));
+    assert!(before == snapshot_of(&data), "verify changed the directory");
+
+    // As a user who cannot write there (root ignores permissions).
+    let as_nobody = unsafe_is_root() && Path::new("/usr/bin/setpriv").exists();
+    if !as_nobody {
+        let chmod = Command::new("chmod").args(["-R", "a-w", str_of(&data)]).status().expect("chmod");
+        assert!(chmod.success());
+    }
+    let mut cmd = if as_nobody {
+        let mut c = Command::new("/usr/bin/setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_epochdb")]);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_epochdb"))
+    };
+    let out = cmd.args(["verify", "--data-dir", str_of(&data), "--quiet"]).output().expect("verify");
+    assert!(out.status.success(), "verify on a directory it cannot write: {}", text(&out));
+    if !as_nobody {
+        Command::new("chmod").args(["-R", "u+w", str_of(&data)]).status().expect("chmod");
+    }
+
+    let victim = a_checkpoint_file(&data);
+    let mut bytes = std::fs::read(&victim).expect("read");
+    bytes[4096 + 100] ^= 1;
+    std::fs::write(&victim, &bytes).expect("flip");
+    let out = epochdb(&["verify", "--data-dir", str_of(&data), "--quiet"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let name = victim.file_name().expect("name").to_string_lossy().into_owned();
+    assert!(text(&out).contains("corruption") && text(&out).contains(&name), "{}", text(&out));
+    assert!(!text(&out).contains("epochdb help"), "a runtime error is no usage error: {}", text(&out));
+}
+
+/// Whether this process runs as root.
+fn unsafe_is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `inspect` reads checkpoint files too, and fails on what is no database.
+#[test]
+fn inspect_reports_checkpoint_damage_and_refuses_what_is_no_database() {
+    let dir = scratch("inspect");
+    let data = checkpointed_db(&dir);
+    let out = epochdb(&["inspect", "--data-dir", str_of(&data)]);
+    assert!(out.status.success() && text(&out).contains("blocks"), "{}", text(&out));
+    let victim = a_checkpoint_file(&data);
+    let mut bytes = std::fs::read(&victim).expect("read");
+    bytes[4096 + 100] ^= 1;
+    std::fs::write(&victim, &bytes).expect("flip");
+    let out = epochdb(&["inspect", "--data-dir", str_of(&data)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("PROBLEM") && text(&out).contains("checksum"), "{}", text(&out));
+
+    std::fs::write(dir.join("afile"), "x").expect("file");
+    std::fs::create_dir_all(dir.join("empty")).expect("dir");
+    for (what, path) in [("missing", dir.join("missing")), ("a file", dir.join("afile")), ("empty", dir.join("empty"))]
+    {
+        let out = epochdb(&["inspect", "--data-dir", str_of(&path)]);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out));
+        assert!(text(&out).contains(str_of(&path)), "{what}: the error names the path: {}", text(&out));
+    }
+}
+
+/// Options that do nothing, or cannot work, are usage errors before
+/// anything runs; runtime errors do not point at the usage.
+#[test]
+fn options_that_cannot_work_are_refused_up_front() {
+    let dir = scratch("options");
+    let ycsb = |extra: &[&str]| {
+        let mut args = vec!["bench", "ycsb", "--keys", "1000", "--duration", "0.2", "--warmup", "0", "--quiet"];
+        args.extend_from_slice(extra);
+        epochdb_in(&dir, &args)
+    };
+    let out = ycsb(&["--data-dir", "db"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--data-dir needs --durability"), "{}", text(&out));
+    assert!(!dir.join("db").exists());
+
+    let out = epochdb_in(&dir, &["bench", "tpcc", "--warehouses", "1000000", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("memory"), "{}", text(&out));
+
+    let out = ycsb(&["--plot", "/nonexistent/dir/plot.svg"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--plot") && !text(&out).contains("txn/s"), "refused before the run: {}", text(&out));
+
+    let out = epochdb(&["recover", "--data-dir", str_of(&dir.join("nothing-here"))]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("holds no epochdb database") && !text(&out).contains("epochdb help"), "{}", text(&out));
+}
+
+/// A TPC-C load killed part way is reported as a load that never
+/// finished, not as a consistency failure.
+#[test]
+fn a_killed_tpcc_load_is_reported_as_unfinished() {
+    let dir = scratch("tpcc-load");
+    let data = dir.join("db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(["bench", "tpcc", "--warehouses", "4", "--threads", "1", "--duration", "30", "--quiet"])
+        .args(["--durability", "log", "--data-dir", str_of(&data)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bench");
+    // Loading 4 warehouses takes seconds; the manifest appears at open.
+    while !data.join("manifest").exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let out = epochdb(&["recover", "--data-dir", str_of(&data), "--check", "tpcc", "--quiet"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("load never finished"), "{}", text(&out));
+}

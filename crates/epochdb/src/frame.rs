@@ -60,16 +60,19 @@ pub struct Damage {
     /// not a write cut short by a crash.
     pub at_tail: bool,
     pub what: String,
-    /// The epoch range the bad block's header gives, when its header is
-    /// whole (a cut-short or corrupt payload); `None` if the header is
-    /// unreadable.
+    /// The epoch range the bad block's header gives, when the header is
+    /// intact (its own checksum holds: a cut-short or corrupt payload);
+    /// `None` if the header is damaged or unwritten.
     pub epochs: Option<(u64, u64)>,
+    /// The bad block's header is all zeros: never written (the end of the
+    /// written part of a preallocated file, with something valid after it).
+    pub zeroed: bool,
 }
 
 impl Damage {
     /// Damage at the start of a file (its header, or the file as a whole).
     pub fn of_file(path: &Path, what: String) -> Damage {
-        Damage { path: path.into(), offset: 0, at_tail: false, what, epochs: None }
+        Damage { path: path.into(), offset: 0, at_tail: false, what, epochs: None, zeroed: false }
     }
 
     /// As an error; `salvage` says what salvage would give up, if it helps.
@@ -115,10 +118,14 @@ pub fn seal(block: &mut [u8], lo: u64, hi: u64) {
     block[4..8].copy_from_slice(&len.to_le_bytes());
     block[8..16].copy_from_slice(&lo.to_le_bytes());
     block[16..24].copy_from_slice(&hi.to_le_bytes());
-    block[24..28].fill(0);
+    let header_crc = crc32c::checksum(&block[..24]);
+    block[24..28].copy_from_slice(&header_crc.to_le_bytes());
     let crc = crc32c::extend(crc32c::checksum(&block[..28]), &block[BLOCK_HEADER_LEN..]);
     block[28..32].copy_from_slice(&crc.to_le_bytes());
 }
+
+/// The first version whose block headers carry their own checksum.
+const HEADER_CRC: u32 = 4;
 
 /// Writes a framed file: the header, then blocks, each padded with zeros to
 /// a multiple of [`PAD_ALIGN`] so that the file can be written with direct
@@ -188,7 +195,7 @@ impl Staging {
 enum Bad {
     /// All-zero header: the end of the written part of a preallocated file.
     Zero,
-    /// What is wrong, and the header's epoch range if the header is whole.
+    /// What is wrong, and the header's epoch range if the header is intact.
     Invalid(String, Option<(u64, u64)>),
 }
 
@@ -239,7 +246,9 @@ impl BlockReader {
                 Ok(Some((at, lo, hi)))
             }
             Err(Bad::Zero) if self.next_valid(self.offset).is_none() => Ok(None),
-            Err(Bad::Zero) => self.damage("a zeroed block header".into(), None),
+            Err(Bad::Zero) => {
+                self.damage("a zeroed block header".into(), None).map_err(|d| Damage { zeroed: true, ..d })
+            }
             Err(Bad::Invalid(what, epochs)) => self.damage(what, epochs),
         }
     }
@@ -260,7 +269,7 @@ impl BlockReader {
 
     fn damage<T>(&self, what: String, epochs: Option<(u64, u64)>) -> Result<T, Damage> {
         let at_tail = self.next_valid(self.offset + 1).is_none();
-        Err(Damage { path: self.path.clone(), offset: self.offset, at_tail, what, epochs })
+        Err(Damage { path: self.path.clone(), offset: self.offset, at_tail, what, epochs, zeroed: false })
     }
 
     /// Moves past a bad block to the next valid one (salvage); false if none.
@@ -286,6 +295,10 @@ impl BlockReader {
         }
         if h[..4] != BLOCK_MAGIC {
             return Err(Bad::Invalid("bad block magic".into(), None));
+        }
+        let header_crc = u32::from_le_bytes([h[24], h[25], h[26], h[27]]);
+        if self.version >= HEADER_CRC && crc32c::checksum(&h[..24]) != header_crc {
+            return Err(Bad::Invalid("block header checksum mismatch".into(), None));
         }
         let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
         let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;

@@ -120,8 +120,8 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
             let (mut s, damage) = summarize(&path, LOG_MAGIC);
             // A crashed data.log may end torn above pepoch: recovery drops
             // that by itself (recovery.rs states the rule).
-            let torn = name == CURRENT_LOG
-                && damage.is_some_and(|d| d.at_tail && d.epochs.is_none_or(|(lo, _)| pepoch.is_some_and(|p| lo > p)));
+            let above = |d: &Damage| d.epochs.is_some_and(|(lo, _)| pepoch.is_some_and(|p| lo > p));
+            let torn = name == CURRENT_LOG && damage.is_some_and(|d| d.at_tail && (d.zeroed || above(&d)));
             match (torn, &s.damage) {
                 (true, Some(d)) => s.damage = Some(format!("{d} (a torn tail above pepoch: recovery drops it)")),
                 _ => problems.extend(s.damage.clone()),

@@ -27,12 +27,16 @@
 //!
 //! Damage (FORMAT.md, "Framing"). A crash can tear only what was written
 //! after the sync that made the recorded pepoch durable, and every block
-//! written after that sync holds epochs above pepoch. So in a crashed
-//! `data.log`, a bad block whose header shows epochs above pepoch, or whose
-//! header is unreadable, is a torn tail if no block at or below pepoch
-//! follows it: it and what follows are dropped and reported. Any other
-//! damage is corruption: an error that names the file and offset and says
-//! what salvage would give up. Salvage skips damaged blocks; a skipped log
+//! written after that sync holds epochs above pepoch. A block header lies
+//! in one sector, which is written whole or not at all, and carries its
+//! own checksum, so a torn block's header is either intact or all zeros.
+//! So in a crashed `data.log`, a bad block whose intact header shows
+//! epochs above pepoch, or whose header was never written, is a torn tail
+//! if no block at or below pepoch follows it: it and what follows are
+//! dropped and reported. A bad block anywhere whose intact header shows
+//! epochs above pepoch loses nothing (recovery ignores those epochs) and is
+//! dropped and reported too. Any other damage is corruption: an error that
+//! names the file and offset and says what salvage would give up. Salvage skips damaged blocks; a skipped log
 //! block of epochs `lo..hi` may hold transactions of epoch `lo`, so
 //! recovery runs again with pepoch `lo - 1`, which keeps the result a
 //! prefix of the serial order. Where a skipped block's epochs are unknown,
@@ -596,11 +600,22 @@ impl Blocks<'_> {
                     }
                 }
                 Err(d) => {
-                    let unsynced = d.epochs.is_none_or(|(lo, _)| lo > ctx.pepoch);
+                    // Written after the last sync before a crash: a block
+                    // whose intact header says above pepoch, or one never
+                    // written at all.
+                    let above = d.epochs.is_some_and(|(lo, _)| lo > ctx.pepoch);
+                    let unsynced = above || d.zeroed;
                     if current && unsynced && s.torn.is_none() && !s.keep_whole {
                         s.end.valid_len = Some(d.offset);
                         s.torn = Some(d);
-                    } else if !(s.torn.is_some() && unsynced) {
+                    } else if s.torn.is_some() && unsynced {
+                        // More of the same torn tail.
+                    } else if above {
+                        // Durable damage, but only to epochs recovery
+                        // ignores: nothing is lost.
+                        let what = format!("{d} (epochs above pepoch {}: nothing durable is lost)", ctx.pepoch);
+                        lock(&ctx.dropped).push(what);
+                    } else {
                         // Damage at or below pepoch: a tear seen before it
                         // was not one either.
                         if let Some(tear) = s.torn.take() {

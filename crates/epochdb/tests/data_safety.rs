@@ -6,7 +6,7 @@
 mod common;
 
 use common::{contents, durable_options, temp_dir};
-use epochdb::{Database, Durability, Options, TableOptions};
+use epochdb::{Database, Durability, Error, Faults, Options, TableOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -58,6 +58,37 @@ fn a_truncated_block_below_pepoch_is_corruption_not_a_torn_tail() {
         }
         Err(e) => assert!(e.to_string().contains("corrupt"), "{e}"),
     }
+    // Salvage recovers to the epoch before the damaged block, says so, and
+    // the state is that epoch's: every row written before it.
+    let lo = u64::from_le_bytes(bytes[last + 8..last + 16].try_into().expect("8"));
+    let db = Database::open(Options { salvage: true, ..options() }).expect("salvage");
+    let r = db.recovery_report().expect("report").clone();
+    assert_eq!(r.pepoch, lo - 1, "{r:?}");
+    assert!(r.recorded_pepoch.is_some_and(|p| p >= lo) && r.consistent, "{r:?}");
+    assert!(r.dropped.iter().any(|d| d.contains(&format!("recovered to epoch {}", lo - 1))), "{r:?}");
+    let got = contents(&db, db.table("t").expect("t"));
+    assert!(got.len() < model.len() && got.iter().all(|(k, v)| model.get(k) == Some(v)), "{r:?}");
+    drop(db);
+    // The salvaged state is the database now: the damaged block's epochs
+    // are void, so it opens without salvage.
+    let db = Database::open(options()).expect("reopen after salvage");
+    assert_eq!(contents(&db, db.table("t").expect("t")), got);
+}
+
+/// A bit flip in the epochs of a durable block's header must not make it
+/// look like a torn block above pepoch: headers carry their own checksum.
+#[test]
+fn a_flipped_header_epoch_is_corruption_not_a_torn_tail() {
+    let dir = temp_dir("safety-header-flip");
+    let options = || Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(&dir, Durability::Log) };
+    drop(write_rows(&Database::open(options()).expect("open"), 0, 100));
+    let log = dir.join("log/data.log");
+    let mut bytes = std::fs::read(&log).expect("read");
+    let last = *block_offsets(&bytes).last().expect("a block");
+    bytes[last + 8 + 3] ^= 0x40; // lo becomes far above pepoch
+    std::fs::write(&log, &bytes).expect("flip");
+    let e = Database::open(options()).expect_err("corruption");
+    assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains("header checksum"), "{e}");
 }
 
 /// #5: recovered records keep their logged TIDs, so the first snapshot
@@ -106,6 +137,12 @@ fn reopening_with_other_log_directories_does_not_open_another_database() {
         Err(e) => assert!(e.to_string().contains("disk-a"), "{e}"),
     }
     check_rows(&data, two(), &model);
+    // Naming other directories is an error that names both.
+    let other = Options { log_dirs: vec![dir.join("disk-c")], ..durable_options(&data, Durability::Log) };
+    let e = Database::open(other).expect_err("other log directories");
+    assert!(matches!(e, Error::DirectoryMismatch { kind: "log", .. }), "{e}");
+    assert!(e.to_string().contains("disk-a") && e.to_string().contains("disk-c"), "{e}");
+    check_rows(&data, durable_options(&data, Durability::Log), &model);
 }
 
 /// Reopens with `options` and compares table `t` with `model`.
@@ -113,4 +150,126 @@ fn check_rows(_dir: &Path, options: Options, model: &BTreeMap<Vec<u8>, Vec<u8>>)
     let db = Database::open(options).expect("reopen");
     let got = contents(&db, db.table("t").expect("t"));
     assert!(&got == model, "reopened with {} of {} rows", got.len(), model.len());
+}
+
+/// A truncated pepoch file: refused (the error says what salvage would
+/// do), and salvage falls back to the epoch the logs reach, and says so.
+#[test]
+fn a_truncated_pepoch_file_is_salvaged_from_the_logs_own_epochs() {
+    let dir = temp_dir("safety-pepoch");
+    let model = {
+        let db = Database::open(durable_options(&dir, Durability::Log)).expect("open");
+        write_rows(&db, 0, 50)
+    };
+    std::fs::write(dir.join("pepoch"), b"EPOCHPEP").expect("truncate");
+    let e = Database::open(durable_options(&dir, Durability::Log)).expect_err("unreadable pepoch");
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Corrupt { salvage: Some(_), .. }) && msg.contains("pepoch"), "{msg}");
+    assert!(msg.contains("salvage would take the epoch the logs reach"), "{msg}");
+    let db = Database::open(Options { salvage: true, ..durable_options(&dir, Durability::Log) }).expect("salvage");
+    let r = db.recovery_report().expect("report").clone();
+    assert!(r.recorded_pepoch.is_none() && r.dropped.iter().any(|d| d.contains("from the logs")), "{r:?}");
+    // Every row but those of the log's last epoch (a guess can only be
+    // that safe) is back.
+    let got = contents(&db, db.table("t").expect("t"));
+    assert!(got.len() + 1 >= model.len() && got.iter().all(|(k, v)| model.get(k) == Some(v)), "{r:?}");
+    drop(db);
+    // The salvaged state is the database now: it opens without salvage.
+    let db = Database::open(durable_options(&dir, Durability::Log)).expect("reopen after salvage");
+    assert_eq!(contents(&db, db.table("t").expect("t")).len(), got.len());
+}
+
+/// Salvage is offered only where it helps: not for a corrupt manifest.
+#[test]
+fn a_corrupt_manifest_offers_no_salvage() {
+    let dir = temp_dir("safety-manifest");
+    drop(Database::open(durable_options(&dir, Durability::Log)).expect("open"));
+    let mut bytes = std::fs::read(dir.join("manifest")).expect("read");
+    let n = bytes.len();
+    bytes[n - 1] ^= 1;
+    std::fs::write(dir.join("manifest"), &bytes).expect("write");
+    let e = Database::open(durable_options(&dir, Durability::Log)).expect_err("corrupt");
+    assert!(matches!(e, Error::Corrupt { salvage: None, .. }), "{e}");
+    assert!(e.to_string().contains("manifest") && !e.to_string().contains("salvage"), "{e}");
+}
+
+/// Errors name the path and the operation that failed.
+#[test]
+fn io_errors_name_their_path_and_operation() {
+    let dir = temp_dir("safety-io");
+    let file = dir.join("afile");
+    std::fs::write(&file, b"not a directory").expect("file");
+    let e = Database::open(durable_options(&file, Durability::Log)).expect_err("a file");
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    assert!(e.to_string().contains("open data directory") && e.to_string().contains("afile"), "{e}");
+}
+
+/// A disk too full for the log's preallocation fails the open, and leaves
+/// no `data.log.new` behind.
+#[test]
+fn an_open_on_a_full_disk_leaves_nothing_half_made() {
+    let dir = temp_dir("safety-full-open");
+    let faults = Faults::new();
+    faults.disk_space(1 << 20); // the pepoch file and manifest fit; 32 MiB of log does not
+    let e = Database::open(Options { faults: Some(faults), ..durable_options(&dir, Durability::Log) })
+        .expect_err("no room for the log");
+    assert!(e.to_string().contains("fallocate") && e.to_string().contains("data.log.new"), "{e}");
+    assert!(!dir.join("log/data.log.new").exists(), "left behind");
+    Database::open(durable_options(&dir, Durability::Log)).expect("opens once there is room");
+}
+
+/// A table handle of one database is an error on another, not a silent
+/// access to the table that happens to have its number.
+#[test]
+fn a_table_handle_from_another_database_is_refused() {
+    let (a, b) = (Database::open(Options::default()).expect("a"), Database::open(Options::default()).expect("b"));
+    let ta = a.create_table("t", TableOptions::new()).expect("t in a");
+    let tb = b.create_table("t", TableOptions::new()).expect("t in b");
+    let mut w = b.worker().expect("worker");
+    w.run(|txn| txn.put(tb, b"k", b"b's")).expect("put");
+    let e = w.run(|txn| txn.get(ta, b"k").map(|v| v.map(<[u8]>::to_vec))).expect_err("foreign handle");
+    assert!(matches!(e, Error::ForeignTable(_)), "{e}");
+    assert!(matches!(b.schema(ta), Err(Error::ForeignTable(_))));
+    assert!(matches!(w.snapshot().expect("snapshot").get(ta, b"k"), Err(Error::ForeignTable(_))));
+}
+
+/// A read-only open recovers, reads, and refuses every write; it runs
+/// beside other readers, not beside a writer.
+#[test]
+fn a_read_only_open_writes_nothing() {
+    let dir = temp_dir("safety-read-only");
+    let model = {
+        let db = Database::open(durable_options(&dir, Durability::LogAndCheckpoint)).expect("open");
+        write_rows(&db, 0, 30)
+    };
+    let listing = || {
+        let mut v: Vec<(std::path::PathBuf, Vec<u8>)> = Vec::new();
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("dir") {
+                let p = e.expect("entry").path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    v.push((p.clone(), std::fs::read(&p).expect("read")));
+                }
+            }
+        }
+        v.sort();
+        v
+    };
+    let before = listing();
+    let read_only = || Options { read_only: true, ..durable_options(&dir, Durability::LogAndCheckpoint) };
+    let db = Database::open(read_only()).expect("read-only open");
+    let other = Database::open(read_only()).expect("two readers");
+    assert!(matches!(Database::open(durable_options(&dir, Durability::Log)), Err(Error::Locked(_))));
+    let t = db.table("t").expect("t");
+    assert_eq!(contents(&db, t), model);
+    let mut w = db.worker().expect("worker");
+    assert!(matches!(w.run(|txn| txn.put(t, b"new", b"v")), Err(Error::ReadOnly)));
+    assert!(matches!(db.create_table("u", TableOptions::new()), Err(Error::ReadOnly)));
+    drop((w, db, other));
+    assert!(before == listing(), "a read-only open changed the directory");
+    let e = Database::open(Options { read_only: true, ..durable_options(&dir.join("none"), Durability::Log) });
+    assert!(matches!(e, Err(Error::NotADatabase(_))), "{e:?}");
 }

@@ -21,6 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
 mod bench;
+mod churn;
 mod datacmd;
 mod nvm;
 
@@ -35,6 +36,8 @@ USAGE:
     epochdb bench ycsb [OPTIONS]
     epochdb bench tpcc [OPTIONS]
     epochdb bench nvm [OPTIONS]
+    epochdb bench churn [--duration S] [--epoch-ms MS] [--snapshot-epochs K]
+                        [--rows N] [--scan N] [--keep-tombstones]
     epochdb recover --data-dir DIR [--log-dir DIR ...] [--threads N]
                     [--check tpcc|ycsb] [--json FILE] [--salvage] [--quiet]
     epochdb verify --data-dir DIR [--log-dir DIR ...] [--threads N]
@@ -90,6 +93,14 @@ YCSB OPTIONS:
     --columns N         columns of 100 bytes per row, 1-1000 [1 for silo/silor, else 10]
     --check             count the rows after the run
 
+CHURN (range scans under insert/delete churn; in memory):
+    One thread inserts at the head of a queue of --rows rows [10000] and
+    deletes at its tail; another scans the first --scan rows [100] in
+    read/write transactions. Reports scans committed and records visited
+    per scan. --snapshot-epochs K [25]; --keep-tombstones keeps deleted
+    records until snapshots no longer need them, as Silo does, for
+    comparison.
+
 TPC-C OPTIONS:
     --warehouses N      warehouses, and no more than memory holds
                         (about 140 MB each) [= threads]; thread t's home is
@@ -136,7 +147,8 @@ fn run(args: &[String]) -> CliResult<ExitCode> {
             Some("ycsb") => bench::ycsb(Args::parse(&args[2..], bench::FLAGS)?),
             Some("tpcc") => bench::tpcc(Args::parse(&args[2..], bench::FLAGS)?),
             Some("nvm") => nvm::bench(Args::parse(&args[2..], nvm::FLAGS)?),
-            other => Err(format!("unknown benchmark {other:?} (ycsb, tpcc or nvm)").into()),
+            Some("churn") => churn::bench(Args::parse(&args[2..], churn::FLAGS)?),
+            other => Err(format!("unknown benchmark {other:?} (ycsb, tpcc, nvm or churn)").into()),
         },
         Some("recover") => datacmd::recover(Args::parse(&args[1..], datacmd::RECOVER_FLAGS)?),
         Some("verify") => datacmd::verify(Args::parse(&args[1..], datacmd::VERIFY_FLAGS)?),

@@ -630,7 +630,7 @@ impl Worker {
     /// still protected by its epoch, then goes quiescent.
     pub(crate) fn leave(&mut self) {
         let snapshot_bound = self.shared.epochs.snapshot_bound();
-        self.garbage.due_cleanups(snapshot_bound, &mut self.cleanups);
+        self.garbage.due_cleanups(snapshot_bound, self.shared.epochs.current(), &mut self.cleanups);
         let mut cleanups = std::mem::take(&mut self.cleanups);
         for c in cleanups.drain(..) {
             // Adopted orphans may name tables this worker has not seen yet.

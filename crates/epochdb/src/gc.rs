@@ -10,7 +10,13 @@
 //!   reachable from an index).
 //! - `cleanup`: keys whose record was deleted at `snap(e)`; once no snapshot
 //!   can need the absent record, it is unhooked from the index (if it is still
-//!   the same absent version) and moves to the `tree` list.
+//!   the same absent version) and moves to the `tree` list. A delete whose
+//!   record no snapshot can ever need (see `txn/commit.rs`) is due as soon
+//!   as `E` has passed the delete's epoch (about one epoch, not a snapshot
+//!   epoch of about a second), so scans do not wade through tombstones.
+//!   Not sooner: a transaction that inserts the key again without finding
+//!   the absent record must get a larger TID than the delete's (log replay
+//!   keeps the largest), and it does only by committing in a later epoch.
 //!
 //! Invariant: every object in a list is owned by that list alone; the index
 //! no longer reaches it (or, for cleanup entries, the list owns only the key).
@@ -65,6 +71,9 @@ pub struct Garbage {
     tree: VecDeque<(u64, Retired)>,
     snapshot: VecDeque<(u64, u64, Retired)>,
     cleanup: VecDeque<Cleanup>,
+    /// Deleted keys no snapshot needs, with their delete's epoch: due once
+    /// `E` is past it.
+    unneeded: VecDeque<(u64, Cleanup)>,
 }
 
 // SAFETY: the lists own their objects exclusively; moving them to another
@@ -93,12 +102,18 @@ impl Garbage {
         self.cleanup.push_back(c);
     }
 
+    /// A key deleted in `epoch` whose record no snapshot can need.
+    pub fn cleanup_after(&mut self, epoch: u64, c: Cleanup) {
+        debug_assert!(self.unneeded.back().is_none_or(|b| b.0 <= epoch));
+        self.unneeded.push_back((epoch, c));
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.tree.is_empty() && self.snapshot.is_empty() && self.cleanup.is_empty()
+        self.tree.is_empty() && self.snapshot.is_empty() && self.cleanup.is_empty() && self.unneeded.is_empty()
     }
 
     pub fn len(&self) -> usize {
-        self.tree.len() + self.snapshot.len() + self.cleanup.len()
+        self.tree.len() + self.snapshot.len() + self.cleanup.len() + self.unneeded.len()
     }
 
     /// Frees what the bounds allow. Returns the number of objects freed.
@@ -126,8 +141,14 @@ impl Garbage {
         freed
     }
 
-    /// Pops the cleanup entries that snapshots no longer need.
-    pub fn due_cleanups(&mut self, snapshot_bound: u64, out: &mut Vec<Cleanup>) {
+    /// Pops the cleanup entries that are due: those snapshots no longer
+    /// need, and those no snapshot needs of epochs before `epoch` (`E`).
+    pub fn due_cleanups(&mut self, snapshot_bound: u64, epoch: u64, out: &mut Vec<Cleanup>) {
+        while self.unneeded.front().is_some_and(|(e, _)| *e < epoch) {
+            if let Some((_, c)) = self.unneeded.pop_front() {
+                out.push(c);
+            }
+        }
         while self.cleanup.front().is_some_and(|c| c.snap_epoch < snapshot_bound) {
             if let Some(c) = self.cleanup.pop_front() {
                 out.push(c);
@@ -140,10 +161,12 @@ impl Garbage {
         other.tree.extend(self.tree.drain(..));
         other.snapshot.extend(self.snapshot.drain(..));
         other.cleanup.extend(self.cleanup.drain(..));
+        other.unneeded.extend(self.unneeded.drain(..));
         // Keep FIFO order by epoch after a merge.
         other.tree.make_contiguous().sort_by_key(|e| e.0);
         other.snapshot.make_contiguous().sort_by_key(|e| e.0);
         other.cleanup.make_contiguous().sort_by_key(|c| c.snap_epoch);
+        other.unneeded.make_contiguous().sort_by_key(|c| c.0);
     }
 
     /// Frees everything, ignoring epochs.
@@ -160,6 +183,7 @@ impl Garbage {
             unsafe { obj.free() };
         }
         self.cleanup.clear();
+        self.unneeded.clear();
     }
 }
 

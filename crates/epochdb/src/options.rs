@@ -126,6 +126,11 @@ pub struct Options {
     /// Fault injection for tests: failed syncs and a full disk.
     #[doc(hidden)]
     pub faults: Option<Arc<Faults>>,
+    /// For tests whose model needs "no record" to mean "never committed"
+    /// (the serializability checker): deleted records stay in the index
+    /// until snapshots no longer need them, never sooner (gc.rs).
+    #[doc(hidden)]
+    pub keep_tombstones: bool,
 }
 
 impl Default for Options {
@@ -150,6 +155,7 @@ impl Default for Options {
             salvage: false,
             read_only: false,
             faults: None,
+            keep_tombstones: false,
         }
     }
 }

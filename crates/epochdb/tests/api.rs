@@ -351,3 +351,60 @@ fn kv_puts_from_two_threads_across_epoch_changes() {
         done_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a kv worker died or hung");
     }
 }
+
+/// A deleted record no snapshot can need (inserted and deleted in one
+/// snapshot epoch) leaves the index once its epoch is over, not after a
+/// snapshot epoch: here snapshots never advance, so only that path can
+/// remove it. A key inserted again afterwards finds no record, and its
+/// TID must still order after the delete's (log replay keeps the larger).
+#[test]
+fn a_tombstone_no_snapshot_needs_leaves_after_its_epoch_and_orders_before_a_reinsert() {
+    let options =
+        Options { epoch_interval: std::time::Duration::from_millis(1), snapshot_epochs: 1 << 40, ..Options::default() };
+    let db = Database::open(options).expect("open");
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| txn.insert(t, b"k", b"v")).expect("insert");
+    let (_, deleted) = w.run_with_info(|txn| txn.delete(t, b"k")).expect("delete");
+    let records = |w: &mut epochdb::Worker| {
+        w.run(|txn| {
+            let mut n = 0;
+            txn.scan_versioned(t, .., false, usize::MAX, |_, _, _| {
+                n += 1;
+                true
+            })?;
+            Ok(n)
+        })
+        .expect("scan")
+    };
+    while db.epoch() <= deleted.epoch {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    w.collect_garbage().expect("gc");
+    assert_eq!(records(&mut w), 0, "the tombstone is still in the index");
+    let mut other = db.worker().expect("worker");
+    let (_, inserted) = other.run_with_info(|txn| txn.insert(t, b"k", b"again")).expect("insert again");
+    assert!(inserted.tid > deleted.tid, "{inserted:?} must order after {deleted:?}");
+    assert!(inserted.epoch > deleted.epoch);
+}
+
+/// Within the delete's own epoch the tombstone stays, so a re-insert finds
+/// it and orders after the delete (unhooking it at once would let another
+/// worker's insert take a smaller TID in the same epoch).
+#[test]
+fn a_tombstone_stays_through_its_own_epoch() {
+    let options = Options { epoch_interval: std::time::Duration::from_secs(3600), ..Options::default() };
+    let db = Database::open(options).expect("open");
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    for i in 0..20u8 {
+        w.run(|txn| txn.put(t, &[i], b"v")).expect("advance this worker's TIDs");
+    }
+    w.run(|txn| txn.insert(t, b"k", b"v")).expect("insert");
+    let (_, deleted) = w.run_with_info(|txn| txn.delete(t, b"k")).expect("delete");
+    w.collect_garbage().expect("gc");
+    let mut other = db.worker().expect("a worker whose TIDs start low");
+    let (_, inserted) = other.run_with_info(|txn| txn.insert(t, b"k", b"again")).expect("insert again");
+    assert_eq!(inserted.epoch, deleted.epoch, "the epoch did not move");
+    assert!(inserted.tid > deleted.tid, "{inserted:?} must order after {deleted:?}");
+}

@@ -200,7 +200,18 @@ impl Txn<'_> {
                     self.w.shared.deletions.push(hint, (w.table, rec.key().into(), tid));
                 }
                 let c = Cleanup { snap_epoch, table: w.table, key: rec.key().into(), word: new_word | ABSENT_BIT };
-                self.w.garbage.defer_cleanup(c);
+                // A snapshot at `se` reads versions of epochs below `se`.
+                // The deleted version is from the delete's own snapshot
+                // epoch (else `keep_old`), so any snapshot that predates the
+                // delete cannot see it, and one that follows sees the key
+                // absent; with no older version linked, no snapshot needs
+                // the record at all, and it can leave the index once this
+                // epoch is over (gc.rs says why not sooner).
+                if keep_old || !rec.prev().is_null() || self.w.shared.options.keep_tombstones {
+                    self.w.garbage.defer_cleanup(c);
+                } else {
+                    self.w.garbage.cleanup_after(epoch, c);
+                }
             }
             WriteKind::Put if (w.value_len as usize) <= rec.capacity() => {
                 if keep_old {

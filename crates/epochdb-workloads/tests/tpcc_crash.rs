@@ -200,6 +200,7 @@ fn kill_9_loop(mode: &str) {
     let dir = temp_dir(mode);
     let mut rng = Rng::new(0x7CC);
     child::kill_and_check(
+        &format!("tpcc {mode}"),
         6,
         |run| {
             let env =
@@ -218,7 +219,7 @@ fn kill_9_loop(mode: &str) {
             child
         },
         || Duration::from_millis(300 + rng.below(1200)),
-        || check(&dir, durability(mode)),
+        |_| check(&dir, durability(mode)),
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -303,6 +303,9 @@ impl BlockReader {
         let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
         let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
         let (lo, hi) = (word(8), word(16));
+        if lo > hi || hi > crate::tid::MAX_EPOCH {
+            return Err(Bad::Invalid(format!("impossible epoch range {lo}..={hi}"), None));
+        }
         let epochs = Some((lo, hi));
         let crc = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
         if len > MAX_PAYLOAD || at + (BLOCK_HEADER_LEN + len) as u64 > self.len {

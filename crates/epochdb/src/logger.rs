@@ -376,10 +376,15 @@ pub struct PepochFile {
 const PEPOCH_SLOT: u64 = 512;
 
 impl PepochFile {
-    /// Opens (creating if needed) the pepoch file and records `pepoch`.
+    /// Opens (creating if needed) the pepoch file and records `pepoch`. A
+    /// valid header is left as it is, and the slots are written one at a
+    /// time, each synced, so a write torn here leaves the other slot valid.
     pub fn open(dir: &Path, io: Io, pepoch: u64) -> Result<PepochFile> {
-        let file = io.open_write(&dir.join(PEPOCH_FILE))?;
-        io.write_at(&file, &frame::file_header(PEPOCH_MAGIC), 0)?;
+        let path = dir.join(PEPOCH_FILE);
+        let file = io.open_write(&path)?;
+        if frame::check_file_header(&path, &file.file, PEPOCH_MAGIC).is_err() {
+            io.write_at(&file, &frame::file_header(PEPOCH_MAGIC), 0)?;
+        }
         let mut p = PepochFile { file, io, next_slot: 0 };
         p.write(pepoch)?;
         p.write(pepoch)?;
@@ -415,8 +420,8 @@ impl PepochFile {
                 continue;
             }
             let crc = u32::from_le_bytes([slot[8], slot[9], slot[10], slot[11]]);
-            if crate::crc32c::checksum(&slot[..8]) == crc {
-                let p = u64::from_le_bytes(slot[..8].try_into().unwrap_or([0; 8]));
+            let p = u64::from_le_bytes(slot[..8].try_into().unwrap_or([0; 8]));
+            if crate::crc32c::checksum(&slot[..8]) == crc && p <= crate::tid::MAX_EPOCH {
                 best = best.max(Some(p));
             }
         }

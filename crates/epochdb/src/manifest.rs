@@ -153,7 +153,7 @@ impl Manifest {
             m.tables.push(TableEntry { name, index_of: (parent != u32::MAX).then_some((parent, index)), schema: None });
         }
         let checkpoint = |d: &mut Decoder<'_>| {
-            let (e_l, e_h) = (d.u64()?, d.u64()?);
+            let (e_l, e_h) = (d.epoch()?, d.epoch()?);
             let mut files = Vec::new();
             for _ in 0..d.u32()? {
                 files.push(if version >= RELATIVE_PATHS {
@@ -171,7 +171,8 @@ impl Manifest {
             m.checkpoint = Some(checkpoint(&mut d)?);
         }
         for _ in 0..d.u32()? {
-            m.voids.push((d.u64()?, d.u64()?));
+            let (lo, hi) = (d.epoch()?, d.epoch()?);
+            m.voids.push((lo, hi));
         }
         if d.0.is_empty() && version < RELATIVE_PATHS {
             return Some(m); // written before schemas were stored
@@ -330,6 +331,11 @@ impl<'a> Decoder<'a> {
 
     fn u64(&mut self) -> Option<u64> {
         self.take(8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
+    }
+
+    /// An epoch: a u64 no larger than a TID holds.
+    fn epoch(&mut self) -> Option<u64> {
+        self.u64().filter(|&e| e <= crate::tid::MAX_EPOCH)
     }
 
     fn str(&mut self) -> Option<String> {

@@ -171,6 +171,9 @@ impl Options {
         if self.snapshot_epochs < 2 {
             return Err(Error::InvalidOptions("snapshot_epochs must be at least 2".into()));
         }
+        if self.durability != Durability::Off && self.snapshot_epochs > 1 << 20 {
+            return Err(Error::InvalidOptions("snapshot_epochs must be at most 2^20 with durability".into()));
+        }
         if self.max_value_len == 0 || self.max_value_len > u32::MAX as usize / 2 {
             return Err(Error::InvalidOptions("max_value_len must be in 1..=2 GiB".into()));
         }

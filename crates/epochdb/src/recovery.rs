@@ -214,9 +214,12 @@ pub(crate) fn recover(
     let e_h = manifest.checkpoints().map(|c| c.e_h).max().unwrap_or(0);
     let logs = log_files(&dirs.log, e_l, exists)?;
     let mut dropped = Vec::new();
+    // The pepoch file is made before the first manifest (`commit`): without
+    // a manifest nothing was durable, whatever state a failed first open
+    // left the pepoch file in.
     let recorded = match PepochFile::read(&dirs.data) {
+        _ if !exists => Ok(0),
         Ok(Some(p)) => Ok(p),
-        Ok(None) if !exists => Ok(0),
         Ok(None) => {
             Err(Damage::of_file(&dirs.data.join(crate::logger::PEPOCH_FILE), "the pepoch file is missing".into()))
         }
@@ -264,6 +267,12 @@ pub(crate) fn recover(
         manifest.voids.push((pepoch + 1, void_top));
     }
     let first_epoch = manifest.voids.iter().map(|v| v.1).chain([max_seen, pepoch, e_h]).max().unwrap_or(0) + 1;
+    // Epochs start at the next multiple of k (epoch.rs), and must fit a TID.
+    let k = options.snapshot_epochs;
+    if first_epoch.div_ceil(k) * k + k > crate::tid::MAX_EPOCH {
+        let what = format!("epoch {first_epoch} is at the end of the 32-bit epoch space; no new epoch fits");
+        return Err(Error::Corrupt { what, salvage: None });
+    }
     let report = RecoveryReport {
         pepoch,
         recorded_pepoch: recorded.ok(),

@@ -30,6 +30,9 @@ const SEQ_SHIFT: u32 = 3;
 const EPOCH_SHIFT: u32 = 32;
 /// Distance between two consecutive TIDs (sequence + 1).
 const TID_STEP: u64 = 1 << SEQ_SHIFT;
+/// The largest epoch a TID holds: an epoch read from disk above it is
+/// corruption.
+pub const MAX_EPOCH: u64 = (1 << (64 - EPOCH_SHIFT)) - 1;
 const SEQ_FIELD_MASK: u64 = ((1 << EPOCH_SHIFT) - 1) & !STATUS_MASK;
 
 /// A pure transaction ID: epoch and sequence, no status bits.

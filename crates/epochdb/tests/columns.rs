@@ -149,6 +149,7 @@ fn column_updates_across_checkpoints_and_crashes_recover_exactly_the_model() {
     let next = Cell::new(0u64); // the first transaction the next child runs
     let mut rng = Rng(0xC01);
     child::kill_and_check(
+        "columns",
         10,
         |run| {
             let env = [
@@ -159,7 +160,7 @@ fn column_updates_across_checkpoints_and_crashes_recover_exactly_the_model() {
             child::spawn("child_process_entry_point", &env)
         },
         || Duration::from_millis(150 + rng.below(400)),
-        || {
+        |_| {
             let acked = child::ack_lines(&dir).iter().map(|l| l.parse::<u64>().expect("ack") + 1).max().unwrap_or(0);
             let acked = acked.max(next.get());
             let db = Database::open(options(&dir)).expect("recover");

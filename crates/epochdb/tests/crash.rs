@@ -1,22 +1,31 @@
 //! Crash tests: a child process (this test binary, re-run with an
-//! environment variable) runs bank transfers with logging and checkpoints
-//! on, and appends to a side file the id of every transaction it saw
-//! become durable. The parent kills it with SIGKILL at a random moment —
-//! often during a checkpoint or a log rotation, which happen every few
-//! milliseconds here — recovers, and checks: the bank's total is intact,
-//! every acknowledged transfer is present, every acknowledged delete is
-//! absent, and no record carries an epoch above the recovered pepoch.
-//! Then the next child continues on the recovered directory. It runs once
-//! with value logging and once with delta logging (Gawain): an account is
-//! a row of balance, transfer count and owner, so a transfer changes two
-//! of its three columns and delta logging logs only those.
+//! environment variable) runs bank transfers with logging on, and appends
+//! to a side file the id of every transaction it saw become durable. The
+//! parent kills it with SIGKILL at a random moment — often during a
+//! checkpoint or a log rotation, which happen every few milliseconds here
+//! — recovers, and checks:
+//! - the bank's total is intact, every acknowledged transfer is present,
+//!   every acknowledged delete is absent, and no record carries an epoch
+//!   above the recovered pepoch;
+//! - a snapshot taken right after recovery sees exactly what a read/write
+//!   transaction sees (it used to see a partial or empty database).
+//!
+//! Then the next child continues on the recovered directory, which every
+//! third run is first moved (renamed, or copied with `cp -a` and the
+//! original removed): a data directory must open wherever it is. Every
+//! `CHAIN` runs a fresh directory starts, so that long campaigns
+//! (`scripts/crash-campaign.sh`, 1,000 kills) check bounded states. It
+//! runs in all four durability modes; an account is a row of balance,
+//! transfer count and owner, so a transfer changes two of its three
+//! columns, and delta logging logs only those.
 
 mod common;
 
 use common::{child, durable_options, temp_dir, u64_of, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableId, TableOptions};
-use std::collections::HashSet;
-use std::path::Path;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const ACCOUNTS: u64 = 64;
@@ -24,6 +33,18 @@ const INITIAL: u64 = 1000;
 const CHILD_DIR: &str = "EPOCHDB_CRASH_CHILD_DIR";
 const CHILD_RUN: &str = "EPOCHDB_CRASH_CHILD_RUN";
 const CHILD_MODE: &str = "EPOCHDB_CRASH_CHILD_MODE";
+/// Runs on one data directory before a fresh one starts.
+const CHAIN: u64 = 25;
+
+/// The durability mode a test names.
+fn mode_of(name: &str) -> Durability {
+    match name {
+        "log" => Durability::Log,
+        "log+checkpoint" => Durability::LogAndCheckpoint,
+        "delta" => Durability::Delta,
+        _ => Durability::DeltaAndCheckpoint,
+    }
+}
 
 fn options(dir: &Path, mode: Durability) -> Options {
     Options { checkpoint_interval: Duration::from_millis(30), log_rotate_epochs: 8, ..durable_options(dir, mode) }
@@ -57,11 +78,7 @@ fn child_process_entry_point() {
     let (Ok(dir), Ok(run)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_RUN)) else { return };
     let dir = Path::new(&dir);
     let run: u64 = run.parse().expect("run");
-    let mode = if std::env::var(CHILD_MODE).as_deref() == Ok("delta") {
-        Durability::DeltaAndCheckpoint
-    } else {
-        Durability::LogAndCheckpoint
-    };
+    let mode = mode_of(&std::env::var(CHILD_MODE).expect("mode"));
     let db = Database::open(options(dir, mode)).expect("child open");
     let [accounts, journal, gone] = tables(&db);
     let mut w = db.worker().expect("worker");
@@ -128,6 +145,9 @@ fn read_acks(dir: &Path) -> (HashSet<u64>, HashSet<u64>) {
     (added, deleted)
 }
 
+/// Every row of the three tables, read by `read` (a transaction or a snapshot).
+type State = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
+
 /// Recovers `dir` and checks the invariants; returns how many acks it checked.
 fn check(dir: &Path, mode: Durability) -> usize {
     let db = Database::open(options(dir, mode)).expect("recover");
@@ -135,6 +155,36 @@ fn check(dir: &Path, mode: Durability) -> usize {
     let [accounts, journal, gone] = tables(&db);
     let (added, deleted) = read_acks(dir);
     let mut w = db.worker().expect("worker");
+    // First, before anything commits: a snapshot sees the recovered state.
+    let mut snap = w.snapshot().expect("snapshot");
+    let mut seen: State = Default::default();
+    for (t, rows) in [accounts, journal, gone].into_iter().zip(&mut seen) {
+        snap.scan(t, .., usize::MAX, |k, v| {
+            rows.insert(k.to_vec(), v.to_vec());
+            true
+        })
+        .expect("snapshot scan");
+    }
+    drop(snap);
+    let now: State = w
+        .run(|txn| {
+            let mut now: State = Default::default();
+            for (t, rows) in [accounts, journal, gone].into_iter().zip(&mut now) {
+                txn.scan(t, .., usize::MAX, |k, v| {
+                    rows.insert(k.to_vec(), v.to_vec());
+                    true
+                })?;
+            }
+            Ok(now)
+        })
+        .expect("scan");
+    let sizes = |s: &State| s.iter().map(BTreeMap::len).collect::<Vec<_>>();
+    assert!(
+        seen == now,
+        "a snapshot right after recovery saw {:?} rows, a transaction {:?}",
+        sizes(&seen),
+        sizes(&now)
+    );
     w.run(|txn| {
         let mut total = 0;
         let mut n = 0;
@@ -168,8 +218,13 @@ fn check(dir: &Path, mode: Durability) -> usize {
 }
 
 #[test]
-fn kill_9_at_random_moments_loses_nothing_acknowledged() {
+fn kill_9_at_random_moments_loses_nothing_acknowledged_with_value_logging() {
     kill_9_loop("log");
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_nothing_acknowledged_with_value_logging_and_checkpoints() {
+    kill_9_loop("log+checkpoint");
 }
 
 #[test]
@@ -177,18 +232,63 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged_with_delta_logging() {
     kill_9_loop("delta");
 }
 
+#[test]
+fn kill_9_at_random_moments_loses_nothing_acknowledged_with_delta_logging_and_checkpoints() {
+    kill_9_loop("delta+checkpoint");
+}
+
+/// Moves the data directory `dir` to a new place under `base`: renamed, or
+/// (`copy`) copied with `cp -a` and the original removed.
+fn relocate(dir: &Path, base: &Path, run: u64, copy: bool) -> PathBuf {
+    let to = base.join(format!("db-{run}"));
+    if copy {
+        let cp = std::process::Command::new("cp").arg("-a").arg(dir).arg(&to).status().expect("cp");
+        assert!(cp.success(), "cp -a");
+        std::fs::remove_dir_all(dir).expect("remove the original");
+    } else {
+        std::fs::rename(dir, &to).expect("rename");
+    }
+    to
+}
+
 fn kill_9_loop(mode: &str) {
-    let dir = temp_dir(&format!("crash-{mode}"));
-    let durability = if mode == "delta" { Durability::DeltaAndCheckpoint } else { Durability::LogAndCheckpoint };
+    let base = temp_dir(&format!("crash-{}", mode.replace('+', "-")));
+    let durability = mode_of(mode);
+    let dir = RefCell::new(base.join("db-0"));
+    let moves = std::cell::Cell::new([0u64; 2]); // renamed, copied
     let mut rng = Rng(0x5EED);
     child::kill_and_check(
-        12,
+        &format!("bank {mode}"),
+        6,
         |run| {
-            let env =
-                [(CHILD_DIR, dir.display().to_string()), (CHILD_RUN, run.to_string()), (CHILD_MODE, mode.to_string())];
+            let env = [
+                (CHILD_DIR, dir.borrow().display().to_string()),
+                (CHILD_RUN, run.to_string()),
+                (CHILD_MODE, mode.to_string()),
+            ];
             child::spawn("child_process_entry_point", &env)
         },
         || Duration::from_millis(150 + rng.below(500)),
-        || check(&dir, durability),
+        |run| {
+            let checked = check(&dir.borrow(), durability);
+            let next = match run {
+                r if r % CHAIN == 0 => {
+                    let _ = std::fs::remove_dir_all(&*dir.borrow());
+                    base.join(format!("db-{r}"))
+                }
+                r if r % 3 == 0 => {
+                    let mut m = moves.get();
+                    m[(r % 2 == 0) as usize] += 1;
+                    moves.set(m);
+                    relocate(&dir.borrow(), &base, r, r % 2 == 0)
+                }
+                _ => dir.borrow().clone(),
+            };
+            *dir.borrow_mut() = next;
+            checked
+        },
     );
+    let [renamed, copied] = moves.get();
+    eprintln!("crash campaign bank {mode}: relocations: {renamed} renamed, {copied} copied");
+    let _ = std::fs::remove_dir_all(&base);
 }

@@ -37,28 +37,37 @@ pub fn kill_after(mut child: Child, lifetime: Duration, name: &str) {
 /// The crash tests' loop. For each run (`default_runs`, or
 /// `EPOCHDB_CRASH_ITERATIONS`): `start(run)` starts a child (and may wait
 /// for it to be ready), which lives for `lifetime()` and is killed with
-/// SIGKILL; then `check()` recovers, checks, and returns how many
+/// SIGKILL; then `check(run)` recovers, checks, and returns how many
 /// acknowledgements it checked. The last check must have seen more than
 /// 100, or the children did too little for the test to mean anything.
+/// Ends with one summary line (`crash campaign NAME: ...`), which
+/// `scripts/crash-campaign.sh` adds up.
 pub fn kill_and_check(
+    name: &str,
     default_runs: u64,
     mut start: impl FnMut(u64) -> Child,
     mut lifetime: impl FnMut() -> Duration,
-    mut check: impl FnMut() -> usize,
+    mut check: impl FnMut(u64) -> usize,
 ) {
     let runs = std::env::var("EPOCHDB_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_runs);
-    let mut checked = 0;
+    let (mut checked, mut total) = (0, 0);
+    let began = Instant::now();
     for run in 1..=runs {
         let child = start(run);
         let life = lifetime();
         kill_after(child, life, &format!("child {run}"));
         let started = Instant::now();
-        checked = check();
+        checked = check(run);
+        total += checked;
         eprintln!(
             "run {run}: killed after {life:?}; recovered and checked {checked} acknowledgements in {:?}",
             started.elapsed()
         );
     }
+    eprintln!(
+        "crash campaign {name}: {runs} kills, {total} acknowledgements checked, {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
     assert!(checked > 100, "the children acknowledged too little to mean anything: {checked}");
 }
 

@@ -108,7 +108,11 @@ fn a_second_bench_on_a_running_benchs_directory_refuses() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("first bench");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Once the first bench's manifest exists, it has the directory open
+    // (and spends seconds loading and running).
+    while !data.join("manifest").exists() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let second = bench(&dir, str_of(&data), &[]);
     let first = first.wait_with_output().expect("first bench ends");
     assert!(!second.status.success(), "the second bench ran: {}", text(&second));
@@ -232,13 +236,14 @@ fn checkpointed_db(dir: &Path) -> PathBuf {
     data
 }
 
-/// The first checkpoint file of a data directory's installed checkpoint.
+/// A checkpoint file with blocks, of the data directory's installed
+/// checkpoint (a run may also leave an uninstalled one behind, which
+/// recovery never reads).
 fn a_checkpoint_file(data: &Path) -> PathBuf {
-    let set = std::fs::read_dir(data.join("checkpoint"))
-        .expect("checkpoint dir")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.is_dir())
-        .expect("a checkpoint");
+    let out = text(&epochdb(&["inspect", "--data-dir", str_of(data)]));
+    let at = out.find("checkpoint: e_l ").unwrap_or_else(|| panic!("no checkpoint: {out}"));
+    let e_l: u64 = out[at + 16..].split(',').next().and_then(|e| e.parse().ok()).expect("e_l");
+    let set = data.join("checkpoint").join(format!("ckpt.{e_l}"));
     let mut files: Vec<PathBuf> = std::fs::read_dir(set).expect("set").map(|e| e.expect("entry").path()).collect();
     files.sort();
     files.into_iter().find(|f| std::fs::metadata(f).expect("meta").len() > 8192).expect("a checkpoint file with blocks")
@@ -271,6 +276,17 @@ fn verify_checks_a_database_without_writing() {
     };
     let out = cmd.args(["verify", "--data-dir", str_of(&data), "--quiet"]).output().expect("verify");
     assert!(out.status.success(), "verify on a directory it cannot write: {}", text(&out));
+    // Opening it to write there fails, naming the operation and the path.
+    if as_nobody {
+        let out = Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_epochdb")])
+            .args(["recover", "--data-dir", str_of(&data), "--quiet"])
+            .output()
+            .expect("recover");
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let lock = data.join("LOCK");
+        assert!(text(&out).contains(&format!("open {}: Permission denied", lock.display())), "{}", text(&out));
+    }
     if !as_nobody {
         Command::new("chmod").args(["-R", "u+w", str_of(&data)]).status().expect("chmod");
     }

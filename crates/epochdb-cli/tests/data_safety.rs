@@ -4,7 +4,11 @@
 //! opened only from the working directory that created it (#3), and
 //! numbers that panicked (#7).
 
+#[path = "../../epochdb/tests/common/files.rs"]
+mod files;
+
 use epochdb::{Database, Durability, Options, TableOptions};
+use files::snapshot_of;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -206,24 +210,6 @@ fn bad_numbers_are_usage_errors_not_panics() {
         assert!(!t.contains("panicked"), "{flag} {value}: {t}");
         assert!(t.contains(flag) && t.contains("between"), "{flag} {value}: the message gives the range: {t}");
     }
-}
-
-/// Every file under `dir` with its bytes, for "writes nothing".
-fn snapshot_of(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut v = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                v.push((p.clone(), std::fs::read(&p).expect("read")));
-            }
-        }
-    }
-    v.sort();
-    v
 }
 
 /// A durable YCSB database with a checkpoint installed, in `dir/db`.

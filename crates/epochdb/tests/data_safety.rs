@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::files::block_offsets;
 use common::{contents, durable_options, temp_dir};
 use epochdb::{Database, Durability, Error, Faults, Options, TableOptions};
 use std::collections::BTreeMap;
@@ -21,18 +22,6 @@ fn write_rows(db: &Database, from: u32, n: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
         model.insert(k, v);
     }
     model
-}
-
-/// Offsets of the blocks of a log file (each starts at a multiple of 4096).
-fn block_offsets(bytes: &[u8]) -> Vec<usize> {
-    let mut at = 4096;
-    let mut v = Vec::new();
-    while at + 32 <= bytes.len() && &bytes[at..at + 4] == b"EBLK" {
-        v.push(at);
-        at += 32 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4")) as usize;
-        at = at.next_multiple_of(4096);
-    }
-    v
 }
 
 /// #4: a crash cannot tear a block at or below pepoch, so a cut-short
@@ -242,22 +231,7 @@ fn a_read_only_open_writes_nothing() {
         let db = Database::open(durable_options(&dir, Durability::LogAndCheckpoint)).expect("open");
         write_rows(&db, 0, 30)
     };
-    let listing = || {
-        let mut v: Vec<(std::path::PathBuf, Vec<u8>)> = Vec::new();
-        let mut stack = vec![dir.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).expect("dir") {
-                let p = e.expect("entry").path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    v.push((p.clone(), std::fs::read(&p).expect("read")));
-                }
-            }
-        }
-        v.sort();
-        v
-    };
+    let listing = || common::files::snapshot_of(&dir);
     let before = listing();
     let read_only = || Options { read_only: true, ..durable_options(&dir, Durability::LogAndCheckpoint) };
     let db = Database::open(read_only()).expect("read-only open");

@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::files::{block_epochs, block_offsets};
 use common::{contents, durable_options, temp_dir};
 use epochdb::{Column, Database, Durability, Error, Faults, Options, Schema, TableId, TableOptions};
 use std::collections::BTreeMap;
@@ -305,30 +306,11 @@ fn crashed_log(dir: &Path, mode: Durability) -> std::path::PathBuf {
     dir.join("log").join("data.log")
 }
 
-/// Offsets of the blocks in a log file: after the 16-byte file header and
-/// after each block, zero padding runs to the next multiple of 4096.
-fn block_offsets(bytes: &[u8]) -> Vec<usize> {
-    let mut at = 16usize.next_multiple_of(4096);
-    let mut v = Vec::new();
-    while at + 32 <= bytes.len() && &bytes[at..at + 4] == b"EBLK" {
-        v.push(at);
-        at += 32 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4")) as usize;
-        at = at.next_multiple_of(4096);
-    }
-    v
-}
-
 #[test]
 fn a_torn_tail_above_pepoch_is_dropped_and_reported() {
     for mode in LOGGING {
         torn_tail(mode);
     }
-}
-
-/// The epochs a block's header gives.
-fn block_epochs(bytes: &[u8], at: usize) -> (u64, u64) {
-    let word = |i: usize| u64::from_le_bytes(bytes[at + i..at + i + 8].try_into().expect("8"));
-    (word(8), word(16))
 }
 
 /// A crash before the last block's sync: the pepoch file still says an

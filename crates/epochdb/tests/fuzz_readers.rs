@@ -18,6 +18,7 @@
 
 mod common;
 
+use common::files::block_offsets;
 use common::{durable_options, temp_dir, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -92,50 +93,19 @@ fn seed(dir: &Path) -> Vec<PathBuf> {
     }
     drop(w);
     drop(db);
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n != "LOCK") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
+    let files: Vec<PathBuf> =
+        common::files::files_under(dir).into_iter().filter(|p| p.file_name().is_some_and(|n| n != "LOCK")).collect();
     // A data.log is preallocated with zeros, which every open reads to the
     // end to tell a clean end from damage; trimmed to its blocks (as a
     // sealed log is), the cases run many times faster.
     for f in files.iter().filter(|f| f.ends_with("data.log")) {
         let bytes = std::fs::read(f).expect("read");
-        let end = blocks(&bytes).last().map_or(4096, |&at| {
+        let end = block_offsets(&bytes).last().map_or(4096, |&at| {
             (at + 32 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4")) as usize).next_multiple_of(4096)
         });
         std::fs::write(f, &bytes[..end]).expect("trim");
     }
     files
-}
-
-/// The offsets of the blocks of a framed file (after the 16-byte header,
-/// with or without zero padding to 4 KiB).
-fn blocks(bytes: &[u8]) -> Vec<usize> {
-    let mut at = 16;
-    let mut v = Vec::new();
-    loop {
-        if at + 32 <= bytes.len() && &bytes[at..at + 4] == b"EBLK" {
-            v.push(at);
-            at += 32 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4")) as usize;
-        } else if at % 4096 != 0 && at.next_multiple_of(4096) + 4 <= bytes.len() {
-            at = at.next_multiple_of(4096); // padding
-            if &bytes[at..at + 4] != b"EBLK" {
-                return v;
-            }
-        } else {
-            return v;
-        }
-    }
 }
 
 /// Seals the block at `at` again: its header checksum and its checksum.
@@ -187,7 +157,7 @@ fn mutate(path: &Path, bytes: &[u8], rng: &mut Rng) -> Vec<u8> {
         }
         _ => {
             // Structure-aware: change a block and seal it again.
-            let offsets = blocks(&b);
+            let offsets = block_offsets(&b);
             let Some(&at) = offsets.get(pick(rng, offsets.len() as u64)) else { return b };
             let len = u32::from_le_bytes(b[at + 4..at + 8].try_into().expect("4")) as usize;
             match rng.below(4) {

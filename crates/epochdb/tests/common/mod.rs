@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod child;
+pub mod files;
 
 use epochdb::{Database, Options, TableId};
 use std::collections::BTreeMap;

@@ -172,7 +172,7 @@ pub fn tpcc(mut a: Args) -> CliResult<ExitCode> {
         eprintln!("loaded {warehouses} warehouses in {load_s:.1} s");
     }
     if snapshot_reads {
-        engine.wait_for_snapshot_of_now();
+        engine.wait_for_snapshot_of_now().map_err(failed)?;
     }
     let (m, terminals) = driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(failed)?;
     let mut inputs = InputStats::default();

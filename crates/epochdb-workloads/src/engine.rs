@@ -175,11 +175,8 @@ impl EpochDb {
     /// Waits until snapshot transactions see everything committed so far
     /// (snapshots trail the global epoch by `k` epochs, about a second by
     /// default). Run after loading, before snapshot reads.
-    pub fn wait_for_snapshot_of_now(&self) {
-        let now = self.db.epoch();
-        while self.db.snapshot_epoch() <= now {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+    pub fn wait_for_snapshot_of_now(&self) -> TxnResult {
+        Ok(self.db.wait_for_snapshot(self.db.epoch())?)
     }
 }
 

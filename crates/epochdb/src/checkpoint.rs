@@ -235,8 +235,8 @@ fn incremental_base(shared: &Shared) -> Option<u64> {
 /// the first checkpoint directory); returns the file and its entries.
 fn write_deletes(shared: &Shared, dir: &Path, e_l: u64, deletes: &[Deletion]) -> Result<(CheckpointFile, u64)> {
     let io = &shared.io;
-    let name = Path::new(&format!("{DIR_PREFIX}{e_l}")).join(DELETES_FILE);
-    let ckpt_dir = dir.join(format!("{DIR_PREFIX}{e_l}"));
+    let set = PathBuf::from(format!("{DIR_PREFIX}{e_l}"));
+    let (ckpt_dir, name) = (dir.join(&set), set.join(DELETES_FILE));
     io.create_dir_all(&ckpt_dir)?;
     let path = dir.join(&name);
     let mut f = BlockWriter::create(&path, CHECKPOINT_MAGIC, io, 0)?;

@@ -190,23 +190,16 @@ enum Entry {
     Lock,
 }
 
-/// The first up to 8 bytes of `path`, and its length.
-fn head(path: &Path) -> Result<(Vec<u8>, u64)> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ctx("open", path)?;
-    let len = f.metadata().ctx("stat", path)?.len();
-    let mut h = Vec::new();
-    (&mut f).take(8).read_to_end(&mut h).ctx("read", path)?;
-    Ok((h, len))
-}
-
 /// Whether `path` starts as a file with `magic` does: empty, a prefix of
 /// the magic, or the magic (a crash or a gradual removal can leave any of
 /// these). `zeros`: a temporary preallocated before its header was
 /// written may also be all zeros where the header goes.
 fn has_magic(path: &Path, magic: &[u8; 8], zeros: bool) -> Result<bool> {
-    let (h, _) = head(path)?;
-    Ok(magic.starts_with(&h) || (zeros && h.iter().all(|&b| b == 0)))
+    use std::io::Read;
+    let mut head = Vec::new();
+    let file = std::fs::File::open(path).ctx("open", path)?;
+    file.take(8).read_to_end(&mut head).ctx("read", path)?;
+    Ok(magic.starts_with(&head) || (zeros && head.iter().all(|&b| b == 0)))
 }
 
 fn is_number(s: &str) -> bool {

@@ -145,7 +145,7 @@ impl fmt::Display for Error {
             }
             Error::Durability(m) => write!(f, "durability failed, database is read-only until reopened: {m}"),
             Error::Corrupt { what, salvage } => {
-                write!(f, "recovery stopped at corruption: {what}")?;
+                write!(f, "recovery stopped: {what}")?;
                 match salvage {
                     Some(s) => write!(f, " (salvage would {s})"),
                     None => Ok(()),

@@ -2,10 +2,12 @@
 //!
 //! A file starts with a 16-byte header: an 8-byte magic naming the file
 //! kind and the format version. After it come blocks, each a 32-byte header
-//! (magic, payload length, epoch range, CRC32C) and its payload. The CRC
-//! lets a reader tell a complete block from a torn or corrupted one; looking
-//! for any valid block after a bad one tells a torn tail (nothing valid
-//! after) from damage in the middle.
+//! (magic, payload length, epoch range, the header's own CRC32C, the
+//! block's CRC32C) and its payload. The CRC lets a reader tell a complete
+//! block from a torn or corrupted one, and the header's own CRC whether a
+//! damaged block's epoch range can be trusted. The reader reports damage
+//! with that range and whether any valid block follows; whether it is a
+//! crash's torn tail or corruption, recovery decides (by pepoch).
 //!
 //! Log and checkpoint files are written with direct I/O ([`BlockWriter`]),
 //! which pads every write with zeros up to the next multiple of
@@ -77,14 +79,20 @@ impl Damage {
 
     /// As an error; `salvage` says what salvage would give up, if it helps.
     pub fn error(&self, salvage: Option<String>) -> crate::Error {
-        crate::Error::Corrupt { what: self.to_string(), salvage }
+        crate::Error::Corrupt { what: self.described("corruption"), salvage }
+    }
+
+    /// `"{kind} in FILE at offset N: what"`.
+    pub fn described(&self, kind: &str) -> String {
+        format!("{kind} in {} at offset {}: {}", self.path.display(), self.offset, self.what)
     }
 }
 
+/// Neutral: whether damage is a torn tail or corruption is recovery's to
+/// decide (by epochs), not the reader's.
 impl std::fmt::Display for Damage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let place = if self.at_tail { "torn tail" } else { "corruption" };
-        write!(f, "{place} in {} at offset {}: {}", self.path.display(), self.offset, self.what)
+        f.write_str(&self.described("damage"))
     }
 }
 

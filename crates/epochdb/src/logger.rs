@@ -158,10 +158,11 @@ impl Loggers {
         io: Io,
         rotate_epochs: u64,
     ) -> Result<Loggers> {
+        // Every log file first: a failure then leaves no thread behind.
+        let logs = dirs.iter().map(|d| LogFile::create(d, &io)).collect::<Result<Vec<_>>>()?;
         let mut pepoch_file = Some(pepoch_file);
-        let mut threads = Vec::new();
-        for (id, dir) in dirs.iter().enumerate() {
-            let log = LogFile::create(dir, &io)?;
+        let mut loggers = Loggers { durable: durable.clone(), epochs: epochs.clone(), threads: Vec::new() };
+        for ((id, dir), log) in dirs.iter().enumerate().zip(logs) {
             let logger = Logger {
                 id,
                 durable: durable.clone(),
@@ -171,13 +172,14 @@ impl Loggers {
                 rotate_epochs,
                 pepoch_file: pepoch_file.take(),
             };
+            // On an error, dropping `loggers` stops the threads started.
             let t = std::thread::Builder::new()
                 .name(format!("epochdb-logger-{id}"))
                 .spawn(move || logger.run())
                 .map_err(|source| Error::Io { op: "start the logger thread", path: dir.clone(), source })?;
-            threads.push(t);
+            loggers.threads.push(t);
         }
-        Ok(Loggers { durable, epochs, threads })
+        Ok(loggers)
     }
 }
 

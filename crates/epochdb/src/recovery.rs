@@ -290,13 +290,12 @@ pub(crate) fn recover(
 }
 
 impl Recovered {
-    /// Makes the recovered state the database's starting point on disk:
-    /// the pepoch file (first, so that a manifest never exists without
-    /// one), the manifest with the directories and void epochs, then the
-    /// crashed `data.log` files sealed. Returns the pepoch file, for the
-    /// loggers.
+    /// Makes the recovered state the database's starting point on disk, in
+    /// directories the caller has made and locked: the pepoch file (first,
+    /// so that a manifest never exists without one), the manifest with the
+    /// directories and void epochs, then the crashed `data.log` files
+    /// sealed. Returns the pepoch file, for the loggers.
     pub(crate) fn commit(&mut self, dirs: &Dirs, io: &Io) -> Result<PepochFile> {
-        dirs.create(io)?;
         let pepoch = PepochFile::open(&dirs.data, io.clone(), self.report.pepoch)?;
         (self.manifest.log_dirs, self.manifest.checkpoint_dirs) = dirs.recorded();
         self.manifest.store(&dirs.data, io)?;
@@ -641,7 +640,8 @@ impl Blocks<'_> {
             }
             if let Some(tear) = s.torn.take() {
                 lock(&ctx.dropped).push(format!(
-                    "{tear} (written after the last sync before a crash, above pepoch {}): dropped",
+                    "{} (written after the last sync before a crash, above pepoch {}): dropped",
+                    tear.described("torn tail"),
                     ctx.pepoch
                 ));
             }

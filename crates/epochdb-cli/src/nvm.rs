@@ -26,8 +26,9 @@ NVM TESTBED OPTIONS (epochdb bench nvm; defaults in brackets):
     --partitions N      partitions, one executor thread each [all cores]
     --duration S        measured seconds [10]
     --warmup S          seconds run before measuring [2]
-    --dir DIR           NVM files, one directory per partition; emptied
-                        first [/dev/shm/epochdb-nvm]
+    --dir DIR           NVM files, one directory per partition; cleared
+                        first of the testbed's own files (anything else
+                        there stops the run) [/dev/shm/epochdb-nvm]
     --region-mib N      region size per partition (a sparse file) [auto]
     --recovery N        instead of measuring throughput: run N transactions
                         in a child process, SIGKILL it, and time the restart

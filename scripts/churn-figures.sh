@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Range scans under insert/delete churn (issue #17): `epochdb bench churn`
+# at k = 25 and k = 2, with deleted records unhooked once no snapshot can
+# need them (this build) and kept until the snapshot bound as Silo does
+# (--keep-tombstones), ROUNDS rounds interleaved, 5 s each; prints each
+# configuration's runs and median scans committed per second.
+# Usage: scripts/churn-figures.sh [ROUNDS] [EPOCHDB]   (default 3, target/release/epochdb)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+bin=${2:-target/release/epochdb}
+[ -x "$bin" ] || cargo build -q --release -p epochdb-cli
+declare -A scans visited
+configs=("25" "25 --keep-tombstones" "2" "2 --keep-tombstones")
+for _ in $(seq "$rounds"); do
+  for c in "${configs[@]}"; do
+    # shellcheck disable=SC2086
+    line=$("$bin" bench churn --duration 5 --snapshot-epochs $c)
+    scans[$c]="${scans[$c]:-} $(sed -E 's/.*: ([0-9]+) scans\/s.*/\1/' <<<"$line")"
+    visited[$c]="${visited[$c]:-} $(sed -E 's/.*, ([0-9]+) records visited.*/\1/' <<<"$line")"
+  done
+done
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for c in "${configs[@]}"; do
+  echo "k = $c: scans/s committed median $(median "${scans[$c]}") [${scans[$c]} ], records visited per scan median $(median "${visited[$c]}") [${visited[$c]} ]"
+done

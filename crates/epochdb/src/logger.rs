@@ -329,7 +329,7 @@ impl LogFile {
         let out = match built {
             Ok(out) => out,
             Err(e) => {
-                let _ = std::fs::remove_file(&path); // best effort: the error that matters is `e`
+                let _ = io.remove_file(&path); // best effort: the error that matters is `e`
                 return Err(e);
             }
         };

@@ -118,12 +118,13 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
                 continue;
             }
             let (mut s, damage) = summarize(&path, LOG_MAGIC);
-            // A crashed data.log may end torn above pepoch: recovery drops
-            // that by itself (recovery.rs states the rule).
+            // What recovery drops by itself (recovery.rs states the rule):
+            // damage whose intact header is above pepoch, anywhere, and a
+            // never-written block at the end of a crashed data.log.
             let above = |d: &Damage| d.epochs.is_some_and(|(lo, _)| pepoch.is_some_and(|p| lo > p));
-            let torn = name == CURRENT_LOG && damage.is_some_and(|d| d.at_tail && (d.zeroed || above(&d)));
-            match (torn, &s.damage) {
-                (true, Some(d)) => s.damage = Some(format!("{d} (a torn tail above pepoch: recovery drops it)")),
+            let harmless = damage.is_some_and(|d| above(&d) || (name == CURRENT_LOG && d.at_tail && d.zeroed));
+            match (harmless, &s.damage) {
+                (true, Some(d)) => s.damage = Some(format!("{d} (above pepoch or never written: recovery drops it)")),
                 _ => problems.extend(s.damage.clone()),
             }
             logs.push(s);

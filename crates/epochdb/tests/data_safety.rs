@@ -80,6 +80,29 @@ fn a_flipped_header_epoch_is_corruption_not_a_torn_tail() {
     assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains("header checksum"), "{e}");
 }
 
+/// Damage in a block whose intact header is above pepoch loses nothing:
+/// recovery drops it, and `inspect` (which predicts recovery) agrees,
+/// even with valid blocks after it.
+#[test]
+fn damage_above_pepoch_is_dropped_and_inspect_agrees() {
+    let dir = temp_dir("safety-above");
+    let options = || Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(&dir, Durability::Log) };
+    drop(write_rows(&Database::open(options()).expect("open"), 0, 200));
+    let log = dir.join("log/data.log");
+    let mut bytes = std::fs::read(&log).expect("read");
+    let blocks = block_offsets(&bytes);
+    let victim = blocks[blocks.len() - 3];
+    let (lo, _) = common::files::block_epochs(&bytes, victim);
+    common::write_pepoch(&dir, lo - 1); // as if the crash came before its sync
+    bytes[victim + 40] ^= 1; // its payload: the header stays intact
+    std::fs::write(&log, &bytes).expect("flip");
+    let i = epochdb::inspect(&dir, &[]).expect("inspect");
+    assert!(i.problems.is_empty(), "{:?}", i.problems);
+    let db = Database::open(options()).expect("recovery drops it");
+    let r = db.recovery_report().expect("report");
+    assert!(r.pepoch == lo - 1 && r.consistent && !r.dropped.is_empty(), "{r:?}");
+}
+
 /// #5: recovered records keep their logged TIDs, so the first snapshot
 /// epoch after open must lie above every recovered epoch.
 #[test]

@@ -11,6 +11,22 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== tests"
 cargo test --workspace
 
+echo "== examples"
+# Every example runs to completion; the durable counter twice on one
+# directory, so the second run counts on what the first made durable.
+counter=$(mktemp -d)
+for f in crates/epochdb/examples/*.rs; do
+  name=$(basename "$f" .rs)
+  echo "-- $name"
+  cargo run -q -p epochdb --example "$name" -- "$counter/db"
+done
+cargo run -q -p epochdb --example durable_counter -- "$counter/db" | grep -q "^run 2 " ||
+  { echo "durable_counter did not count on its first run" >&2; exit 1; }
+rm -rf "$counter"
+
+echo "== documentation"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
+
 # Miri needs a nightly component that cannot be installed here, so the
 # unsafe-heavy single-threaded tests (records, the index against its model)
 # and the API tests (which exercise GC, snapshot versions and record growth)

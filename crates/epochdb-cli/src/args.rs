@@ -1,15 +1,15 @@
-//! Command-line arguments: `--name value` and `--flag`, with every number
-//! checked against its allowed range (a bad one is a usage error that
-//! states the range, never a panic), and the two kinds of failure a
-//! command can end with.
+//! What the subcommands' arguments share (clap derive): the run and
+//! durability options of the benchmarks, value parsers that state the
+//! allowed range, the output-file check, and the two ways a command fails.
 
-use std::collections::HashMap;
+use clap::{Args, ValueEnum};
+use epochdb::{Durability, Options};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Why a command failed: a usage error (exit status 2, with a pointer to
-/// `epochdb help`) or a failure while running (exit status 1).
+/// Why a command failed: a usage error found after parsing (exit status
+/// 2, printed as clap prints its own) or a failure while running (1).
 #[derive(Debug)]
 pub enum CliError {
     Usage(String),
@@ -18,7 +18,7 @@ pub enum CliError {
 
 pub type CliResult<T> = Result<T, CliError>;
 
-/// Argument errors are usage errors.
+/// Errors found while checking arguments are usage errors.
 impl From<String> for CliError {
     fn from(m: String) -> CliError {
         CliError::Usage(m)
@@ -36,93 +36,219 @@ pub fn failed(e: impl Display) -> CliError {
     CliError::Failed(e.to_string())
 }
 
-/// `--name value` and `--flag` arguments.
-pub struct Args {
-    /// Every value given for each option, in order.
-    values: HashMap<String, Vec<String>>,
-    flags: Vec<String>,
+/// A finite number in `min..=max`; clap prefixes the message with the
+/// option and the value.
+fn number_in(s: &str, min: f64, max: f64) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n.is_finite() && (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a number between {min} and {max}")),
+    }
 }
 
-impl Args {
-    pub fn parse(args: &[String], flag_names: &[&str]) -> Result<Args, String> {
-        let (mut values, mut flags) = (HashMap::new(), Vec::new());
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            if !a.starts_with("--") {
-                return Err(format!("unexpected argument {a:?}"));
+/// Measured seconds: 0.001 to 1,000,000.
+pub fn run_secs(s: &str) -> Result<f64, String> {
+    number_in(s, 0.001, 1e6)
+}
+
+/// Warm-up seconds: 0 to 1,000,000.
+pub fn warmup_secs(s: &str) -> Result<f64, String> {
+    number_in(s, 0.0, 1e6)
+}
+
+/// Epoch length in milliseconds: 0.01 to 10,000.
+pub fn epoch_ms(s: &str) -> Result<f64, String> {
+    number_in(s, 0.01, 10_000.0)
+}
+
+/// An output file, or `-` for standard output. Its directory must exist
+/// now, so that a run does not end by failing to write its results.
+pub fn output(s: &str) -> Result<Output, String> {
+    if s == "-" {
+        return Ok(Output::Stdout);
+    }
+    let parent = Path::new(s).parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if s.ends_with('/') || !parent.is_dir() {
+        return Err(format!("{} is not a directory", parent.display()));
+    }
+    Ok(Output::File(s.into()))
+}
+
+/// Where a report goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Stdout,
+    File(PathBuf),
+}
+
+/// The engine variants (Silo §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VariantArg {
+    /// Full transactions.
+    Memsilo,
+    /// The bare index: single-key gets and puts, no transaction tracking.
+    Kv,
+    /// Full transactions, every TID from one shared counter.
+    GlobalTid,
+}
+
+impl VariantArg {
+    pub fn variant(self) -> epochdb_workloads::engine::Variant {
+        use epochdb_workloads::engine::Variant;
+        match self {
+            VariantArg::Memsilo => Variant::MemSilo,
+            VariantArg::Kv => Variant::Kv,
+            VariantArg::GlobalTid => Variant::GlobalTid,
+        }
+    }
+}
+
+/// What a benchmark runs and how it reports.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Worker threads [default: all cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Measured seconds
+    #[arg(long, value_name = "S", default_value = "10", value_parser = run_secs, allow_negative_numbers = true)]
+    pub duration: f64,
+    /// Seconds run before measuring
+    #[arg(long, value_name = "S", default_value = "2", value_parser = warmup_secs, allow_negative_numbers = true)]
+    pub warmup: f64,
+    /// Engine variant
+    #[arg(long, value_enum, default_value_t = VariantArg::Memsilo)]
+    pub variant: VariantArg,
+    /// Write the report as JSON (`-`: to standard output, and the summary to standard error)
+    #[arg(long, value_name = "FILE", value_parser = output)]
+    pub json: Option<Output>,
+    /// Draw throughput and mean latency per second as SVG, checkpoint periods shaded
+    #[arg(long, value_name = "FILE", value_parser = output)]
+    pub plot: Option<Output>,
+    /// No progress bars
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl RunArgs {
+    pub fn settings(&self) -> epochdb_workloads::driver::Settings {
+        epochdb_workloads::driver::Settings {
+            threads: self.threads.map_or_else(cores, |t| t as usize),
+            duration: Duration::from_secs_f64(self.duration),
+            warmup: Duration::from_secs_f64(self.warmup),
+            progress: !self.quiet,
+        }
+    }
+}
+
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The durability modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// In memory only
+    Off,
+    /// Value logging (SiloR)
+    Log,
+    /// Value logging and fuzzy checkpoints
+    #[value(name = "log+checkpoint")]
+    LogAndCheckpoint,
+    /// Delta logging (Gawain): updates log only the changed columns
+    Delta,
+    /// Delta logging and incremental checkpoints
+    #[value(name = "delta+checkpoint")]
+    DeltaAndCheckpoint,
+}
+
+impl DurabilityArg {
+    pub fn mode(self) -> Durability {
+        match self {
+            DurabilityArg::Off => Durability::Off,
+            DurabilityArg::Log => Durability::Log,
+            DurabilityArg::LogAndCheckpoint => Durability::LogAndCheckpoint,
+            DurabilityArg::Delta => Durability::Delta,
+            DurabilityArg::DeltaAndCheckpoint => Durability::DeltaAndCheckpoint,
+        }
+    }
+}
+
+/// The name a durability mode has on the command line and in reports.
+pub fn durability_name(d: Durability) -> &'static str {
+    match d {
+        Durability::Off => "off",
+        Durability::Log => "log",
+        Durability::LogAndCheckpoint => "log+checkpoint",
+        Durability::Delta => "delta",
+        Durability::DeltaAndCheckpoint => "delta+checkpoint",
+    }
+}
+
+/// The benchmarks' durability options.
+#[derive(Debug, Args)]
+pub struct DurabilityArgs {
+    /// Durability mode
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Off)]
+    pub durability: DurabilityArg,
+    /// Data directory [env: EPOCHDB_DATA_DIR] [default: epochdb-data]. A benchmark loads afresh, so the
+    /// database there is deleted first: refused if a process has it open or it holds a file epochdb did not
+    /// write. Needs --durability
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// A log directory, one logger each; repeat for several disks [default: DATA-DIR/log]. Needs --durability
+    #[arg(long = "log-dir", value_name = "DIR")]
+    pub log_dirs: Vec<PathBuf>,
+    /// Seconds from one checkpoint's end to the next [default: 10]. Needs a checkpointing --durability
+    #[arg(long, value_name = "S", value_parser = run_secs, allow_negative_numbers = true)]
+    pub checkpoint_interval: Option<f64>,
+    /// Epoch length in milliseconds
+    #[arg(long, value_name = "MS", default_value = "40", value_parser = epoch_ms, allow_negative_numbers = true)]
+    pub epoch_ms: f64,
+}
+
+impl DurabilityArgs {
+    /// The engine options; options that would do nothing are usage errors.
+    pub fn options(&self) -> CliResult<Options> {
+        let durability = self.durability.mode();
+        let options = Options { epoch_interval: Duration::from_secs_f64(self.epoch_ms / 1e3), ..Options::default() };
+        if durability == Durability::Off {
+            let given = [
+                ("--data-dir", self.data_dir.is_some()),
+                ("--log-dir", !self.log_dirs.is_empty()),
+                ("--checkpoint-interval", self.checkpoint_interval.is_some()),
+            ];
+            if let Some((flag, _)) = given.into_iter().find(|g| g.1) {
+                return Err(
+                    format!("{flag} needs --durability (log, log+checkpoint, delta or delta+checkpoint)").into()
+                );
             }
-            if flag_names.contains(&a.as_str()) {
-                flags.push(a.clone());
-            } else {
-                let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
-                values.entry(a.clone()).or_insert_with(Vec::new).push(v.clone());
-            }
+            return Ok(options);
         }
-        Ok(Args { values, flags })
-    }
-
-    /// An integer in `min..=max`, or `default`.
-    pub fn take_int<T>(&mut self, name: &str, default: T, min: T, max: T) -> Result<T, String>
-    where
-        T: std::str::FromStr + PartialOrd + Display + Copy,
-    {
-        let Some(v) = self.take_str(name) else { return Ok(default) };
-        match v.parse::<T>() {
-            Ok(n) if n >= min && n <= max => Ok(n),
-            _ => Err(format!("{name} must be a whole number between {min} and {max} (got {v:?})")),
+        if !durability.checkpoints() && self.checkpoint_interval.is_some() {
+            return Err("--checkpoint-interval needs --durability log+checkpoint or delta+checkpoint".into());
         }
+        let data_dir = self.data_dir.clone().unwrap_or_else(default_data_dir);
+        Ok(Options {
+            durability,
+            data_dir: Some(data_dir),
+            log_dirs: self.log_dirs.clone(),
+            checkpoint_interval: Duration::from_secs_f64(self.checkpoint_interval.unwrap_or(10.0)),
+            ..options
+        })
     }
+}
 
-    /// A number in `min..=max` (finite), or `default`.
-    pub fn take_num(&mut self, name: &str, default: f64, min: f64, max: f64) -> Result<f64, String> {
-        let Some(v) = self.take_str(name) else { return Ok(default) };
-        match v.parse::<f64>() {
-            Ok(n) if n.is_finite() && n >= min && n <= max => Ok(n),
-            _ => Err(format!("{name} must be a number between {min} and {max} (got {v:?})")),
-        }
-    }
+/// `EPOCHDB_DATA_DIR`, else `epochdb-data`.
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("EPOCHDB_DATA_DIR").filter(|d| !d.is_empty()).map_or_else(|| "epochdb-data".into(), Into::into)
+}
 
-    /// Seconds in `min..=max`, or `default`, as a duration.
-    pub fn take_secs(&mut self, name: &str, default: f64, min: f64, max: f64) -> Result<Duration, String> {
-        let s = self.take_num(name, default, min, max)?;
-        Ok(Duration::from_secs_f64(s))
-    }
-
-    /// The last value given for `name`.
-    pub fn take_str(&mut self, name: &str) -> Option<String> {
-        self.values.remove(name).and_then(|mut v| v.pop())
-    }
-
-    /// Whether `name` was given a value (without taking it).
-    pub fn has(&self, name: &str) -> bool {
-        self.values.contains_key(name)
-    }
-
-    /// Every value given for `name`, as paths.
-    pub fn take_paths(&mut self, name: &str) -> Vec<PathBuf> {
-        self.values.remove(name).unwrap_or_default().into_iter().map(PathBuf::from).collect()
-    }
-
-    /// An output file: its directory must exist now, so that a run does
-    /// not end by failing to write its results.
-    pub fn take_output(&mut self, name: &str) -> Result<Option<String>, String> {
-        let Some(path) = self.take_str(name) else { return Ok(None) };
-        let parent = Path::new(&path).parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if path.ends_with('/') || !parent.is_dir() {
-            return Err(format!("{name} {path}: {} is not a directory", parent.display()));
-        }
-        Ok(Some(path))
-    }
-
-    pub fn flag(&self, name: &str) -> bool {
-        self.flags.iter().any(|f| f == name)
-    }
-
-    /// Fails on options nobody consumed (typos must not pass silently).
-    pub fn finish(self) -> Result<(), String> {
-        match self.values.keys().next() {
-            Some(k) => Err(format!("unknown option {k}")),
-            None => Ok(()),
-        }
-    }
+/// A data directory to read, and its log directories.
+#[derive(Debug, Args)]
+pub struct DataDirArgs {
+    /// The data directory
+    #[arg(long, value_name = "DIR", env = "EPOCHDB_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Its log directories [default: the ones the manifest records]
+    #[arg(long = "log-dir", value_name = "DIR")]
+    pub log_dirs: Vec<PathBuf>,
 }

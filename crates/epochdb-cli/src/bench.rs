@@ -1,18 +1,60 @@
 //! `epochdb bench ycsb` and `epochdb bench tpcc`.
 
-use crate::args::{failed, Args, CliError, CliResult};
+use crate::args::{durability_name, failed, CliError, CliResult, DurabilityArgs, Output, RunArgs};
 use crate::say;
+use clap::builder::PossibleValuesParser;
+use clap::Args;
 use epochdb::{Durability, Options};
-use epochdb_workloads::driver::{self, Settings};
+use epochdb_workloads::driver;
 use epochdb_workloads::engine::{Engine, EpochDb, Variant};
-use epochdb_workloads::report;
+use epochdb_workloads::report::{
+    BenchReport, CheckpointReport, DurabilityReport, DurableLatency, TpccReport, YcsbReport,
+};
 use epochdb_workloads::ycsb::{self, Config, Distribution, Ycsb};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::Duration;
 
-/// Options that take no value.
-pub const FLAGS: &[&str] = &["--quiet", "--check", "--snapshot-reads"];
+/// `epochdb bench ycsb`.
+#[derive(Debug, Args)]
+pub struct YcsbArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    durability: DurabilityArgs,
+    /// Rows loaded
+    #[arg(long, value_name = "N", default_value_t = 4_000_000, value_parser = clap::value_parser!(u64).range(2..=1 << 40))]
+    keys: u64,
+    /// The mix: silo (80% reads, 20% read-modify-writes, Silo §5.2), silor (70/30), the NVM study's four, YCSB core a-f
+    #[arg(long, default_value = "silo", value_parser = PossibleValuesParser::new(ycsb::MIXES))]
+    mix: String,
+    /// Key distribution [default: the mix's own: silo/silor uniform, NVM mixes low, a-f zipfian, d latest]
+    #[arg(long, value_parser = PossibleValuesParser::new(["uniform", "zipfian", "low", "high", "latest"]))]
+    dist: Option<String>,
+    /// Columns of 100 bytes per row [default: 1 for silo/silor, else 10]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    columns: Option<u16>,
+    /// Count the rows after the run; exit status 1 if any is missing
+    #[arg(long)]
+    check: bool,
+}
+
+/// `epochdb bench tpcc`.
+#[derive(Debug, Args)]
+pub struct TpccArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    #[command(flatten)]
+    durability: DurabilityArgs,
+    /// Warehouses (about 140 MB of memory each); thread t's home is t % N + 1 [default: = threads]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    warehouses: Option<u32>,
+    /// Run order-status and stock-level as snapshot transactions
+    #[arg(long)]
+    snapshot_reads: bool,
+    /// Check consistency conditions 1-4 (clause 3.3.2) after the run; exit status 1 if one fails
+    #[arg(long)]
+    check: bool,
+}
 
 /// Resident memory a TPC-C warehouse takes once loaded (measured with
 /// `/usr/bin/time -v epochdb bench tpcc --warehouses 1|4 --threads 1
@@ -37,52 +79,6 @@ fn check_memory(what: &str, bytes: u64) -> CliResult<()> {
     }
 }
 
-/// The options every benchmark shares.
-fn common(a: &mut Args) -> CliResult<(Settings, Variant)> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let settings = Settings {
-        threads: a.take_int("--threads", cores, 1, 1024)?,
-        duration: a.take_secs("--duration", 10.0, 0.001, 1e6)?,
-        warmup: a.take_secs("--warmup", 2.0, 0.0, 1e6)?,
-        progress: !a.flag("--quiet"),
-    };
-    let name = a.take_str("--variant").unwrap_or_else(|| "memsilo".into());
-    let variant = Variant::parse(&name).ok_or_else(|| format!("unknown variant {name:?}"))?;
-    Ok((settings, variant))
-}
-
-/// The engine options from the durability flags.
-fn durability(a: &mut Args) -> CliResult<Options> {
-    let mode = a.take_str("--durability").unwrap_or_else(|| "off".into());
-    let durability = match mode.as_str() {
-        "off" => Durability::Off,
-        "log" => Durability::Log,
-        "log+checkpoint" => Durability::LogAndCheckpoint,
-        "delta" => Durability::Delta,
-        "delta+checkpoint" => Durability::DeltaAndCheckpoint,
-        _ => {
-            return Err(
-                format!("unknown durability {mode:?} (off, log, log+checkpoint, delta, delta+checkpoint)").into()
-            )
-        }
-    };
-    let epoch_ms = a.take_num("--epoch-ms", 40.0, 0.01, 10_000.0)?;
-    let options = Options { epoch_interval: Duration::from_secs_f64(epoch_ms / 1e3), ..Options::default() };
-    if durability == Durability::Off {
-        if let Some(flag) = ["--data-dir", "--log-dir", "--checkpoint-interval"].into_iter().find(|f| a.has(f)) {
-            return Err(format!("{flag} needs --durability (log, log+checkpoint, delta or delta+checkpoint)").into());
-        }
-        return Ok(options);
-    }
-    if !durability.checkpoints() && a.has("--checkpoint-interval") {
-        return Err("--checkpoint-interval needs --durability log+checkpoint or delta+checkpoint".into());
-    }
-    let data_dir = a.take_str("--data-dir").unwrap_or_else(|| "epochdb-data".into());
-    let log_dirs: Vec<PathBuf> = a.take_paths("--log-dir");
-    let interval = a.take_secs("--checkpoint-interval", 10.0, 0.001, 1e6)?;
-    Ok(Options { durability, data_dir: Some(data_dir.into()), log_dirs, checkpoint_interval: interval, ..options })
-}
-
 /// Opens the engine. A durable benchmark starts from an empty data
 /// directory: [`epochdb::destroy`] removes the database there first, if
 /// no process has it open and it holds nothing epochdb did not write.
@@ -93,16 +89,17 @@ fn open(variant: Variant, options: Options) -> CliResult<EpochDb> {
     EpochDb::open(variant, options).map_err(failed)
 }
 
-/// Prints and adds to the report what durability cost: log bytes, latency
-/// to durability, checkpoints.
-fn durability_report(engine: &EpochDb, m: &driver::Measured, j: report::Json) -> report::Json {
+/// Prints, and returns for the report, what durability cost: log bytes,
+/// latency to durability, checkpoints.
+fn durability_report(engine: &EpochDb, m: &driver::Measured) -> Option<DurabilityReport> {
     let db = engine.database();
-    let Some(d) = &m.durable_latency_ns else { return j };
+    let d = m.durable_latency_ns.as_ref()?;
     let q = |q: f64| d.value_at_quantile(q) as f64 / 1e3;
     let c = db.checkpoint_stats();
     let per_txn = m.log_bytes as f64 / m.committed.max(1) as f64;
+    let last = if c.incremental { "incremental" } else { "full" };
     say!(
-        "  durability {:?}: {:.1} MB of log ({per_txn:.0} B per committed transaction measured); latency to durability p50 {:.1} ms, p99 {:.1} ms; {} checkpoints ({} incremental), {:.1} MB in all (last: {} {:.1} MB, {:.1} MB skipped as >= e_l; chain of {})",
+        "  durability {:?}: {:.1} MB of log ({per_txn:.0} B per committed transaction measured); latency to durability p50 {:.1} ms, p99 {:.1} ms; {} checkpoints ({} incremental), {:.1} MB in all (last: {last} {:.1} MB, {:.1} MB skipped as >= e_l; chain of {})",
         db.options().durability,
         db.log_bytes() as f64 / 1e6,
         q(0.5) / 1e3,
@@ -110,68 +107,68 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured, j: report::Json) ->
         c.installed,
         c.incremental_installed,
         c.total_bytes as f64 / 1e6,
-        if c.incremental { "incremental" } else { "full" },
         c.bytes as f64 / 1e6,
         c.skipped_bytes as f64 / 1e6,
         c.chain
     );
-    let ckpt = report::Json::new()
-        .int("installed", c.installed)
-        .int("total_bytes", c.total_bytes)
-        .int("incremental_installed", c.incremental_installed)
-        .str("last", if c.incremental { "incremental" } else { "full" })
-        .int("chain", c.chain as u64)
-        .int("bytes", c.bytes)
-        .int("skipped_bytes", c.skipped_bytes)
-        .num("seconds", c.seconds);
-    j.str("durability", durability_name(db.options().durability))
-        .int("log_bytes", db.log_bytes())
-        .num("log_bytes_per_txn", per_txn)
-        .obj("checkpoint", ckpt)
-}
-
-fn durability_name(d: Durability) -> &'static str {
-    match d {
-        Durability::Off => "off",
-        Durability::Log => "log",
-        Durability::LogAndCheckpoint => "log+checkpoint",
-        Durability::Delta => "delta",
-        Durability::DeltaAndCheckpoint => "delta+checkpoint",
-    }
+    Some(DurabilityReport {
+        mode: durability_name(db.options().durability).into(),
+        log_bytes: db.log_bytes(),
+        log_bytes_per_txn: per_txn,
+        durable_latency_us: DurableLatency { p50: q(0.5), p99: q(0.99), p999: q(0.999), count: d.len() },
+        checkpoint: CheckpointReport {
+            installed: c.installed,
+            total_bytes: c.total_bytes,
+            incremental_installed: c.incremental_installed,
+            last: last.into(),
+            chain: c.chain as u64,
+            bytes: c.bytes,
+            skipped_bytes: c.skipped_bytes,
+            seconds: c.seconds,
+        },
+    })
 }
 
 /// Writes the `--plot` SVG, if one was asked for.
-fn plot(path: Option<String>, title: &str, m: &driver::Measured) -> CliResult<()> {
-    match path {
-        Some(p) => std::fs::write(&p, epochdb_workloads::plot::svg(title, &m.timeseries, &m.latency_series_us))
-            .map_err(|e| failed(format!("{p}: {e}"))),
+fn plot(out: Option<&Output>, title: &str, m: &driver::Measured) -> CliResult<()> {
+    match out {
+        Some(out) => crate::write_text(
+            out,
+            &epochdb_workloads::plot::svg(title, &m.timeseries, &m.latency_series_us, &m.checkpoint_series),
+        ),
         None => Ok(()),
     }
 }
 
-pub fn tpcc(mut a: Args) -> CliResult<ExitCode> {
+/// The parts of a report both benchmarks fill in the same way.
+fn report(name: &str, engine: &EpochDb, run: &RunArgs, m: &driver::Measured, load_s: f64) -> BenchReport {
+    let mut r = BenchReport::new(name, engine.name(), run.settings().threads, m);
+    r.warmup_s = run.warmup;
+    r.load_s = load_s;
+    r.durability = durability_report(engine, m);
+    r
+}
+
+pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     use epochdb_workloads::tpcc::{InputStats, Tpcc, TRANSACTIONS};
-    let (settings, variant) = common(&mut a)?;
-    let warehouses: u32 = a.take_int("--warehouses", settings.threads as u32, 1, 10_000_000)?;
-    let snapshot_reads = a.flag("--snapshot-reads");
-    let check = a.flag("--check");
-    let json_path = a.take_output("--json")?;
-    let plot_path = a.take_output("--plot")?;
+    crate::report_to(a.run.json.as_ref());
+    let settings = a.run.settings();
+    let variant = a.run.variant.variant();
+    let warehouses = a.warehouses.unwrap_or(settings.threads as u32);
     if variant == Variant::Kv {
         return Err("TPC-C needs transactions: use memsilo or global-tid".into());
     }
     check_memory(&format!("{warehouses} warehouses"), warehouses as u64 * WAREHOUSE_BYTES)?;
-    let options = durability(&mut a)?;
-    a.finish()?;
+    let options = a.durability.options()?;
     let mut engine = open(variant, options)?;
-    engine.snapshot_reads = snapshot_reads;
+    engine.snapshot_reads = a.snapshot_reads;
     let load_start = std::time::Instant::now();
+    let spinner = epochdb_workloads::progress::spinner(settings.progress, format!("loading {warehouses} warehouses"));
     let tpcc = Tpcc::load(&engine, warehouses, settings.threads).map_err(failed)?;
+    spinner.finish_and_clear();
     let load_s = load_start.elapsed().as_secs_f64();
-    if settings.progress {
-        eprintln!("loaded {warehouses} warehouses in {load_s:.1} s");
-    }
-    if snapshot_reads {
+    log::info!("loaded {warehouses} warehouses in {load_s:.1} s");
+    if a.snapshot_reads {
         engine.wait_for_snapshot_of_now().map_err(failed)?;
     }
     let (m, terminals) = driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(failed)?;
@@ -179,7 +176,7 @@ pub fn tpcc(mut a: Args) -> CliResult<ExitCode> {
     for t in &terminals {
         inputs.add(&t.stats);
     }
-    let consistency = if check {
+    let consistency = if a.check {
         let mut w = engine.worker().map_err(failed)?;
         let failures = tpcc.check(&mut *w).map_err(failed)?;
         if failures.is_empty() {
@@ -191,103 +188,83 @@ pub fn tpcc(mut a: Args) -> CliResult<ExitCode> {
         "not checked".to_string()
     };
     say!("tpcc with {warehouses} warehouses on {} with {} threads: {}", engine.name(), settings.threads, m.summary());
-    let mut checks = report::Json::new();
+    let mut input_checks = BTreeMap::new();
     for (name, value, low, high) in inputs.checks() {
         let ok = (low..=high).contains(&value);
         say!("  {name:<36} {value:>8.3}  (spec {low}..{high}{})", if ok { "" } else { ", outside" });
-        checks = checks.num(name, value);
+        input_checks.insert(name.to_string(), value);
     }
     say!("  consistency: {consistency}");
-    let durable = durability_report(&engine, &m, report::Json::new());
-    if let Some(path) = json_path {
-        let mut transactions = report::Json::new();
-        for (name, n) in TRANSACTIONS.iter().zip(inputs.by_type) {
-            transactions = transactions.int(name, n);
-        }
-        let j = report::base("tpcc", engine.name(), settings.threads, &m)
-            .int("warehouses", warehouses as u64)
-            .str("read_only_as_snapshots", if snapshot_reads { "yes" } else { "no" })
-            .num("warmup_s", settings.warmup.as_secs_f64())
-            .num("load_s", load_s)
-            .obj("transactions", transactions)
-            .obj("input_checks", checks)
-            .merge(durable);
-        crate::write_report(&path, j, &consistency)?;
+    let mut r = report("tpcc", &engine, &a.run, &m, load_s);
+    r.transactions = TRANSACTIONS.iter().map(|n| n.to_string()).zip(inputs.by_type).collect();
+    r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots: a.snapshot_reads, input_checks });
+    r.consistency = consistency.clone();
+    if let Some(out) = &a.run.json {
+        crate::write_report(out, &r)?;
     }
     let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, engine.name());
-    plot(plot_path, &title, &m)?;
-    Ok(crate::exit_status(check, &consistency))
+    plot(a.run.plot.as_ref(), &title, &m)?;
+    Ok(crate::exit_status(a.check, &consistency))
 }
 
-pub fn ycsb(mut a: Args) -> CliResult<ExitCode> {
-    let (settings, variant) = common(&mut a)?;
-    let keys: u64 = a.take_int("--keys", 4_000_000, 2, 1 << 40)?;
-    let mix = a.take_str("--mix").unwrap_or_else(|| "silo".into());
-    let mut config =
-        Config::preset(&mix, keys).ok_or_else(|| format!("unknown mix {mix:?} (one of {})", ycsb::MIXES.join(", ")))?;
-    if let Some(d) = a.take_str("--dist") {
-        config.distribution = Distribution::parse(&d).ok_or_else(|| format!("unknown distribution {d:?}"))?;
+pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
+    crate::report_to(a.run.json.as_ref());
+    let settings = a.run.settings();
+    let variant = a.run.variant.variant();
+    let (keys, mix) = (a.keys, a.mix.as_str());
+    let mut config = Config::preset(mix, keys).ok_or_else(|| format!("unknown mix {mix:?}"))?;
+    if let Some(d) = &a.dist {
+        config.distribution = Distribution::parse(d).ok_or_else(|| format!("unknown distribution {d:?}"))?;
     }
-    config.columns = a.take_int("--columns", config.columns, 1, 1000)?;
-    let json_path = a.take_output("--json")?;
-    let plot_path = a.take_output("--plot")?;
-    let check = a.flag("--check");
+    config.columns = a.columns.map_or(config.columns, usize::from);
     if variant == Variant::Kv && (config.mix.insert > 0 || config.mix.scan > 0) {
         return Err("the kv variant has only gets and puts: use a mix without inserts or scans".into());
     }
     check_memory(&format!("{keys} rows"), keys.saturating_mul(ROW_OVERHEAD_BYTES + config.value_len() as u64))?;
-    let options = durability(&mut a)?;
-    a.finish()?;
+    let options = a.durability.options()?;
     let engine = open(variant, options)?;
     let rss_before = rss_bytes();
     let load_start = std::time::Instant::now();
+    let spinner = epochdb_workloads::progress::spinner(settings.progress, format!("loading {keys} rows"));
     let y = Ycsb::load(&engine, config.clone(), settings.threads).map_err(failed)?;
+    spinner.finish_and_clear();
     let load_s = load_start.elapsed().as_secs_f64();
     let load_rss = rss_bytes().saturating_sub(rss_before);
-    if settings.progress {
-        eprintln!("loaded {keys} rows in {load_s:.1} s ({:.1} MB resident)", load_rss as f64 / 1e6);
-    }
+    log::info!("loaded {keys} rows in {load_s:.1} s ({:.1} MB resident)", load_rss as f64 / 1e6);
     let (m, clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(failed)?;
-    let mut transactions = report::Json::new();
-    for (i, kind) in ycsb::KINDS.iter().enumerate() {
-        transactions = transactions.int(kind, clients.iter().map(|c| c.counts[i]).sum());
-    }
-    let consistency = if check { check_rows(&engine, &y)? } else { "not checked".to_string() };
+    let transactions = (ycsb::KINDS.iter().enumerate())
+        .map(|(i, kind)| (kind.to_string(), clients.iter().map(|c| c.counts[i]).sum()))
+        .collect();
+    let consistency = if a.check { check_rows(&engine, &y)? } else { "not checked".to_string() };
     let per_record = load_rss as f64 / keys as f64;
-    say!(
-        "ycsb {mix} ({}) on {} with {} threads: {}",
-        config.distribution.name(),
-        engine.name(),
-        settings.threads,
-        m.summary()
-    );
+    let distribution = config.distribution.name();
+    say!("ycsb {mix} ({distribution}) on {} with {} threads: {}", engine.name(), settings.threads, m.summary());
     say!(
         "memory: {:.1} MB resident after loading, {:.0} bytes per row ({} bytes of key and value)",
         load_rss as f64 / 1e6,
         per_record,
         8 + config.value_len()
     );
-    if check {
+    if a.check {
         say!("  consistency: {consistency}");
     }
-    let durable = durability_report(&engine, &m, report::Json::new());
-    if let Some(path) = json_path {
-        let j = report::base("ycsb", engine.name(), settings.threads, &m)
-            .str("mix", &mix)
-            .obj("transactions", transactions)
-            .str("distribution", &config.distribution.name())
-            .int("keys", keys)
-            .int("value_bytes", config.value_len() as u64)
-            .num("warmup_s", settings.warmup.as_secs_f64())
-            .num("load_s", load_s)
-            .int("load_rss_bytes", load_rss)
-            .num("rss_bytes_per_row", per_record)
-            .merge(durable);
-        crate::write_report(&path, j, &consistency)?;
+    let mut r = report("ycsb", &engine, &a.run, &m, load_s);
+    r.transactions = transactions;
+    r.ycsb = Some(YcsbReport {
+        mix: mix.into(),
+        distribution,
+        keys,
+        value_bytes: config.value_len() as u64,
+        load_rss_bytes: load_rss,
+        rss_bytes_per_row: per_record,
+    });
+    r.consistency = consistency.clone();
+    if let Some(out) = &a.run.json {
+        crate::write_report(out, &r)?;
     }
     let title = format!("YCSB {mix}, {keys} keys, {} threads, {}", settings.threads, engine.name());
-    plot(plot_path, &title, &m)?;
-    Ok(crate::exit_status(check, &consistency))
+    plot(a.run.plot.as_ref(), &title, &m)?;
+    Ok(crate::exit_status(a.check, &consistency))
 }
 
 /// After a YCSB run every loaded or inserted row must still be there.

@@ -7,23 +7,41 @@
 //! garbage collection unhooks them; the report counts the records each
 //! scan visited, to show how many it waded through.
 
-use crate::args::{failed, Args, CliResult};
+use crate::args::{epoch_ms, failed, run_secs, CliResult};
 use crate::say;
+use clap::Args;
 use epochdb::{Database, Options, TableOptions};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub const FLAGS: &[&str] = &["--keep-tombstones"];
+/// `epochdb bench churn`.
+#[derive(Debug, Args)]
+pub struct ChurnArgs {
+    /// Measured seconds
+    #[arg(long, value_name = "S", default_value = "10", value_parser = run_secs, allow_negative_numbers = true)]
+    duration: f64,
+    /// Epoch length in milliseconds
+    #[arg(long, value_name = "MS", default_value = "40", value_parser = epoch_ms, allow_negative_numbers = true)]
+    epoch_ms: f64,
+    /// Snapshot epochs: a snapshot is taken every K epochs
+    #[arg(long, value_name = "K", default_value_t = 25, value_parser = clap::value_parser!(u64).range(2..=1 << 20))]
+    snapshot_epochs: u64,
+    /// Live rows in the queue
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    rows: u64,
+    /// Rows each scan reads from the head of the queue
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    scan: u32,
+    /// Keep deleted records until snapshots no longer need them, as Silo does (for comparison)
+    #[arg(long)]
+    keep_tombstones: bool,
+}
 
-pub fn bench(mut a: Args) -> CliResult<ExitCode> {
-    let duration = a.take_secs("--duration", 10.0, 0.001, 1e6)?;
-    let epoch_ms = a.take_num("--epoch-ms", 40.0, 0.01, 10_000.0)?;
-    let k = a.take_int("--snapshot-epochs", 25u64, 2, 1 << 40)?;
-    let live = a.take_int("--rows", 10_000u64, 1, 1 << 30)?;
-    let scan = a.take_int("--scan", 100usize, 1, 1 << 20)?;
-    let keep_tombstones = a.flag("--keep-tombstones");
-    a.finish()?;
+pub fn bench(a: ChurnArgs) -> CliResult<ExitCode> {
+    let duration = Duration::from_secs_f64(a.duration);
+    let (epoch_ms, k, live, scan, keep_tombstones) =
+        (a.epoch_ms, a.snapshot_epochs, a.rows, a.scan as usize, a.keep_tombstones);
     let options = Options {
         epoch_interval: Duration::from_secs_f64(epoch_ms / 1e3),
         snapshot_epochs: k,

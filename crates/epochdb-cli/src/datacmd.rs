@@ -2,53 +2,77 @@
 //! and report), `verify` (the same, read-only: writes nothing), and
 //! `inspect` (a summary, block by block).
 
-use crate::args::{failed, Args, CliResult};
+use crate::args::{failed, output, CliResult, DataDirArgs, Output};
 use crate::say;
+use clap::{Args, ValueEnum};
 use epochdb::{Durability, Error, Options};
 use epochdb_workloads::engine::{EpochDb, Variant};
-use epochdb_workloads::report;
+use epochdb_workloads::report::{Provenance, RecoverReport};
 use epochdb_workloads::{tpcc, ycsb};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Options that take no value.
-pub const RECOVER_FLAGS: &[&str] = &["--quiet", "--salvage"];
-pub const VERIFY_FLAGS: &[&str] = &["--quiet"];
+/// The workloads whose invariants `--check` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Check {
+    /// The TPC-C load finished, and consistency conditions 1-4 hold
+    Tpcc,
+    /// Every YCSB row is well formed
+    Ycsb,
+}
 
 /// What `recover` and `verify` share: the directory, its log directories,
 /// threads, a check, a report.
-struct Target {
-    data_dir: String,
-    log_dirs: Vec<PathBuf>,
-    threads: usize,
-    check: Option<String>,
-    json_path: Option<String>,
+#[derive(Debug, Args)]
+pub struct Target {
+    #[command(flatten)]
+    dirs: DataDirArgs,
+    /// Recovery workers, fed by one reader thread [default: all cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
+    /// After recovery, check the workload's invariants; exit status 1 if one fails
+    #[arg(long, value_enum, value_name = "WORKLOAD")]
+    check: Option<Check>,
+    /// Write the report as JSON (`-`: to standard output, and the summary to standard error)
+    #[arg(long, value_name = "FILE", value_parser = output)]
+    json: Option<Output>,
+    /// No progress bar
+    #[arg(long)]
     quiet: bool,
 }
 
-impl Target {
-    fn parse(a: &mut Args) -> CliResult<Target> {
-        let data_dir = a.take_str("--data-dir").ok_or("--data-dir is required")?;
-        let check = a.take_str("--check");
-        if let Some(c) = check.as_deref().filter(|c| !["tpcc", "ycsb"].contains(c)) {
-            return Err(format!("--check {c:?}: tpcc or ycsb").into());
-        }
-        Ok(Target {
-            data_dir,
-            log_dirs: a.take_paths("--log-dir"),
-            threads: a.take_int("--threads", 0, 0, 1024)?,
-            check,
-            json_path: a.take_output("--json")?,
-            quiet: a.flag("--quiet"),
-        })
-    }
+/// `epochdb recover`.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Recover what is valid past corruption: skip damaged blocks and cut the state back to the epoch before the
+    /// first damaged log block
+    #[arg(long)]
+    salvage: bool,
+}
 
+/// `epochdb verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    target: Target,
+}
+
+/// `epochdb inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    dirs: DataDirArgs,
+}
+
+impl Target {
     fn options(&self) -> Options {
         Options {
             durability: Durability::Log,
-            data_dir: Some(self.data_dir.clone().into()),
-            log_dirs: self.log_dirs.clone(),
-            recovery_threads: self.threads,
+            data_dir: Some(self.dirs.data_dir.clone()),
+            log_dirs: self.dirs.log_dirs.clone(),
+            recovery_threads: self.threads.map_or(0, |t| t as usize),
             ..Options::default()
         }
     }
@@ -57,15 +81,13 @@ impl Target {
 /// `epochdb recover`: recovers a data directory (as opening it would,
 /// so it writes: the pepoch file, the manifest, a crashed `data.log`
 /// sealed), with a progress bar, then reports what it read and how fast.
-pub fn recover(mut a: Args) -> CliResult<ExitCode> {
-    let t = Target::parse(&mut a)?;
-    let salvage = a.flag("--salvage");
-    a.finish()?;
+pub fn recover(a: RecoverArgs) -> CliResult<ExitCode> {
+    let t = a.target;
     // Opening a directory without a database would create one.
-    if !Path::new(&t.data_dir).join("manifest").is_file() {
-        return Err(failed(Error::NotADatabase(t.data_dir.clone().into())));
+    if !t.dirs.data_dir.join("manifest").is_file() {
+        return Err(failed(Error::NotADatabase(t.dirs.data_dir.clone())));
     }
-    run(&t, Options { salvage, ..t.options() }, "recovered")
+    run(&t, Options { salvage: a.salvage, ..t.options() }, "recovered")
 }
 
 /// `epochdb verify`: reads every checkpoint and log block (checksums and
@@ -73,34 +95,22 @@ pub fn recover(mut a: Args) -> CliResult<ExitCode> {
 /// the workload's invariants; writes nothing, so it works on a read-only
 /// copy or beside other readers (not beside a process that has the
 /// database open). Exit status 1 if anything is wrong.
-pub fn verify(mut a: Args) -> CliResult<ExitCode> {
-    let t = Target::parse(&mut a)?;
-    a.finish()?;
+pub fn verify(a: VerifyArgs) -> CliResult<ExitCode> {
+    let t = a.target;
     run(&t, Options { read_only: true, ..t.options() }, "verified")
 }
 
 fn run(t: &Target, options: Options, verb: &str) -> CliResult<ExitCode> {
-    let shown = std::sync::atomic::AtomicU64::new(u64::MAX);
+    crate::report_to(t.json.as_ref());
+    let template = "{msg:<10} [{bar:40}] {percent:>3}% of {total_bytes} {bytes_per_sec}";
+    let bar = epochdb_workloads::progress::bar(!t.quiet, 0, template);
     let progress = |p: epochdb::Progress| {
-        let done = p.phase == epochdb::Phase::Done;
-        let frac = if p.total_bytes == 0 || done { 1.0 } else { p.done_bytes as f64 / p.total_bytes as f64 };
-        // Redraw only when the phase or the whole percentage changes.
-        let key = (p.phase as u64) << 32 | (frac * 100.0) as u64;
-        if t.quiet || shown.swap(key, std::sync::atomic::Ordering::Relaxed) == key {
-            return;
-        }
-        let bar = "#".repeat((frac * 40.0) as usize);
-        eprint!(
-            "\r{:<10} [{bar:<40}] {:>5.1}% of {:.1} MB ",
-            format!("{:?}", p.phase),
-            frac * 100.0,
-            p.total_bytes as f64 / 1e6
-        );
+        bar.set_message(format!("{:?}", p.phase));
+        bar.set_length(p.total_bytes);
+        bar.set_position(p.done_bytes);
     };
     let opened = EpochDb::open_with_progress(Variant::MemSilo, options, &progress);
-    if !t.quiet {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     let engine = opened.map_err(failed)?;
     let r = engine.database().recovery_report().cloned().unwrap_or_default();
     let gb = (r.checkpoint_bytes + r.log_bytes) as f64 / 1e9;
@@ -127,27 +137,30 @@ fn run(t: &Target, options: Options, verb: &str) -> CliResult<ExitCode> {
     if !r.consistent {
         say!("  NOT CONSISTENT: salvage skipped data it could not cut back to; the state is not a prefix of the serial order");
     }
-    let consistency = match t.check.as_deref() {
+    let consistency = match t.check {
         None => "not checked".to_string(),
-        Some("tpcc") => check_tpcc(&engine)?,
-        Some(_) => check_ycsb(&engine)?,
+        Some(Check::Tpcc) => check_tpcc(&engine)?,
+        Some(Check::Ycsb) => check_ycsb(&engine)?,
     };
     if t.check.is_some() {
         say!("  consistency: {consistency}");
     }
-    if let Some(path) = &t.json_path {
-        let j = report::Json::new()
-            .int("pepoch", r.pepoch)
-            .int("recorded_pepoch", r.recorded_pepoch.unwrap_or(0))
-            .int("checkpoint_bytes", r.checkpoint_bytes)
-            .int("log_bytes", r.log_bytes)
-            .int("records", r.records)
-            .int("threads", r.threads as u64)
-            .num("seconds", r.seconds)
-            .num("seconds_per_gb", r.seconds / gb.max(1e-9))
-            .int("dropped", r.dropped.len() as u64)
-            .str("consistent", if r.consistent { "yes" } else { "no" });
-        crate::write_report(path, j, &consistency)?;
+    if let Some(out) = &t.json {
+        let report = RecoverReport {
+            pepoch: r.pepoch,
+            recorded_pepoch: r.recorded_pepoch,
+            checkpoint_bytes: r.checkpoint_bytes,
+            log_bytes: r.log_bytes,
+            records: r.records,
+            threads: r.threads as u64,
+            seconds: r.seconds,
+            seconds_per_gb: r.seconds / gb.max(1e-9),
+            dropped: r.dropped.clone(),
+            consistent: r.consistent,
+            consistency: consistency.clone(),
+            run: Provenance::now(),
+        };
+        crate::write_report(out, &report)?;
     }
     Ok(crate::exit_status(t.check.is_some(), &consistency))
 }
@@ -194,12 +207,10 @@ fn check_ycsb(engine: &EpochDb) -> CliResult<String> {
 
 /// `epochdb inspect`: what a data directory holds, read-only. Exit status
 /// 1 if it found damage recovery would stop at.
-pub fn inspect(mut a: Args) -> CliResult<ExitCode> {
-    let data_dir = a.take_str("--data-dir").ok_or("--data-dir is required")?;
-    let log_dirs: Vec<PathBuf> = a.take_paths("--log-dir");
-    a.finish()?;
-    let i = epochdb::inspect(Path::new(&data_dir), &log_dirs).map_err(failed)?;
-    say!("data directory {data_dir}");
+pub fn inspect(a: InspectArgs) -> CliResult<ExitCode> {
+    let DataDirArgs { data_dir, log_dirs } = a.dirs;
+    let i = epochdb::inspect(&data_dir, &log_dirs).map_err(failed)?;
+    say!("data directory {}", data_dir.display());
     say!("  pepoch: {}", i.pepoch.map_or("unreadable".into(), |p| p.to_string()));
     say!("  tables: {}", i.tables.join(", "));
     let list = |d: &[PathBuf]| d.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");

@@ -1,11 +1,6 @@
-//! `epochdb`: the command line.
-//!
-//! ```text
-//! epochdb bench ycsb|tpcc|nvm [options]   benchmarks (see `epochdb help`)
-//! epochdb recover --data-dir DIR       recover a data directory and report
-//! epochdb verify --data-dir DIR        check a data directory, writing nothing
-//! epochdb inspect --data-dir DIR       summarize logs, pepoch, checkpoint
-//! ```
+//! `epochdb`: the command line (clap). `epochdb --help` and each
+//! subcommand's `--help` list the options; `epochdb completions bash`
+//! prints a completion script.
 //!
 //! Exit status: 0 success; 1 a failure while running, a failed
 //! consistency check, or damage found; 2 a usage error.
@@ -25,109 +20,125 @@ mod churn;
 mod datacmd;
 mod nvm;
 
-use args::{failed, Args, CliError, CliResult};
-use epochdb_workloads::report;
+use args::{failed, CliError, CliResult, Output};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde::Serialize;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-const HELP: &str = "\
-epochdb: a multicore in-memory transactional database
+const EXIT_STATUS: &str = "\
+Exit status: 0 success; 1 a failure while running, a failed check, or damage found; 2 a usage error.
+Logging: the engine's events go to standard error at info level; RUST_LOG changes it (RUST_LOG=debug, RUST_LOG=off).";
 
-USAGE:
-    epochdb bench ycsb [OPTIONS]
-    epochdb bench tpcc [OPTIONS]
-    epochdb bench nvm [OPTIONS]
-    epochdb bench churn [--duration S] [--epoch-ms MS] [--snapshot-epochs K]
-                        [--rows N] [--scan N] [--keep-tombstones]
-    epochdb recover --data-dir DIR [--log-dir DIR ...] [--threads N]
-                    [--check tpcc|ycsb] [--json FILE] [--salvage] [--quiet]
-    epochdb verify --data-dir DIR [--log-dir DIR ...] [--threads N]
-                   [--check tpcc|ycsb] [--json FILE] [--quiet]
-    epochdb inspect --data-dir DIR [--log-dir DIR ...]
-    epochdb help
+/// epochdb: a multicore in-memory transactional database
+#[derive(Debug, Parser)]
+#[command(name = "epochdb", version, after_help = EXIT_STATUS)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-EXIT STATUS: 0 success; 1 a failure while running, a failed check, or
-damage found; 2 a usage error.
+// Made once per process: the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a benchmark (YCSB, TPC-C, the NVM testbed, range scans under churn)
+    #[command(subcommand)]
+    Bench(Bench),
+    /// Recover a data directory as opening it would (writes the pepoch file and manifest), and report
+    Recover(datacmd::RecoverArgs),
+    /// Check a data directory: read every block and replay it in memory, writing nothing
+    Verify(datacmd::VerifyArgs),
+    /// Summarize a data directory: pepoch, tables, checkpoint, each log file, any damage
+    Inspect(datacmd::InspectArgs),
+    /// Print a shell completion script (e.g. `epochdb completions bash > /etc/bash_completion.d/epochdb`)
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
 
-BENCH OPTIONS (defaults in brackets):
-    --threads N         worker threads, 1-1024 [all cores]
-    --duration S        measured seconds, 0.001-1000000 [10]
-    --warmup S          seconds run before measuring, 0-1000000 [2]
-    --variant V         memsilo | kv | global-tid [memsilo]
-    --json FILE         write the report as JSON
-    --plot FILE         draw throughput and mean latency per second as SVG
-    --quiet             no progress line
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// YCSB: Silo's 80/20 read/read-modify-write mix, the NVM study's mixes, or YCSB core A-F
+    Ycsb(bench::YcsbArgs),
+    /// The full TPC-C: nine tables, five transactions, consistency conditions 1-4
+    Tpcc(bench::TpccArgs),
+    /// The NVM storage-engine testbed: six engines on emulated persistent memory
+    Nvm(nvm::NvmArgs),
+    /// Range scans under insert/delete churn, in memory
+    Churn(churn::ChurnArgs),
+}
 
-DURABILITY OPTIONS (bench):
-    --durability D      off | log | log+checkpoint | delta | delta+checkpoint [off]
-    --data-dir DIR      data directory [epochdb-data]; a benchmark loads
-                        afresh, so the database there is deleted first:
-                        refused if a process has it open or it holds a file
-                        epochdb did not write
-    --log-dir DIR       a log directory, one logger each; repeat for several
-                        disks [DATA-DIR/log]
-    --checkpoint-interval S
-                        seconds from one checkpoint's end to the next,
-                        0.001-1000000 [10] (checkpointing modes only)
-    --epoch-ms MS       epoch length, 0.01-10000 [40]
-    --data-dir, --log-dir and --checkpoint-interval need --durability.
+/// Set when a report goes to standard output: the human summary then goes
+/// to standard error, so that standard output is only JSON.
+static SUMMARY_TO_STDERR: AtomicBool = AtomicBool::new(false);
 
-RECOVER AND VERIFY OPTIONS:
-    --log-dir DIR       the log directories [the ones the manifest records]
-    --threads N         recovery workers, fed by one reader thread [all cores]
-    --check W           after recovery, check tpcc consistency conditions
-                        1-4 (and that the load finished), or that every ycsb
-                        row is well formed
-    --salvage           (recover) recover what is valid past corruption:
-                        skip damaged blocks and cut the state back to the
-                        epoch before the first damaged log block
-    recover writes (pepoch, manifest, a crashed data.log sealed); verify
-    reads every block, replays into memory and writes nothing.
-
-YCSB OPTIONS:
-    --keys N            rows loaded, at least 2 [4000000]
-    --mix M             silo | silor | read-only | read-heavy | balanced |
-                        write-heavy | a | b | c | d | e | f [silo]
-    --dist D            uniform | zipfian | low | high | latest
-                        [the mix's own: silo/silor uniform, NVM mixes low,
-                         a-f zipfian, d latest]
-    --columns N         columns of 100 bytes per row, 1-1000 [1 for silo/silor, else 10]
-    --check             count the rows after the run
-
-CHURN (range scans under insert/delete churn; in memory):
-    One thread inserts at the head of a queue of --rows rows [10000] and
-    deletes at its tail; another scans the first --scan rows [100] in
-    read/write transactions. Reports scans committed and records visited
-    per scan. --snapshot-epochs K [25]; --keep-tombstones keeps deleted
-    records until snapshots no longer need them, as Silo does, for
-    comparison.
-
-TPC-C OPTIONS:
-    --warehouses N      warehouses, and no more than memory holds
-                        (about 140 MB each) [= threads]; thread t's home is
-                        t % N + 1
-    --snapshot-reads    run order-status and stock-level as snapshot
-                        transactions
-    --check             check consistency conditions 1-4 (clause 3.3.2)
-                        after the run; exit status 1 if one fails
-";
-
-/// Prints to stdout, ignoring a closed pipe (`epochdb ... | head -1`): the
-/// run's results are already in the JSON report, if one was asked for.
+/// Prints a summary line to stdout (stderr when the report is on stdout),
+/// ignoring a closed pipe (`epochdb ... | head -1`): the run's results are
+/// already in the JSON report, if one was asked for.
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        if $crate::summary_to_stderr() {
+            let _ = writeln!(std::io::stderr(), $($arg)*);
+        } else {
+            let _ = writeln!(std::io::stdout(), $($arg)*);
+        }
     }};
 }
 
+pub(crate) fn summary_to_stderr() -> bool {
+    SUMMARY_TO_STDERR.load(Ordering::Relaxed)
+}
+
+/// Sends the summary to standard error if the report goes to standard
+/// output. Call before anything is printed.
+pub(crate) fn report_to(json: Option<&Output>) {
+    SUMMARY_TO_STDERR.store(json == Some(&Output::Stdout), Ordering::Relaxed);
+}
+
+/// The engine's `log` events on standard error, filtered by `RUST_LOG`
+/// (info by default), printed without tearing a progress bar.
+struct Logger(env_logger::Logger);
+
+impl log::Log for Logger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.0.matches(record) {
+            let level = record.level().as_str().to_ascii_lowercase();
+            epochdb_workloads::progress::suspend(|| eprintln!("epochdb {level}: {}", record.args()));
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn init_logging() {
+    let inner = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).build();
+    let max = inner.filter();
+    if log::set_boxed_logger(Box::new(Logger(inner))).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
+    // clap prints usage errors and exits with 2; --help and --version with 0.
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    init_logging();
+    match run(cli) {
         Ok(code) => code,
+        // Found after parsing (options that cannot work together, a load
+        // that cannot fit): reported in clap's shape, with clap's status.
         Err(CliError::Usage(e)) => {
-            eprintln!("epochdb: {e}");
-            eprintln!("run `epochdb help` for usage");
+            eprintln!("error: {e}\n\nFor more information, try '--help'.");
             ExitCode::from(2)
         }
         Err(CliError::Failed(e)) => {
@@ -137,30 +148,46 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &[String]) -> CliResult<ExitCode> {
-    match args.first().map(String::as_str) {
-        None | Some("help" | "--help" | "-h") => {
-            say!("{HELP}\n{}", nvm::HELP);
+/// The command line, where an option given twice takes its last value
+/// (as scripts that append to a base command expect), in every subcommand.
+fn command() -> clap::Command {
+    fn last_wins(c: clap::Command) -> clap::Command {
+        c.args_override_self(true).mut_subcommands(last_wins)
+    }
+    last_wins(Cli::command())
+}
+
+fn run(cli: Cli) -> CliResult<ExitCode> {
+    match cli.command {
+        Command::Bench(Bench::Ycsb(a)) => bench::ycsb(a),
+        Command::Bench(Bench::Tpcc(a)) => bench::tpcc(a),
+        Command::Bench(Bench::Nvm(a)) => nvm::bench(a),
+        Command::Bench(Bench::Churn(a)) => churn::bench(a),
+        Command::Recover(a) => datacmd::recover(a),
+        Command::Verify(a) => datacmd::verify(a),
+        Command::Inspect(a) => datacmd::inspect(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "epochdb", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Some("bench") => match args.get(1).map(String::as_str) {
-            Some("ycsb") => bench::ycsb(Args::parse(&args[2..], bench::FLAGS)?),
-            Some("tpcc") => bench::tpcc(Args::parse(&args[2..], bench::FLAGS)?),
-            Some("nvm") => nvm::bench(Args::parse(&args[2..], nvm::FLAGS)?),
-            Some("churn") => churn::bench(Args::parse(&args[2..], churn::FLAGS)?),
-            other => Err(format!("unknown benchmark {other:?} (ycsb, tpcc, nvm or churn)").into()),
-        },
-        Some("recover") => datacmd::recover(Args::parse(&args[1..], datacmd::RECOVER_FLAGS)?),
-        Some("verify") => datacmd::verify(Args::parse(&args[1..], datacmd::VERIFY_FLAGS)?),
-        Some("inspect") => datacmd::inspect(Args::parse(&args[1..], &[])?),
-        Some(other) => Err(format!("unknown command {other:?}").into()),
     }
 }
 
-/// Adds the fields every report ends with and writes it to `path`.
-pub(crate) fn write_report(path: &str, j: report::Json, consistency: &str) -> CliResult<()> {
-    let j = j.str("consistency", consistency).obj("run", report::provenance());
-    std::fs::write(path, j.render(0) + "\n").map_err(|e| failed(format!("{path}: {e}")))
+/// Writes a report as JSON to `out` (a file, or standard output).
+pub(crate) fn write_report(out: &Output, report: &impl Serialize) -> CliResult<()> {
+    write_text(out, &epochdb_workloads::report::to_json(report))
+}
+
+/// Writes `text` to `out` (a file, or standard output).
+pub(crate) fn write_text(out: &Output, text: &str) -> CliResult<()> {
+    match out {
+        Output::Stdout => {
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            Ok(())
+        }
+        Output::File(p) => std::fs::write(p, text).map_err(|e| failed(format!("{}: {e}", p.display()))),
+    }
 }
 
 /// Failure (1) only when a requested consistency check failed.

@@ -1,112 +1,123 @@
 //! `epochdb bench nvm`: the NVM storage-engine testbed (crate
 //! `epochdb-nvm`, README "Storage engines on persistent memory").
 
-use crate::args::{failed, Args, CliResult};
+use crate::args::{cores, failed, output, run_secs, warmup_secs, CliResult, Output};
 use crate::{say, write_report};
+use clap::builder::PossibleValuesParser;
+use clap::Args;
+use epochdb_nvm::pmem::Latency;
 use epochdb_nvm::testbed::{self, Config, Workload, ENGINES};
-use epochdb_workloads::report::Json;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
-pub const HELP: &str = "\
-NVM TESTBED OPTIONS (epochdb bench nvm; defaults in brackets):
-    --engine E          inp | cow | log | nvm-inp | nvm-cow | nvm-log
-                        [nvm-inp]
-    --workload W        ycsb | tpcc [ycsb]; tpcc loads one warehouse per
-                        partition
-    --mix M             read-only | read-heavy | balanced | write-heavy
-                        [balanced]
-    --skew S            low (50% of transactions on 20% of tuples) |
-                        high (90% on 10%) [low]
-    --latency L         dram | 2x | 8x: extra NVM latency per read miss,
-                        per persisted cache line and per 64 bytes written
-                        to a file, of 0, 160 or 1120 ns [dram]
-    --tuples N          YCSB tuples of 10 x 100 bytes, all partitions
-                        together [2000000]
-    --partitions N      partitions, one executor thread each [all cores]
-    --duration S        measured seconds [10]
-    --warmup S          seconds run before measuring [2]
-    --dir DIR           NVM files, one directory per partition; cleared
-                        first of the testbed's own files (anything else
-                        there stops the run) [/dev/shm/epochdb-nvm]
-    --region-mib N      region size per partition (a sparse file) [auto]
-    --recovery N        instead of measuring throughput: run N transactions
-                        in a child process, SIGKILL it, and time the restart
-    --json FILE         write the report as JSON
-    --quiet             no progress line
-    --matrix            run the study's grid instead: every engine (or
-                        --engines E,E,...) on the four YCSB mixes at both
-                        skews and on TPC-C, at each of --latencies L,L,...
-                        [dram,2x,8x], --runs times interleaved [3]; then
-                        recovery after 1,000, 10,000 and 100,000 TPC-C
-                        transactions; writes matrix.md and SVG charts to
-                        --out DIR [target/nvm-matrix]
-";
+/// `epochdb bench nvm` (README, "Storage engines on persistent memory").
+#[derive(Debug, Args)]
+pub struct NvmArgs {
+    /// Storage engine
+    #[arg(long, default_value = "nvm-inp", value_parser = PossibleValuesParser::new(ENGINES))]
+    engine: String,
+    /// Workload; tpcc loads one warehouse per partition
+    #[arg(long, default_value = "ycsb", value_parser = PossibleValuesParser::new(["ycsb", "tpcc"]))]
+    workload: String,
+    /// YCSB mix
+    #[arg(long, default_value = "balanced", value_parser = PossibleValuesParser::new(["read-only", "read-heavy", "balanced", "write-heavy"]))]
+    mix: String,
+    /// YCSB skew: low (50% of transactions on 20% of tuples) or high (90% on 10%)
+    #[arg(long, default_value = "low", value_parser = PossibleValuesParser::new(["low", "high"]))]
+    skew: String,
+    /// Extra NVM latency per read miss, per persisted cache line and per 64 bytes written to a file: 0, 160 or
+    /// 1120 ns
+    #[arg(long, default_value = "dram", value_parser = PossibleValuesParser::new(Latency::NAMES))]
+    latency: String,
+    /// YCSB tuples of 10 x 100 bytes, all partitions together
+    #[arg(long, value_name = "N", default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(2..=1 << 40))]
+    tuples: u64,
+    /// Partitions, one executor thread each [default: all cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    partitions: Option<u32>,
+    /// Measured seconds
+    #[arg(long, value_name = "S", default_value = "10", value_parser = run_secs, allow_negative_numbers = true)]
+    duration: f64,
+    /// Seconds run before measuring
+    #[arg(long, value_name = "S", default_value = "2", value_parser = warmup_secs, allow_negative_numbers = true)]
+    warmup: f64,
+    /// NVM files, one directory per partition; cleared first of the testbed's own files (anything else there
+    /// stops the run)
+    #[arg(long, value_name = "DIR", default_value = "/dev/shm/epochdb-nvm")]
+    dir: PathBuf,
+    /// Region size per partition (a sparse file) [default: auto]
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1 << 24))]
+    region_mib: u64,
+    /// Instead of measuring throughput: run N transactions in a child process, SIGKILL it, and time the restart
+    #[arg(long, value_name = "N", conflicts_with = "matrix")]
+    recovery: Option<u64>,
+    /// Write the report as JSON (`-`: to standard output, and the summary to standard error)
+    #[arg(long, value_name = "FILE", value_parser = output)]
+    json: Option<Output>,
+    /// No progress lines
+    #[arg(long)]
+    quiet: bool,
+    /// Run the study's grid instead: every engine on the four YCSB mixes at both skews and on TPC-C, at each
+    /// latency, --runs times interleaved; then recovery after 1,000, 10,000 and 100,000 TPC-C transactions; writes
+    /// matrix.md, matrix.json and SVG charts to --out
+    #[arg(long)]
+    matrix: bool,
+    /// (--matrix) the engines, comma-separated [default: all six]
+    #[arg(long, value_name = "E,E,...", value_delimiter = ',', requires = "matrix", value_parser = PossibleValuesParser::new(ENGINES))]
+    engines: Vec<String>,
+    /// (--matrix) the latencies, comma-separated [default: dram,2x,8x]
+    #[arg(long, value_name = "L,L,...", value_delimiter = ',', requires = "matrix", value_parser = PossibleValuesParser::new(Latency::NAMES))]
+    latencies: Vec<String>,
+    /// (--matrix) rounds, interleaved
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "matrix", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// (--matrix) where the tables and charts go
+    #[arg(long, value_name = "DIR", default_value = "target/nvm-matrix", requires = "matrix")]
+    out: PathBuf,
+    /// (internal) the child of --recovery
+    #[arg(long, value_name = "N", hide = true)]
+    child: Option<u64>,
+}
 
-pub const FLAGS: &[&str] = &["--quiet", "--matrix"];
-
-fn config(a: &mut Args) -> Result<Config, String> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let engine = a.take_str("--engine").unwrap_or_else(|| "nvm-inp".into());
-    if !ENGINES.contains(&engine.as_str()) {
-        return Err(format!("unknown engine {engine:?} (one of {})", ENGINES.join(", ")));
-    }
-    let mix = a.take_str("--mix").unwrap_or_else(|| "balanced".into());
-    let skew = a.take_str("--skew").unwrap_or_else(|| "low".into());
-    let workload = match a.take_str("--workload").as_deref() {
-        None | Some("ycsb") => {
-            if !["read-only", "read-heavy", "balanced", "write-heavy"].contains(&mix.as_str()) {
-                return Err(format!("unknown mix {mix:?} (read-only, read-heavy, balanced or write-heavy)"));
-            }
-            if !["low", "high"].contains(&skew.as_str()) {
-                return Err(format!("unknown skew {skew:?} (low or high)"));
-            }
-            Workload::Ycsb { mix, skew }
+impl NvmArgs {
+    fn config(&self) -> CliResult<Config> {
+        let workload = match self.workload.as_str() {
+            "tpcc" => Workload::Tpcc,
+            _ => Workload::Ycsb { mix: self.mix.clone(), skew: self.skew.clone() },
+        };
+        let c = Config {
+            engine: self.engine.clone(),
+            workload,
+            latency: self.latency.clone(),
+            tuples: self.tuples,
+            partitions: self.partitions.map_or_else(cores, |p| p as usize),
+            duration: Duration::from_secs_f64(self.duration),
+            warmup: Duration::from_secs_f64(self.warmup),
+            dir: self.dir.clone(),
+            region_mib: self.region_mib as usize,
+            progress: !self.quiet,
+        };
+        if c.tuples < 2 * c.partitions as u64 {
+            return Err("--tuples must be at least 2 per partition".into());
         }
-        Some("tpcc") => Workload::Tpcc,
-        Some(w) => return Err(format!("unknown workload {w:?} (ycsb or tpcc)")),
-    };
-    let latency = a.take_str("--latency").unwrap_or_else(|| "dram".into());
-    if epochdb_nvm::pmem::Latency::parse(&latency).is_none() {
-        return Err(format!("unknown latency {latency:?} (dram, 2x or 8x)"));
+        Ok(c)
     }
-    let c = Config {
-        engine,
-        workload,
-        latency,
-        tuples: a.take_int("--tuples", 2_000_000, 2, 1 << 40)?,
-        partitions: a.take_int("--partitions", cores, 1, 1024)?,
-        duration: a.take_secs("--duration", 10.0, 0.001, 1e6)?,
-        warmup: a.take_secs("--warmup", 2.0, 0.0, 1e6)?,
-        dir: PathBuf::from(a.take_str("--dir").unwrap_or_else(|| "/dev/shm/epochdb-nvm".into())),
-        region_mib: a.take_int("--region-mib", 0, 0, 1 << 24)?,
-        progress: !a.flag("--quiet"),
-    };
-    if c.partitions == 0 || c.tuples < 2 * c.partitions as u64 {
-        return Err("--partitions must be at least 1, with at least 2 tuples each".into());
-    }
-    Ok(c)
 }
 
-fn list(a: &mut Args, name: &str, default: &[&str]) -> Vec<String> {
-    a.take_str(name)
-        .map_or_else(|| default.iter().map(|s| s.to_string()).collect(), |v| v.split(',').map(String::from).collect())
-}
-
-fn matrix(mut a: Args, base: Config) -> CliResult<ExitCode> {
+fn matrix(a: &NvmArgs, base: Config) -> CliResult<ExitCode> {
     use epochdb_nvm::matrix::{self, Grid};
-    let engines = list(&mut a, "--engines", &ENGINES);
-    let latencies = list(&mut a, "--latencies", &epochdb_nvm::pmem::Latency::NAMES);
-    let runs: usize = a.take_int("--runs", 3, 1, 1000)?;
-    let out = PathBuf::from(a.take_str("--out").unwrap_or_else(|| "target/nvm-matrix".into()));
-    a.finish()?;
-    if let Some(e) = engines.iter().find(|e| !ENGINES.contains(&e.as_str())) {
-        return Err(format!("unknown engine {e:?} (one of {})", ENGINES.join(", ")).into());
-    }
-    if let Some(l) = latencies.iter().find(|l| epochdb_nvm::pmem::Latency::parse(l).is_none()) {
-        return Err(format!("unknown latency {l:?} (dram, 2x or 8x)").into());
-    }
-    let grid = Grid::paper(engines, latencies, runs.max(1));
+    let or_all = |given: &[String], all: &[&str]| {
+        if given.is_empty() {
+            all.iter().map(|s| s.to_string()).collect()
+        } else {
+            given.to_vec()
+        }
+    };
+    let engines = or_all(&a.engines, &ENGINES);
+    let latencies = or_all(&a.latencies, &Latency::NAMES);
+    let (runs, out) = (a.runs as usize, &a.out);
+    let grid = Grid::paper(engines, latencies, runs);
     let exe = std::env::current_exe().map_err(failed)?;
     let child = |c: &Config, n: u64| {
         let mut cmd = Command::new(&exe);
@@ -115,7 +126,7 @@ fn matrix(mut a: Args, base: Config) -> CliResult<ExitCode> {
     };
     let quiet = !base.progress;
     let base = Config { progress: false, ..base };
-    let md = matrix::run(&grid, &base, &out, &child, &mut |line| {
+    let md = matrix::run(&grid, &base, out, &child, &mut |line| {
         if !quiet {
             eprintln!("{line}");
         }
@@ -141,20 +152,17 @@ fn child_args(c: &Config, n: u64) -> Vec<String> {
     v
 }
 
-pub fn bench(mut a: Args) -> CliResult<ExitCode> {
-    let cfg = config(&mut a)?;
-    let json_path = a.take_str("--json");
-    let recovery: Option<u64> = a.take_str("--recovery").map(|n| n.parse()).transpose().map_err(|_| "--recovery N")?;
-    let child: Option<u64> = a.take_str("--child").map(|n| n.parse()).transpose().map_err(|_| "--child N")?;
-    if a.flag("--matrix") {
-        return matrix(a, cfg);
+pub fn bench(a: NvmArgs) -> CliResult<ExitCode> {
+    crate::report_to(a.json.as_ref());
+    let cfg = a.config()?;
+    if a.matrix {
+        return matrix(&a, cfg);
     }
-    a.finish()?;
-    if let Some(n) = child {
+    if let Some(n) = a.child {
         testbed::child(&cfg, n).map_err(failed)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(n) = recovery {
+    if let Some(n) = a.recovery {
         let exe = std::env::current_exe().map_err(failed)?;
         let mut cmd = Command::new(exe);
         cmd.args(child_args(&cfg, n));
@@ -166,16 +174,11 @@ pub fn bench(mut a: Args) -> CliResult<ExitCode> {
             cfg.workload.name(),
             took.as_secs_f64() * 1e3
         );
-        if let Some(path) = json_path {
-            let j = Json::new()
-                .str("engine", &cfg.engine)
-                .str("workload", &cfg.workload.name())
-                .str("latency", &cfg.latency)
-                .int("partitions", cfg.partitions as u64)
-                .int("tuples", cfg.tuples)
-                .int("recovery_txns", n)
-                .num("recovery_ms", took.as_secs_f64() * 1e3);
-            write_report(&path, j, &consistency)?;
+        if let Some(out) = &a.json {
+            let mut r = testbed::report(&cfg, &testbed::Report::empty());
+            (r.recovery_txns, r.recovery_ms) = (Some(n), Some(took.as_secs_f64() * 1e3));
+            r.consistency = consistency;
+            write_report(out, &r)?;
         }
         return Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
@@ -199,8 +202,8 @@ pub fn bench(mut a: Args) -> CliResult<ExitCode> {
         f.other as f64 / 1e6,
         r.load.as_secs_f64()
     );
-    if let Some(path) = json_path {
-        write_report(&path, testbed::json(&cfg, &r), "not checked")?;
+    if let Some(out) = &a.json {
+        write_report(out, &testbed::report(&cfg, &r))?;
     }
     Ok(ExitCode::SUCCESS)
 }

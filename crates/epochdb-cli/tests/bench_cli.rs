@@ -1,16 +1,18 @@
 //! The `epochdb` binary end to end: short benchmark runs, their JSON, and
 //! errors for bad arguments.
 
+use epochdb_workloads::report::{BenchReport, RecoverReport};
 use std::process::Command;
 
 fn epochdb(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_epochdb")).args(args).output().expect("run epochdb")
 }
 
-fn field<'a>(json: &'a str, name: &str) -> &'a str {
-    let at = json.find(&format!("\"{name}\": ")).unwrap_or_else(|| panic!("no field {name} in {json}"));
-    let rest = &json[at + name.len() + 4..];
-    rest[..rest.find([',', '\n']).unwrap_or(rest.len())].trim()
+/// A report, read back into its type: every documented field is there
+/// with the right type, or this fails.
+fn read<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> T {
+    let text = std::fs::read_to_string(path).expect("report");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
 }
 
 #[test]
@@ -40,23 +42,18 @@ fn ycsb_runs_every_variant_and_writes_its_report() {
             json.to_str().expect("utf-8 path"),
         ]);
         assert!(out.status.success(), "{variant}/{mix}: {}", String::from_utf8_lossy(&out.stderr));
-        let report = std::fs::read_to_string(&json).expect("report");
-        assert_eq!(field(&report, "workload"), "\"ycsb\"");
-        assert_eq!(field(&report, "variant"), format!("\"{variant}\""));
-        assert_eq!(field(&report, "threads"), "2");
-        assert_eq!(field(&report, "consistency"), "\"ok\"");
-        let committed: u64 = field(&report, "committed").parse().expect("committed");
-        assert!(committed > 0);
-        let throughput: f64 = field(&report, "throughput").parse().expect("throughput");
-        assert!(throughput > 0.0);
-        for f in ["abort_rate", "p50", "p99", "p999", "timeseries", "duration_s"] {
-            field(&report, f);
-        }
+        let r: BenchReport = read(&json);
+        assert_eq!((r.workload.as_str(), r.variant.as_str(), r.threads), ("ycsb", variant, 2));
+        assert_eq!(r.consistency, "ok");
+        assert!(r.committed > 0 && r.throughput > 0.0 && r.latency_us.p50 > 0.0);
+        assert_eq!(r.timeseries.len(), r.latency_timeseries_us.len());
+        assert_eq!(r.ycsb.as_ref().map(|y| y.keys), Some(5000));
+        assert!(r.tpcc.is_none() && r.durability.is_none());
         if mix == "silo" {
             // The reported counts follow the mix: 80% reads, 20% read-modify-writes.
-            let n = |k: &str| field(&report, k).parse::<f64>().expect(k);
+            let n = |k: &str| r.transactions[k] as f64;
             let total = n("read") + n("rmw");
-            assert!((n("read") / total - 0.8).abs() < 0.02, "{report}");
+            assert!((n("read") / total - 0.8).abs() < 0.02, "{:?}", r.transactions);
             assert_eq!(n("update") + n("insert") + n("scan"), 0.0);
         }
     }
@@ -83,20 +80,19 @@ fn a_short_tpcc_run_passes_its_consistency_checks() {
         json.to_str().expect("utf-8 path"),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = std::fs::read_to_string(&json).expect("report");
+    let r: BenchReport = read(&json);
     std::fs::remove_file(&json).ok();
-    assert_eq!(field(&report, "workload"), "\"tpcc\"");
-    assert_eq!(field(&report, "consistency"), "\"ok\"");
-    assert_eq!(field(&report, "warehouses"), "2");
-    let committed: u64 = field(&report, "committed").parse().expect("committed");
-    assert!(committed > 100, "{committed} transactions");
+    assert_eq!((r.workload.as_str(), r.consistency.as_str()), ("tpcc", "ok"));
+    let tpcc = r.tpcc.expect("tpcc fields");
+    assert_eq!(tpcc.warehouses, 2);
+    assert!(r.committed > 100, "{} transactions", r.committed);
     // The input generators produce the specified mix (loose bounds: short run).
-    let pct = |name: &str| field(&report, name).parse::<f64>().expect(name);
+    let pct = |name: &str| tpcc.input_checks[name];
     assert!((50.0..70.0).contains(&pct("payment_by_last_name_percent")));
     assert!((8.0..12.0).contains(&pct("order_lines_per_order")));
     let mix: Vec<f64> = ["new_order", "payment", "order_status", "delivery", "stock_level"]
         .iter()
-        .map(|t| field(&report, t).parse().expect("mix count"))
+        .map(|t| r.transactions[*t] as f64)
         .collect();
     let total: f64 = mix.iter().sum();
     assert!((mix[0] / total - 0.45).abs() < 0.03 && (mix[1] / total - 0.43).abs() < 0.03, "{mix:?}");
@@ -129,10 +125,54 @@ fn bad_arguments_are_reported_not_panicked() {
         &["frobnicate"],
     ] {
         let out = epochdb(args);
+        let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).starts_with("epochdb: "), "{args:?}");
+        assert!(err.starts_with("error: ") && err.contains("try '--help'"), "{args:?}: {err}");
     }
     assert!(epochdb(&["help"]).status.success());
+}
+
+/// #21: clap's usual behaviour: help per subcommand, --version,
+/// --flag=value, ranges in the messages, completions.
+#[test]
+fn the_command_line_behaves_as_clap_programs_do() {
+    let text = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = epochdb(&["--help"]);
+    assert!(out.status.success() && text(&out).contains("Usage: epochdb <COMMAND>"), "{}", text(&out));
+    let out = epochdb(&["bench", "tpcc", "--help"]);
+    assert!(out.status.success() && text(&out).contains("--warehouses <N>"), "{}", text(&out));
+    assert!(text(&out).contains("log+checkpoint"), "the durability modes are listed: {}", text(&out));
+    let out = epochdb(&["--version"]);
+    assert!(out.status.success() && text(&out).starts_with("epochdb "), "{}", text(&out));
+    for (args, says) in [
+        (&["bench", "tpcc", "--threads", "0"][..], "0 is not in 1..=1024"),
+        (&["bench", "tpcc", "--duration", "-1"], "must be a number between 0.001 and 1000000"),
+        (&["bench", "tpcc", "--duration=-1"], "must be a number between 0.001 and 1000000"),
+        (&["bench", "ycsb", "--mix=nope"], "possible values: silo"),
+        (&["bench", "tpcc", "--durability", "sometimes"], "possible values: off, log, log+checkpoint"),
+    ] {
+        let out = epochdb(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // `--flag=value` is accepted like `--flag value`.
+    let out = epochdb(&["bench", "ycsb", "--keys=1000", "--duration=0.2", "--warmup=0", "--threads=1", "--quiet"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for shell in ["bash", "zsh", "fish"] {
+        let out = epochdb(&["completions", shell]);
+        assert!(out.status.success() && text(&out).contains("recover"), "{shell}: {}", text(&out));
+    }
+}
+
+/// `--json -` puts the report alone on standard output.
+#[test]
+fn a_report_on_standard_output_is_only_json() {
+    let out = epochdb(&["bench", "ycsb", "--keys", "1000", "--duration", "0.2", "--warmup", "0", "--json", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: BenchReport = serde_json::from_slice(&out.stdout).expect("stdout is one JSON report");
+    assert_eq!(r.workload, "ycsb");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("txn/s"), "the summary went to standard error");
 }
 
 /// Regression: `epochdb ... | head -1` made the command panic on the
@@ -179,10 +219,10 @@ fn durable_tpcc_recovers_consistent() {
         json.to_str().expect("utf-8"),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = std::fs::read_to_string(&json).expect("report");
-    for field in ["\"durable_latency_us\"", "\"log_bytes\"", "\"p99\"", "\"checkpoint\""] {
-        assert!(report.contains(field), "{field} missing from {report}");
-    }
+    let r: BenchReport = read(&json);
+    let d = r.durability.expect("durability fields");
+    assert_eq!(d.mode, "log+checkpoint");
+    assert!(d.log_bytes > 0 && d.durable_latency_us.count > 0 && d.checkpoint.installed > 0, "{d:?}");
     let out = epochdb(&[
         "recover",
         "--data-dir",
@@ -199,10 +239,9 @@ fn durable_tpcc_recovers_consistent() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = std::fs::read_to_string(&json).expect("report");
-    for field in ["\"pepoch\"", "\"checkpoint_bytes\"", "\"log_bytes\"", "\"records\"", "\"seconds\""] {
-        assert!(report.contains(field), "{field} missing from {report}");
-    }
+    let r: RecoverReport = read(&json);
+    assert!(r.pepoch > 0 && r.records > 0 && r.log_bytes > 0 && r.consistent, "{r:?}");
+    assert_eq!((r.recorded_pepoch, r.consistency.as_str()), (Some(r.pepoch), "ok"));
     let out = epochdb(&["inspect", "--data-dir", &data]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("pepoch") && stdout.contains("checkpoint: e_l"), "{stdout}");

@@ -14,7 +14,7 @@
 //!   copies of every inner node on the path, persists them, and then swings
 //!   the root word with one store. To leave no memory leaked, it first
 //!   persists a *split record* listing the new and the replaced nodes;
-//!   [`BTree::recover`] finishes or rolls back a split a crash interrupted.
+//!   [`recover_split`] finishes or rolls back a split a crash interrupted.
 //!
 //! Node layout (1 KiB, 16 cache lines; FORMAT.md "NVM B+tree"): line 0 is
 //! the header (word 0: 1 for a leaf, else the inner entry count; word 1:

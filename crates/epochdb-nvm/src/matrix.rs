@@ -7,6 +7,7 @@
 
 use crate::testbed::{self, Config, Workload};
 use epochdb_workloads::engine::TxnResult;
+use epochdb_workloads::report::NvmReport;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -62,6 +63,7 @@ pub fn run(
     std::fs::create_dir_all(out).map_err(|e| epochdb_workloads::engine::TxnError::Fatal(e.to_string()))?;
     let mut cells: BTreeMap<(String, String, String), Cell> = BTreeMap::new();
     let mut recovery: BTreeMap<(String, u64), Vec<f64>> = BTreeMap::new();
+    let mut reports = Vec::new();
     for round in 0..grid.runs {
         for latency in &grid.latencies {
             for w in &grid.workloads {
@@ -75,6 +77,7 @@ pub fn run(
                     cell.throughput.push(t);
                     cell.bytes_per_txn.push(r.bytes_per_txn);
                     cell.footprint.push(r.footprint.total() as f64);
+                    reports.push(testbed::report(&cfg, &r));
                 }
             }
         }
@@ -89,12 +92,19 @@ pub fn run(
                 let ms = took.as_secs_f64() * 1e3;
                 log(&format!("round {} recovery {e} after {n}: {ms:.2} ms", round + 1));
                 recovery.entry((e.clone(), n)).or_default().push(ms);
+                reports.push(NvmReport {
+                    recovery_txns: Some(n),
+                    recovery_ms: Some(ms),
+                    consistency: "ok".into(),
+                    ..testbed::report(&cfg, &testbed::Report::empty())
+                });
             }
         }
     }
     testbed::clear(&base.dir)?;
     let md = tables(grid, &cells, &recovery);
     write(out, "matrix.md", &md)?;
+    write(out, "matrix.json", &epochdb_workloads::report::to_json(&reports))?;
     for latency in &grid.latencies {
         let groups: Vec<(String, Vec<f64>)> = grid
             .workloads

@@ -9,7 +9,7 @@ use crate::pmem::{Latency, Medium, Pmem, LINE};
 use crate::store::{Footprint, Store};
 use epochdb_workloads::driver::{self, Measured, Settings, Terminal};
 use epochdb_workloads::engine::{Engine, TxnError, TxnResult, Worker};
-use epochdb_workloads::report::Json;
+use epochdb_workloads::report::{self, NvmReport, Provenance};
 use epochdb_workloads::{tpcc, ycsb};
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
@@ -272,6 +272,20 @@ pub struct Report {
     pub recovery: Option<(u64, Duration)>,
 }
 
+impl Report {
+    /// A run that measured nothing (a recovery run's report).
+    pub fn empty() -> Report {
+        Report {
+            measured: Measured::empty(),
+            load: Duration::ZERO,
+            lines_per_txn: 0.0,
+            bytes_per_txn: 0.0,
+            footprint: Footprint::default(),
+            recovery: None,
+        }
+    }
+}
+
 /// Loads and runs one configuration.
 pub fn run(cfg: &Config) -> TxnResult<Report> {
     let (parts, _) = open(cfg, true)?;
@@ -389,34 +403,38 @@ pub fn check(cfg: &Config, parts: &[Partition]) -> TxnResult<Vec<String>> {
     Ok(problems)
 }
 
-/// The JSON report (README, "Storage engines on persistent memory").
-pub fn json(cfg: &Config, r: &Report) -> Json {
+/// The JSON report (README, "JSON reports"); `consistency` and `run` are
+/// the caller's to fill in.
+pub fn report(cfg: &Config, r: &Report) -> NvmReport {
     let f = &r.footprint;
-    let footprint = Json::new()
-        .int("table", f.table)
-        .int("index", f.index)
-        .int("log", f.log)
-        .int("checkpoint", f.checkpoint)
-        .int("other", f.other);
-    let mut j = Json::new()
-        .str("engine", &cfg.engine)
-        .str("workload", &cfg.workload.name())
-        .str("latency", &cfg.latency)
-        .int("partitions", cfg.partitions as u64)
-        .int("tuples", cfg.tuples)
-        .num("throughput", r.measured.throughput())
-        .int("committed", r.measured.committed)
-        .num("seconds", r.measured.elapsed_s)
-        .num("load_seconds", r.load.as_secs_f64())
-        .num("persisted_lines_per_txn", r.lines_per_txn)
-        .num("persisted_bytes_per_txn", r.bytes_per_txn)
-        .int("persisted_bytes", r.measured.log_bytes)
-        .int("footprint_bytes", f.total())
-        .obj("footprint", footprint)
-        .num("latency_p50_us", r.measured.latency_us(0.5))
-        .num("latency_p99_us", r.measured.latency_us(0.99));
-    if let Some((n, d)) = r.recovery {
-        j = j.int("recovery_txns", n).num("recovery_ms", d.as_secs_f64() * 1e3);
+    NvmReport {
+        engine: cfg.engine.clone(),
+        workload: cfg.workload.name(),
+        latency: cfg.latency.clone(),
+        partitions: cfg.partitions as u64,
+        tuples: cfg.tuples,
+        throughput: r.measured.throughput(),
+        committed: r.measured.committed,
+        seconds: r.measured.elapsed_s,
+        load_seconds: r.load.as_secs_f64(),
+        persisted_lines_per_txn: r.lines_per_txn,
+        persisted_bytes_per_txn: r.bytes_per_txn,
+        persisted_bytes: r.measured.log_bytes,
+        footprint_bytes: f.total(),
+        footprint: report::Footprint {
+            table: f.table,
+            index: f.index,
+            log: f.log,
+            checkpoint: f.checkpoint,
+            other: f.other,
+        },
+        latency_p50_us: r.measured.latency_us(0.5),
+        latency_p99_us: r.measured.latency_us(0.99),
+        recovery_txns: r.recovery.map(|(n, _)| n),
+        recovery_ms: r.recovery.map(|(_, d)| d.as_secs_f64() * 1e3),
+        write_back: crate::pmem::WriteBack::detect().name().into(),
+        line_bytes: LINE as u64,
+        consistency: "not checked".into(),
+        run: Provenance::now(),
     }
-    j.str("write_back", crate::pmem::WriteBack::detect().name()).int("line_bytes", LINE as u64)
 }

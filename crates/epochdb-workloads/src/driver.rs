@@ -4,12 +4,11 @@
 //! back. After the warm-up, each transaction's latency, from submission to
 //! commit (retries included), goes into the thread's HDR histogram. The
 //! main thread samples per-thread commit counters once a second for the
-//! time series and the progress line. No shared counter is written on the
+//! time series and the progress bar. No shared counter is written on the
 //! transaction path: each counter has its own cache line.
 
 use crate::engine::{Engine, TxnError, TxnResult, Worker};
 use hdrhistogram::Histogram;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -18,7 +17,7 @@ pub struct Settings {
     pub threads: usize,
     pub duration: Duration,
     pub warmup: Duration,
-    /// Print a progress line to stderr every second.
+    /// Show a progress bar on standard error (if it is a terminal).
     pub progress: bool,
 }
 
@@ -37,6 +36,8 @@ pub struct Measured {
     pub timeseries: Vec<u64>,
     /// Mean latency (microseconds) of the commits in each second.
     pub latency_series_us: Vec<f64>,
+    /// Whether a checkpoint was being written at some point in each second.
+    pub checkpoint_series: Vec<bool>,
     /// With durability on: per committed transaction, nanoseconds from
     /// submission until the driver saw its epoch become durable (SiloR §6.2).
     pub durable_latency_ns: Option<Histogram<u64>>,
@@ -46,6 +47,22 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// Nothing measured yet.
+    pub fn empty() -> Measured {
+        Measured {
+            committed: 0,
+            aborted: 0,
+            rolled_back: 0,
+            elapsed_s: 0.0,
+            latency_ns: histogram(),
+            timeseries: Vec::new(),
+            latency_series_us: Vec::new(),
+            checkpoint_series: Vec::new(),
+            durable_latency_ns: None,
+            log_bytes: 0,
+        }
+    }
+
     pub fn throughput(&self) -> f64 {
         self.committed as f64 / self.elapsed_s.max(1e-9)
     }
@@ -222,6 +239,13 @@ pub fn run_each<C: Terminal + Send>(
 
         let sum = || commits.iter().map(|c| c.commits.load(Ordering::Relaxed)).sum::<u64>();
         let latency = || commits.iter().map(|c| c.latency_ns.load(Ordering::Relaxed)).sum::<u64>();
+        let checkpointing = || engines.iter().any(|e| e.checkpointing());
+        let bar = crate::progress::bar(
+            settings.progress,
+            settings.duration.as_millis() as u64,
+            "[{elapsed:>4}] {bar:30} {percent:>3}% {msg}",
+        );
+        bar.set_message("warming up");
         let started = Instant::now();
         while started.elapsed() < settings.warmup && !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(10));
@@ -231,10 +255,12 @@ pub fn run_each<C: Terminal + Send>(
         let log_begin = log_bytes();
         let mut timeseries = Vec::new();
         let mut latency_series_us = Vec::new();
-        let (mut last, mut last_latency) = (0, 0);
+        let mut checkpoint_series = Vec::new();
+        let (mut last, mut last_latency, mut checkpoint_now) = (0, 0, false);
         let mut next_tick = begin + Duration::from_secs(1);
         let end = begin + settings.duration;
         while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+            checkpoint_now |= checkpointing();
             let now = Instant::now();
             if now >= next_tick {
                 let total = sum();
@@ -246,20 +272,17 @@ pub fn run_each<C: Terminal + Send>(
                 } else {
                     (total_latency - last_latency) as f64 / n as f64 / 1e3
                 });
+                checkpoint_series.push(checkpoint_now);
                 last = total;
                 last_latency = total_latency;
                 next_tick += Duration::from_secs(1);
-                if settings.progress {
-                    let secs = now.duration_since(begin).as_secs_f64();
-                    let current = timeseries.last().copied().unwrap_or(0);
-                    eprint!(
-                        "\r[{:>4.0}s] {current:>10} txn/s now, {:>10.0} mean, {:>10} committed   ",
-                        secs,
-                        total as f64 / secs,
-                        total
-                    );
-                    let _ = std::io::stderr().flush();
-                }
+                bar.set_position(now.duration_since(begin).as_millis() as u64);
+                bar.set_message(format!(
+                    "{n} txn/s now, {:.0} mean, {total} committed{}",
+                    total as f64 / now.duration_since(begin).as_secs_f64(),
+                    if checkpoint_now { ", checkpointing" } else { "" }
+                ));
+                checkpoint_now = false;
             }
             std::thread::sleep(
                 (end.min(next_tick)).saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
@@ -268,16 +291,14 @@ pub fn run_each<C: Terminal + Send>(
         stop.store(true, Ordering::Relaxed);
         let elapsed_s = begin.elapsed().as_secs_f64();
         let log_bytes = log_bytes().saturating_sub(log_begin);
-        if settings.progress {
-            eprintln!();
-        }
+        bar.finish_and_clear();
         let joined: Vec<_> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(TxnError::Fatal("benchmark thread panicked".into()))))
             .collect();
-        (joined, timeseries, latency_series_us, elapsed_s, log_bytes)
+        (joined, timeseries, latency_series_us, checkpoint_series, elapsed_s, log_bytes)
     });
-    let (joined, timeseries, latency_series_us, elapsed_s, log_bytes) = results;
+    let (joined, timeseries, latency_series_us, checkpoint_series, elapsed_s, log_bytes) = results;
     let mut measured = Measured {
         committed: 0,
         aborted: 0,
@@ -286,6 +307,7 @@ pub fn run_each<C: Terminal + Send>(
         latency_ns: histogram(),
         timeseries,
         latency_series_us,
+        checkpoint_series,
         durable_latency_ns: first.durable_epoch().map(|_| histogram()),
         log_bytes,
     };

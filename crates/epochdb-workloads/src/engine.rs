@@ -111,6 +111,11 @@ pub trait Engine: Sync {
     fn log_bytes(&self) -> u64 {
         0
     }
+
+    /// Whether a checkpoint is being written now.
+    fn checkpointing(&self) -> bool {
+        false
+    }
 }
 
 /// epochdb's benchmark variants (Silo §5.2).
@@ -210,6 +215,10 @@ impl Engine for EpochDb {
 
     fn log_bytes(&self) -> u64 {
         self.db.log_bytes()
+    }
+
+    fn checkpointing(&self) -> bool {
+        self.db.checkpoint_stats().in_progress
     }
 }
 

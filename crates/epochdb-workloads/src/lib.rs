@@ -6,6 +6,7 @@ pub mod driver;
 pub mod engine;
 pub mod keygen;
 pub mod plot;
+pub mod progress;
 pub mod report;
 pub mod tpcc;
 pub mod tpcc_rows;

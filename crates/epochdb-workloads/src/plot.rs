@@ -1,5 +1,8 @@
 //! `--plot FILE.svg`: throughput and mean latency per second, as two
-//! stacked line charts in a self-contained SVG (no dependencies).
+//! stacked line charts with the seconds in which a checkpoint was being
+//! written shaded (SiloR's Figure 5 and 6 style), in a self-contained SVG.
+//! Kept by hand rather than on `plotters`: it is under 100 lines, and
+//! `plotters` with its SVG backend would add a dozen crates to the build.
 
 use std::fmt::Write;
 
@@ -10,12 +13,22 @@ const TOP: f64 = 40.0;
 const GAP: f64 = 60.0;
 
 /// One panel: a polyline of `values` (one per second) with a y axis from 0
-/// to the maximum, labelled `unit`.
-fn panel(out: &mut String, y0: f64, title: &str, unit: &str, values: &[f64], color: &str) {
+/// to the maximum, labelled `unit`, over grey bands for the seconds
+/// `shaded` marks.
+fn panel(out: &mut String, y0: f64, title: &str, unit: &str, values: &[f64], shaded: &[bool], color: &str) {
     let max = values.iter().copied().fold(0.0, f64::max).max(1e-9);
     let plot_w = WIDTH - LEFT - 20.0;
-    let x = |i: usize| LEFT + if values.len() > 1 { i as f64 * plot_w / (values.len() - 1) as f64 } else { 0.0 };
+    let step = if values.len() > 1 { plot_w / (values.len() - 1) as f64 } else { plot_w };
+    let x = |i: usize| LEFT + i as f64 * step;
     let y = |v: f64| y0 + PANEL - v / max * PANEL;
+    for (i, _) in shaded.iter().enumerate().filter(|s| *s.1).take(values.len()) {
+        let (from, to) = ((x(i) - step / 2.0).max(LEFT), (x(i) + step / 2.0).min(LEFT + plot_w));
+        let _ = write!(
+            out,
+            r##"<rect class="checkpoint" x="{from:.1}" y="{y0}" width="{:.1}" height="{PANEL}" fill="#e8e8e8"/>"##,
+            to - from
+        );
+    }
     let _ = write!(out, r#"<text x="{LEFT}" y="{}" font-size="14">{title}</text>"#, y0 - 8.0);
     let _ = write!(
         out,
@@ -57,15 +70,17 @@ fn human(v: f64, unit: &str) -> String {
 }
 
 /// The SVG document for a run.
-pub fn svg(title: &str, throughput: &[u64], latency_us: &[f64]) -> String {
+pub fn svg(title: &str, throughput: &[u64], latency_us: &[f64], checkpointing: &[bool]) -> String {
     let height = TOP + 2.0 * PANEL + GAP + 40.0;
     let mut out = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/><text x="{LEFT}" y="20" font-size="15" font-weight="bold">{}</text>"#,
         title.replace('&', "&amp;").replace('<', "&lt;")
     );
     let tput: Vec<f64> = throughput.iter().map(|&v| v as f64).collect();
-    panel(&mut out, TOP + 10.0, "throughput (committed per second)", "txn/s", &tput, "#1f77b4");
-    panel(&mut out, TOP + 10.0 + PANEL + GAP, "mean latency per second", "us", latency_us, "#d62728");
+    let note = if checkpointing.contains(&true) { "; grey: a checkpoint was being written" } else { "" };
+    let title = format!("throughput (committed per second){note}");
+    panel(&mut out, TOP + 10.0, &title, "txn/s", &tput, checkpointing, "#1f77b4");
+    panel(&mut out, TOP + 10.0 + PANEL + GAP, "mean latency per second", "us", latency_us, checkpointing, "#d62728");
     out.push_str("</svg>\n");
     out
 }
@@ -74,11 +89,13 @@ pub fn svg(title: &str, throughput: &[u64], latency_us: &[f64]) -> String {
 mod tests {
     #[test]
     fn draws_both_panels() {
-        let s = super::svg("t <1>", &[10, 20, 15], &[1.0, 2.5, 2.0]);
+        let s = super::svg("t <1>", &[10, 20, 15], &[1.0, 2.5, 2.0], &[false, true, false]);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
         assert_eq!(s.matches("<polyline").count(), 2);
         assert!(s.contains("t &lt;1>"));
+        // One shaded second in each panel.
+        assert_eq!(s.matches(r#"class="checkpoint""#).count(), 2);
         // An empty run still renders.
-        assert!(super::svg("empty", &[], &[]).contains("<svg"));
+        assert!(super::svg("empty", &[], &[], &[]).contains("<svg"));
     }
 }

@@ -1,144 +1,460 @@
-//! The JSON report of a benchmark run (schema in the README), written by
-//! hand: numbers, strings and flat arrays need no serializer.
+//! The JSON reports (`--json FILE`): one serde type per report, shared by
+//! `epochdb bench ycsb|tpcc`, `recover`/`verify`, `bench nvm` and its
+//! matrix. The README's schema tables are generated from these types' doc
+//! comments (a test checks they match; `EPOCHDB_BLESS=1 cargo test -p
+//! epochdb-workloads --lib report` rewrites them), so a field documented
+//! here is a field in the README and in every report.
 
 use crate::driver::Measured;
-use std::fmt::Write;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-/// An ordered JSON object under construction.
-#[derive(Debug, Default)]
-pub struct Json {
-    fields: Vec<(String, String)>,
+/// A benchmark run: `epochdb bench ycsb|tpcc --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// `ycsb` or `tpcc`.
+    pub workload: String,
+    /// The engine variant: `memsilo`, `kv` or `global-tid`.
+    pub variant: String,
+    /// Worker threads.
+    pub threads: u64,
+    /// Measured seconds (after `warmup_s`).
+    pub duration_s: f64,
+    /// Seconds run before measuring.
+    pub warmup_s: f64,
+    /// Seconds the load took.
+    pub load_s: f64,
+    /// Committed transactions.
+    pub committed: u64,
+    /// Aborted attempts, each retried until it committed.
+    pub aborted: u64,
+    /// Deliberate rollbacks (TPC-C's 1% invalid new-orders).
+    pub rolled_back: u64,
+    /// Committed transactions per second.
+    pub throughput: f64,
+    /// aborted / (committed + aborted + rolled back).
+    pub abort_rate: f64,
+    /// Microseconds from submission to commit, retries included, per committed transaction.
+    pub latency_us: Latency,
+    /// Commits in each whole second of the measured interval.
+    pub timeseries: Vec<u64>,
+    /// Mean latency (microseconds) of the commits in each of those seconds.
+    pub latency_timeseries_us: Vec<f64>,
+    /// For each of those seconds, whether a checkpoint was being written.
+    pub checkpoint_timeseries: Vec<bool>,
+    /// Transactions run per type, warm-up included.
+    pub transactions: BTreeMap<String, u64>,
+    /// YCSB's settings and memory (YCSB runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ycsb: Option<YcsbReport>,
+    /// TPC-C's settings and input checks (TPC-C runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpcc: Option<TpccReport>,
+    /// What durability cost (runs with `--durability` other than `off` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<DurabilityReport>,
+    /// `ok`, `not checked`, or the failed conditions.
+    pub consistency: String,
+    /// Where and when it ran.
+    pub run: Provenance,
 }
 
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+/// Latency percentiles from an HDR histogram, in microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// YCSB's part of a [`BenchReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct YcsbReport {
+    /// The mix (`silo`, `silor`, `read-heavy`, `a` ... `f`, ...).
+    pub mix: String,
+    /// The key distribution.
+    pub distribution: String,
+    /// Rows loaded.
+    pub keys: u64,
+    /// Bytes per value.
+    pub value_bytes: u64,
+    /// Resident memory the load added.
+    pub load_rss_bytes: u64,
+    /// `load_rss_bytes` per row.
+    pub rss_bytes_per_row: f64,
+}
+
+/// TPC-C's part of a [`BenchReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TpccReport {
+    /// Warehouses loaded.
+    pub warehouses: u64,
+    /// Whether order-status and stock-level ran as snapshot transactions.
+    pub read_only_as_snapshots: bool,
+    /// Clause 9.2.2.5 input-generator statistics (`new_order_rollback_percent`, `order_lines_per_order`, `remote_order_line_percent`, `remote_payment_percent`, `payment_by_last_name_percent`, `order_status_by_last_name_percent`).
+    pub input_checks: BTreeMap<String, f64>,
+}
+
+/// What durability cost during a [`BenchReport`]'s run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DurabilityReport {
+    /// `log`, `log+checkpoint`, `delta` or `delta+checkpoint`.
+    pub mode: String,
+    /// Log written since open, load included.
+    pub log_bytes: u64,
+    /// Log written during the measured interval per transaction committed in it.
+    pub log_bytes_per_txn: f64,
+    /// Microseconds from submission until the driver saw the transaction's epoch reach pepoch (SiloR §6.2).
+    pub durable_latency_us: DurableLatency,
+    /// Checkpoints installed since open.
+    pub checkpoint: CheckpointReport,
+}
+
+/// Latency to durability, in microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DurableLatency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Transactions measured.
+    pub count: u64,
+}
+
+/// Checkpoints during a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CheckpointReport {
+    /// Checkpoints installed since open.
+    pub installed: u64,
+    /// Bytes of all of them.
+    pub total_bytes: u64,
+    /// How many of them were incremental.
+    pub incremental_installed: u64,
+    /// The last one: `full` or `incremental`.
+    pub last: String,
+    /// Checkpoints recovery would load.
+    pub chain: u64,
+    /// Bytes of the last one.
+    pub bytes: u64,
+    /// What the last one would also have held without the `e_l` skip.
+    pub skipped_bytes: u64,
+    /// Seconds the last one took.
+    pub seconds: f64,
+}
+
+/// `epochdb recover --json` and `epochdb verify --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecoverReport {
+    /// The epoch recovered to.
+    pub pepoch: u64,
+    /// What the pepoch file said (`null` if unreadable); differs from `pepoch` after salvage.
+    pub recorded_pepoch: Option<u64>,
+    /// Checkpoint bytes read.
+    pub checkpoint_bytes: u64,
+    /// Log bytes read.
+    pub log_bytes: u64,
+    /// Records recovered.
+    pub records: u64,
+    /// Recovery workers.
+    pub threads: u64,
+    /// Seconds recovery took.
+    pub seconds: f64,
+    /// Seconds per GB of checkpoint and log.
+    pub seconds_per_gb: f64,
+    /// What recovery dropped: torn tails, void epochs, salvaged damage.
+    pub dropped: Vec<String>,
+    /// False if salvage left a state that is not a prefix of the serial order.
+    pub consistent: bool,
+    /// `ok`, `not checked`, or the failed conditions.
+    pub consistency: String,
+    /// Where and when it ran.
+    pub run: Provenance,
+}
+
+/// One NVM testbed run: `epochdb bench nvm --json`, and each run of the matrix (`matrix.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NvmReport {
+    /// `inp`, `cow`, `log`, `nvm-inp`, `nvm-cow` or `nvm-log`.
+    pub engine: String,
+    /// `ycsb <mix> <skew>` or `tpcc`.
+    pub workload: String,
+    /// Emulated NVM latency: `dram`, `2x` or `8x`.
+    pub latency: String,
+    /// Partitions, one executor thread each.
+    pub partitions: u64,
+    /// YCSB tuples, all partitions together.
+    pub tuples: u64,
+    /// Committed transactions per second (0 for a recovery run).
+    pub throughput: f64,
+    /// Committed transactions.
+    pub committed: u64,
+    /// Measured seconds.
+    pub seconds: f64,
+    /// Seconds the load took.
+    pub load_seconds: f64,
+    /// Cache lines made persistent per transaction.
+    pub persisted_lines_per_txn: f64,
+    /// Bytes made persistent per transaction (lines and file writes).
+    pub persisted_bytes_per_txn: f64,
+    /// Bytes made persistent in all.
+    pub persisted_bytes: u64,
+    /// Storage footprint after the run.
+    pub footprint_bytes: u64,
+    /// The footprint by part.
+    pub footprint: Footprint,
+    /// Median latency, microseconds.
+    pub latency_p50_us: f64,
+    /// 99th-percentile latency, microseconds.
+    pub latency_p99_us: f64,
+    /// With `--recovery N`: N, the transactions run before the SIGKILL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_txns: Option<u64>,
+    /// With `--recovery N`: milliseconds the restart took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_ms: Option<f64>,
+    /// How cache lines are written back (`clwb`, `clflushopt`, `clflush`).
+    pub write_back: String,
+    /// Cache line bytes.
+    pub line_bytes: u64,
+    /// `ok`, `not checked`, or what the recovery check found.
+    pub consistency: String,
+    /// Where and when it ran.
+    pub run: Provenance,
+}
+
+/// An NVM engine's storage footprint by part, in bytes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Footprint {
+    /// Tuples.
+    pub table: u64,
+    /// Index nodes.
+    pub index: u64,
+    /// Log.
+    pub log: u64,
+    /// Checkpoints.
+    pub checkpoint: u64,
+    /// Everything else (allocator metadata, the region's header).
+    pub other: u64,
+}
+
+/// Where and on what a report was made.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Provenance {
+    /// `git rev-parse --short HEAD` where the command ran, or `unknown`.
+    pub git_revision: String,
+    /// CPUs available.
+    pub cpus: u64,
+    /// Seconds since 1970 when the report was written.
+    pub unix_time: u64,
+}
+
+impl Provenance {
+    /// Here and now.
+    pub fn now() -> Provenance {
+        let git = std::process::Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get()) as u64;
+        let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        Provenance { git_revision: git, cpus, unix_time: unix }
+    }
+}
+
+impl Latency {
+    /// Commit latency of a run.
+    pub fn of(m: &Measured) -> Latency {
+        Latency {
+            p50: m.latency_us(0.5),
+            p99: m.latency_us(0.99),
+            p999: m.latency_us(0.999),
+            mean: m.latency_ns.mean() / 1e3,
+            max: m.latency_ns.max() as f64 / 1e3,
         }
     }
-    out.push('"');
-    out
 }
 
-fn number(x: f64) -> String {
-    if x.is_finite() {
-        format!("{}", (x * 1000.0).round() / 1000.0)
-    } else {
-        "null".into()
-    }
-}
-
-impl Json {
-    pub fn new() -> Json {
-        Json::default()
-    }
-
-    pub fn str(mut self, key: &str, value: &str) -> Json {
-        self.fields.push((key.into(), escape(value)));
-        self
-    }
-
-    pub fn num(mut self, key: &str, value: f64) -> Json {
-        self.fields.push((key.into(), number(value)));
-        self
-    }
-
-    pub fn int(mut self, key: &str, value: u64) -> Json {
-        self.fields.push((key.into(), value.to_string()));
-        self
-    }
-
-    pub fn ints(mut self, key: &str, values: &[u64]) -> Json {
-        let items: Vec<String> = values.iter().map(u64::to_string).collect();
-        self.fields.push((key.into(), format!("[{}]", items.join(", "))));
-        self
-    }
-
-    pub fn nums(mut self, key: &str, values: &[f64]) -> Json {
-        let items: Vec<String> = values.iter().map(|&v| number(v)).collect();
-        self.fields.push((key.into(), format!("[{}]", items.join(", "))));
-        self
-    }
-
-    pub fn obj(mut self, key: &str, value: Json) -> Json {
-        self.fields.push((key.into(), value.render(1)));
-        self
-    }
-
-    /// Appends `other`'s fields.
-    pub fn merge(mut self, other: Json) -> Json {
-        self.fields.extend(other.fields);
-        self
-    }
-
-    pub fn render(&self, depth: usize) -> String {
-        let pad = "  ".repeat(depth + 1);
-        let body: Vec<String> = self.fields.iter().map(|(k, v)| format!("{pad}{}: {v}", escape(k))).collect();
-        format!("{{\n{}\n{}}}", body.join(",\n"), "  ".repeat(depth))
+impl BenchReport {
+    /// The fields every benchmark shares; the caller fills in the rest.
+    pub fn new(workload: &str, variant: &str, threads: usize, m: &Measured) -> BenchReport {
+        BenchReport {
+            workload: workload.into(),
+            variant: variant.into(),
+            threads: threads as u64,
+            duration_s: m.elapsed_s,
+            warmup_s: 0.0,
+            load_s: 0.0,
+            committed: m.committed,
+            aborted: m.aborted,
+            rolled_back: m.rolled_back,
+            throughput: m.throughput(),
+            abort_rate: m.abort_rate(),
+            latency_us: Latency::of(m),
+            timeseries: m.timeseries.clone(),
+            latency_timeseries_us: m.latency_series_us.clone(),
+            checkpoint_timeseries: m.checkpoint_series.clone(),
+            transactions: BTreeMap::new(),
+            ycsb: None,
+            tpcc: None,
+            durability: None,
+            consistency: "not checked".into(),
+            run: Provenance::now(),
+        }
     }
 }
 
-/// The fields every benchmark report shares; `variant` is the engine's
-/// name ([`crate::engine::Engine::name`]).
-pub fn base(workload: &str, variant: &str, threads: usize, m: &Measured) -> Json {
-    let latency = Json::new()
-        .num("p50", m.latency_us(0.5))
-        .num("p99", m.latency_us(0.99))
-        .num("p999", m.latency_us(0.999))
-        .num("mean", m.latency_ns.mean() / 1000.0)
-        .num("max", m.latency_ns.max() as f64 / 1000.0);
-    let mut j = Json::new()
-        .str("workload", workload)
-        .str("variant", variant)
-        .int("threads", threads as u64)
-        .num("duration_s", m.elapsed_s)
-        .int("committed", m.committed)
-        .int("aborted", m.aborted)
-        .int("rolled_back", m.rolled_back)
-        .num("throughput", m.throughput())
-        .num("abort_rate", m.abort_rate())
-        .obj("latency_us", latency)
-        .ints("timeseries", &m.timeseries)
-        .nums("latency_timeseries_us", &m.latency_series_us);
-    if let Some(d) = &m.durable_latency_ns {
-        let q = |q: f64| d.value_at_quantile(q) as f64 / 1000.0;
-        let durable = Json::new().num("p50", q(0.5)).num("p99", q(0.99)).num("p999", q(0.999)).int("count", d.len());
-        j = j.obj("durable_latency_us", durable);
-    }
-    j
-}
-
-/// Where and on what the run happened: git revision, CPU count, time.
-pub fn provenance() -> Json {
-    let git = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get()) as u64;
-    let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    Json::new().str("git_revision", &git).int("cpus", cpus).int("unix_time", unix)
+/// The report as pretty-printed JSON with a final newline.
+pub fn to_json<T: Serialize>(report: &T) -> String {
+    // Serializing plain structs of numbers, strings, maps with string keys
+    // and vectors cannot fail.
+    serde_json::to_string_pretty(report).unwrap_or_else(|e| unreachable!("report serialization: {e}")) + "\n"
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const BEGIN: &str = "<!-- report schema: generated from crates/epochdb-workloads/src/report.rs -->\n";
+    const END: &str = "\n<!-- end of report schema -->";
+
+    /// The README's schema tables, rendered from the doc comments of the
+    /// structs above the test module in `source`.
+    fn schema_tables(source: &str) -> String {
+        let mut out = String::new();
+        let mut doc: Vec<String> = Vec::new();
+        let mut in_struct = false;
+        for line in source.lines().map(str::trim) {
+            if line == "#[cfg(test)]" {
+                break;
+            }
+            if let Some(d) = line.strip_prefix("///") {
+                // Rustdoc's links read as plain code in the README.
+                doc.push(d.trim().replace("[`", "`").replace("`]", "`"));
+            } else if let Some(rest) = line.strip_prefix("pub struct ") {
+                let name = rest.trim_end_matches(" {");
+                let head = "| field | type | meaning |\n| --- | --- | --- |";
+                out.push_str(&format!("\n`{name}`: {}\n\n{head}\n", doc.join(" ")));
+                in_struct = true;
+                doc.clear();
+            } else if in_struct && line.starts_with("pub ") {
+                let field = line.trim_start_matches("pub ").trim_end_matches(',');
+                let (name, ty) = field.split_once(": ").unwrap_or((field, ""));
+                out.push_str(&format!("| `{name}` | `{ty}` | {} |\n", doc.join(" ").replace('|', "\\|")));
+                doc.clear();
+            } else if line == "}" {
+                in_struct = false;
+                doc.clear();
+            } else if !line.starts_with("#[") {
+                doc.clear();
+            }
+        }
+        out
+    }
+
+    /// The README's tables are these types' doc comments.
     #[test]
-    fn renders_valid_looking_json() {
-        let j = Json::new().str("a", "x\"y").int("n", 3).ints("ts", &[1, 2]).obj("o", Json::new().num("p", 1.23456));
-        let s = j.render(0);
-        assert!(s.starts_with('{') && s.ends_with('}'));
-        assert!(s.contains(r#""a": "x\"y""#) && s.contains(r#""ts": [1, 2]"#) && s.contains(r#""p": 1.235"#));
+    fn readme_schema_tables_match_the_types() {
+        let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(readme_path).expect("README.md");
+        let tables = schema_tables(include_str!("report.rs"));
+        let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
+            panic!("README.md lacks the report schema markers");
+        };
+        let current = &readme[b + BEGIN.len()..e];
+        if current != tables {
+            if std::env::var_os("EPOCHDB_BLESS").is_some() {
+                let updated = format!("{}{tables}{}", &readme[..b + BEGIN.len()], &readme[e..]);
+                std::fs::write(readme_path, updated).expect("write README.md");
+            } else {
+                panic!("README.md's report schema is out of date: EPOCHDB_BLESS=1 cargo test -p epochdb-workloads --lib report");
+            }
+        }
+    }
+
+    /// Every field in a table is in a report of that type, and a report
+    /// reads back.
+    #[test]
+    fn reports_keep_every_documented_field_and_round_trip() {
+        let tables = schema_tables(include_str!("report.rs"));
+        let m = crate::driver::Measured::empty();
+        let mut r = BenchReport::new("tpcc", "memsilo", 2, &m);
+        r.ycsb = Some(YcsbReport {
+            mix: "silo".into(),
+            distribution: "uniform".into(),
+            keys: 1,
+            value_bytes: 100,
+            load_rss_bytes: 0,
+            rss_bytes_per_row: 0.0,
+        });
+        r.tpcc = Some(TpccReport { warehouses: 1, read_only_as_snapshots: false, input_checks: BTreeMap::new() });
+        r.durability = Some(DurabilityReport {
+            mode: "log".into(),
+            log_bytes: 0,
+            log_bytes_per_txn: 0.0,
+            durable_latency_us: DurableLatency::default(),
+            checkpoint: CheckpointReport::default(),
+        });
+        let rec = RecoverReport {
+            pepoch: 1,
+            recorded_pepoch: Some(1),
+            checkpoint_bytes: 0,
+            log_bytes: 0,
+            records: 0,
+            threads: 1,
+            seconds: 0.0,
+            seconds_per_gb: 0.0,
+            dropped: vec![],
+            consistent: true,
+            consistency: "ok".into(),
+            run: Provenance::now(),
+        };
+        let nvm = NvmReport {
+            engine: "nvm-inp".into(),
+            workload: "tpcc".into(),
+            latency: "dram".into(),
+            partitions: 1,
+            tuples: 2,
+            throughput: 0.0,
+            committed: 0,
+            seconds: 0.0,
+            load_seconds: 0.0,
+            persisted_lines_per_txn: 0.0,
+            persisted_bytes_per_txn: 0.0,
+            persisted_bytes: 0,
+            footprint_bytes: 0,
+            footprint: Footprint::default(),
+            latency_p50_us: 0.0,
+            latency_p99_us: 0.0,
+            recovery_txns: Some(1),
+            recovery_ms: Some(1.0),
+            write_back: "clwb".into(),
+            line_bytes: 64,
+            consistency: "ok".into(),
+            run: Provenance::now(),
+        };
+        let all = [to_json(&r), to_json(&rec), to_json(&nvm)].join("");
+        for row in tables.lines().filter(|l| l.starts_with("| `")) {
+            let field = row.split('`').nth(1).expect("field name");
+            assert!(all.contains(&format!("\"{field}\":")), "{field} is documented but in no report");
+        }
+        let back: BenchReport = serde_json::from_str(&to_json(&r)).expect("bench report parses");
+        assert_eq!(back.threads, 2);
+        assert!(back.durability.is_some() && back.tpcc.is_some());
+        let back: RecoverReport = serde_json::from_str(&to_json(&rec)).expect("recover report parses");
+        assert_eq!(back.recorded_pepoch, Some(1));
+        let back: NvmReport = serde_json::from_str(&to_json(&nvm)).expect("nvm report parses");
+        assert_eq!(back.recovery_ms, Some(1.0));
     }
 }

@@ -1,6 +1,6 @@
 //! Tables, column schemas and secondary indexes (Silo §4.7).
 //!
-//! A table is an index ([`Tree`]) from byte-string keys to records. A table
+//! A table is an index (`Tree`) from byte-string keys to records. A table
 //! may carry a column schema; values written to it must then be rows in
 //! the schema's encoding. A secondary index is itself a table whose keys are
 //! `escape(secondary key) ++ 0x00 0x01 ++ primary key` with empty values;
@@ -44,11 +44,13 @@ impl TableId {
 /// A secondary index's handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IndexId {
+    /// The table the index belongs to.
     pub table: TableId,
     /// The table that stores the index entries.
     pub entries: TableId,
 }
 
+/// A column's type in a [`Schema`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
     /// Exactly this many bytes.
@@ -57,22 +59,28 @@ pub enum ColumnType {
     Var(u16),
 }
 
+/// A named column of a [`Schema`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
+    /// The column's name, unique in its schema.
     pub name: String,
+    /// Its type: fixed or variable length.
     pub ty: ColumnType,
 }
 
 impl Column {
+    /// A column of exactly `len` bytes.
     pub fn fixed(name: &str, len: u16) -> Column {
         Column { name: name.into(), ty: ColumnType::Fixed(len) }
     }
 
+    /// A column of up to `max` bytes.
     pub fn var(name: &str, max: u16) -> Column {
         Column { name: name.into(), ty: ColumnType::Var(max) }
     }
 }
 
+/// A table's columns: rows are their values in order, and delta logging (Gawain) logs only the columns an update changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schema {
     columns: Vec<Column>,
@@ -82,6 +90,7 @@ pub struct Schema {
 }
 
 impl Schema {
+    /// A schema of `columns` (1 to 65,535, names unique).
     pub fn new(columns: Vec<Column>) -> Result<Schema> {
         if columns.is_empty() || columns.len() > u16::MAX as usize {
             return Err(Error::Schema("a schema has 1..=65535 columns".into()));
@@ -101,6 +110,7 @@ impl Schema {
         Ok(Schema { columns, fixed_len })
     }
 
+    /// The columns, in order.
     pub fn columns(&self) -> &[Column] {
         &self.columns
     }
@@ -131,6 +141,7 @@ impl Schema {
         Ok(())
     }
 
+    /// A row from one value per column, checked against the schema.
     pub fn encode(&self, values: &[&[u8]]) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         self.encode_into(values, &mut out)?;
@@ -198,7 +209,9 @@ pub type Extractor = Arc<dyn Fn(&[u8], &[u8], &mut Vec<u8>) + Send + Sync>;
 /// How to create a table.
 #[derive(Clone, Default)]
 pub struct TableOptions {
+    /// The column schema, if the table has one (needed for delta logging).
     pub schema: Option<Schema>,
+    /// Secondary indexes: a name and the function that extracts the secondary key from `(key, value)`.
     pub indexes: Vec<(String, Extractor)>,
 }
 
@@ -212,10 +225,12 @@ impl fmt::Debug for TableOptions {
 }
 
 impl TableOptions {
+    /// A table without schema or indexes.
     pub fn new() -> TableOptions {
         TableOptions::default()
     }
 
+    /// Gives the table a column schema.
     pub fn schema(mut self, schema: Schema) -> TableOptions {
         self.schema = Some(schema);
         self

@@ -71,9 +71,12 @@ pub struct CheckpointStats {
     /// Bytes of records it skipped because their epoch was `>= e_l`: the
     /// checkpoint would have been this much larger without the skip.
     pub skipped_bytes: u64,
+    /// Records it holds.
     pub records: u64,
     /// Time from start to installation.
     pub seconds: f64,
+    /// A checkpoint is being written now.
+    pub in_progress: bool,
 }
 
 /// The checkpoint manager thread; stopped on drop.
@@ -117,8 +120,22 @@ fn manage(shared: &Shared, stop: &AtomicBool) {
                 deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
             );
         }
-        match checkpoint(shared, stop) {
-            Ok(Some(stats)) => *lock(&shared.checkpoint_stats) = stats,
+        lock(&shared.checkpoint_stats).in_progress = true;
+        let taken = checkpoint(shared, stop);
+        lock(&shared.checkpoint_stats).in_progress = false;
+        match taken {
+            Ok(Some(stats)) => {
+                ::log::info!(
+                    "checkpoint installed: e_l {}, {}, {:.1} MB, {} records, {:.2} s{}",
+                    stats.epoch,
+                    if stats.incremental { "incremental" } else { "full" },
+                    stats.bytes as f64 / 1e6,
+                    stats.records,
+                    stats.seconds,
+                    if stats.chain > 1 { format!(", chain of {}", stats.chain) } else { String::new() }
+                );
+                *lock(&shared.checkpoint_stats) = stats;
+            }
             Ok(None) => return, // stopped
             Err(e) => {
                 durable.fail(format!("checkpoint: {e}"));

@@ -312,6 +312,7 @@ impl Database {
         self.shared().epochs.snapshot()
     }
 
+    /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.shared().options
     }
@@ -464,18 +465,23 @@ pub(crate) fn check_key(key: &[u8]) -> Result<()> {
 /// Counters kept by each worker.
 #[derive(Debug, Default, Clone)]
 pub struct WorkerStats {
+    /// Transactions committed.
     pub commits: u64,
+    /// Aborts, by [`AbortReason::index`].
     pub aborts: [u64; 4],
+    /// Snapshot transactions run.
     pub snapshots: u64,
     /// Objects freed by this worker's garbage collection.
     pub freed: u64,
 }
 
 impl WorkerStats {
+    /// Aborts for one reason.
     pub fn aborts_for(&self, reason: AbortReason) -> u64 {
         self.aborts[reason.index()]
     }
 
+    /// Aborts for every reason.
     pub fn total_aborts(&self) -> u64 {
         self.aborts.iter().sum()
     }
@@ -590,6 +596,7 @@ impl Worker {
         self.shared.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
     }
 
+    /// This worker's counters.
     pub fn stats(&self) -> &WorkerStats {
         &self.stats
     }

@@ -20,6 +20,7 @@ pub enum AbortReason {
 }
 
 impl AbortReason {
+    /// Every reason, in [`AbortReason::index`] order.
     pub const ALL: [AbortReason; 4] = [
         AbortReason::ReadValidation,
         AbortReason::NodeValidation,
@@ -27,35 +28,50 @@ impl AbortReason {
         AbortReason::InsertConflict,
     ];
 
+    /// The reason's position in [`AbortReason::ALL`] (and in `WorkerStats::aborts`).
     pub fn index(self) -> usize {
         self as usize
     }
 }
 
+/// Everything that can go wrong, as a type: aborts (retry), misuse (fix the call), and the database's state (durability failed, damage found, closed).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// The transaction aborted; running it again may succeed.
     Aborted(AbortReason),
+    /// A key longer than [`MAX_KEY_LEN`](crate::MAX_KEY_LEN).
     KeyTooLarge {
+        /// The key's length.
         len: usize,
+        /// The longest key allowed.
         max: usize,
     },
+    /// A value longer than a record can hold.
     ValueTooLarge {
+        /// The value's length.
         len: usize,
+        /// The longest value allowed.
         max: usize,
     },
+    /// A table handle that does not name a table of this database.
     UnknownTable(TableId),
+    /// No table has this name.
     NoSuchTable(String),
+    /// `create_table` of a name in use with other options.
     TableExists(String),
+    /// The table has no secondary index of this name.
     NoSuchIndex {
+        /// The table.
         table: String,
+        /// The index asked for.
         index: String,
     },
     /// `insert` of a key that is present.
     KeyExists,
     /// A value does not match its table's column schema, or a schema is bad.
     Schema(String),
+    /// Options that cannot work together, or out of range; the message says which.
     InvalidOptions(String),
     /// The database was dropped while this handle still existed.
     Closed,
@@ -71,7 +87,9 @@ pub enum Error {
     /// [`Options::salvage`](crate::Options::salvage) would recover instead
     /// and what it would give up; `None` where salvage cannot help.
     Corrupt {
+        /// The file, the offset and the problem.
         what: String,
+        /// What salvage would recover instead and what it would give up.
         salvage: Option<String>,
     },
     /// The data directory is open in another process (or handle).
@@ -89,7 +107,9 @@ pub enum Error {
     DirectoryMismatch {
         /// `"log"` or `"checkpoint"`.
         kind: &'static str,
+        /// The directories the manifest records.
         recorded: Vec<std::path::PathBuf>,
+        /// The directories given in the options.
         given: Vec<std::path::PathBuf>,
     },
     /// [`crate::destroy`] found a file epochdb did not write (by its name
@@ -100,8 +120,11 @@ pub enum Error {
     /// A file-system operation failed: which one, on what path, and the
     /// operating system's error.
     Io {
+        /// The operation (`open`, `write`, `fdatasync`, ...).
         op: &'static str,
+        /// The path it was on.
         path: std::path::PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// An error returned by application code inside `Worker::run`.
@@ -188,4 +211,5 @@ fn paths(p: &[std::path::PathBuf]) -> String {
     format!("[{}]", names.join(", "))
 }
 
+/// A result whose error is epochdb's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

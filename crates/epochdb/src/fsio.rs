@@ -57,6 +57,7 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Every fault, for tests that try them all.
     pub const ALL: [Fault; 5] =
         [Fault::WriteError, Fault::SyncError, Fault::ShortWrite, Fault::DiskFull, Fault::MetaError];
 
@@ -98,6 +99,7 @@ impl Default for Faults {
 }
 
 impl Faults {
+    /// No faults armed yet.
     pub fn new() -> Arc<Faults> {
         Arc::new(Faults::default())
     }

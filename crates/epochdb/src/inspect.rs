@@ -13,6 +13,7 @@ use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::options::{Durability, Options};
 use std::path::{Path, PathBuf};
 
+/// What [`inspect`] found in a data directory, read without changing it.
 #[derive(Debug, Clone)]
 pub struct Inspection {
     /// The recorded pepoch; `None` if the pepoch file is unreadable (see
@@ -20,12 +21,15 @@ pub struct Inspection {
     pub pepoch: Option<u64>,
     /// Table names; index tables as `table.index`.
     pub tables: Vec<String>,
-    /// The log and checkpoint directories in use.
+    /// The log directories in use.
     pub log_dirs: Vec<PathBuf>,
+    /// The checkpoint directories in use.
     pub checkpoint_dirs: Vec<PathBuf>,
     /// The installed checkpoint (the newest of its chain).
     pub checkpoint: Option<CheckpointSummary>,
+    /// Epoch ranges logged after the last pepoch of a crashed run: recovery ignores them.
     pub void_epochs: Vec<(u64, u64)>,
+    /// Every log file, oldest first.
     pub logs: Vec<FileSummary>,
     /// Damage recovery would stop at (or, with salvage, skip): a damaged
     /// block, a checkpoint file of the wrong length, an unreadable pepoch
@@ -37,7 +41,9 @@ pub struct Inspection {
 /// The installed checkpoint.
 #[derive(Debug, Clone)]
 pub struct CheckpointSummary {
+    /// Its `e_l`: recovery replays logs from here.
     pub e_l: u64,
+    /// Its `e_h`: the last epoch it may hold records of.
     pub e_h: u64,
     /// Checkpoints of the incremental chain recovery loads with it.
     pub chain: usize,
@@ -48,8 +54,11 @@ pub struct CheckpointSummary {
 /// One checkpoint or log file.
 #[derive(Debug, Clone)]
 pub struct FileSummary {
+    /// The file.
     pub path: PathBuf,
+    /// Its length.
     pub bytes: u64,
+    /// Blocks read from it.
     pub blocks: u64,
     /// Epoch range of its blocks (`None` if it has none).
     pub epochs: Option<(u64, u64)>,

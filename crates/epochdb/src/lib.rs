@@ -19,6 +19,8 @@
 //!
 //! See `ARCHITECTURE.md` for the module map and the invariants.
 
+#![warn(missing_docs)]
+
 pub mod catalog;
 mod checkpoint;
 mod columns;
@@ -59,4 +61,4 @@ pub use options::{Durability, Options, MAX_KEY_LEN};
 pub use recovery::{Phase, Progress, RecoveryReport};
 pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};
-pub use txn::{CommitInfo, Txn};
+pub use txn::{CommitInfo, Range, Txn};

@@ -108,6 +108,7 @@ impl Durable {
 
     /// Enters the failed state (the first failure is the one reported).
     pub fn fail(&self, why: String) {
+        ::log::error!("durability failed, the database now refuses commits: {why}");
         lock(&self.failure).get_or_insert(why);
         self.failed.store(true, Ordering::Release);
         self.notify();
@@ -361,7 +362,9 @@ impl LogFile {
         io.truncate(&self.out.file, self.out.written())?;
         io.sync(&self.out.file)?;
         let dir = self.dir().to_path_buf();
-        io.rename(&dir.join(CURRENT_LOG), &crate::recovery::old_log_path(&dir, self.hi))?;
+        let old = crate::recovery::old_log_path(&dir, self.hi);
+        io.rename(&dir.join(CURRENT_LOG), &old)?;
+        ::log::debug!("log rotated: {} (epochs {}..={})", old.display(), self.lo, self.hi);
         *self = LogFile::create(&dir, io)?;
         Ok(())
     }

@@ -53,6 +53,7 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// The longest epoch interval accepted.
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
+/// How to open a [`Database`](crate::Database). `Options::default()` is an in-memory database; README "Options" lists every field with its default.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// How often the global epoch advances (Silo: 40 ms). Shorter epochs
@@ -161,6 +162,7 @@ impl Default for Options {
 }
 
 impl Options {
+    /// Checks the options for values that cannot work, as `Database::open` does first.
     pub fn validate(&self) -> Result<()> {
         if self.epoch_interval.is_zero() || self.epoch_interval > MAX_INTERVAL {
             return Err(Error::InvalidOptions("epoch_interval must be between 1 ns and 1 hour".into()));

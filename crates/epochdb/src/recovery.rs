@@ -74,11 +74,15 @@ pub struct RecoveryReport {
     pub recorded_pepoch: Option<u64>,
     /// `e_l` of the checkpoint loaded, if any.
     pub checkpoint_epoch: Option<u64>,
+    /// Checkpoint bytes read.
     pub checkpoint_bytes: u64,
+    /// Log bytes read.
     pub log_bytes: u64,
     /// Live records (all tables, secondary index entries included).
     pub records: u64,
+    /// Threads that replayed.
     pub threads: usize,
+    /// Seconds from start to the state being ready.
     pub seconds: f64,
     /// Damage passed over: torn tails of crashed `data.log` files (above
     /// pepoch: what a crash leaves), and with `Options::salvage`, whatever
@@ -94,15 +98,22 @@ pub struct RecoveryReport {
 /// Recovery's progress, in bytes of checkpoint and log read.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
+    /// What recovery is reading.
     pub phase: Phase,
+    /// Bytes read so far in this phase.
     pub done_bytes: u64,
+    /// Bytes this phase reads in all.
     pub total_bytes: u64,
 }
 
+/// The phases of recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
+    /// Loading the checkpoint.
     Checkpoint,
+    /// Replaying the logs.
     Log,
+    /// Finished.
     Done,
 }
 
@@ -285,6 +296,17 @@ pub(crate) fn recover(
         dropped,
         consistent: run.consistent,
     };
+    let level = if report.checkpoint_bytes + report.log_bytes == 0 { ::log::Level::Debug } else { ::log::Level::Info };
+    ::log::log!(
+        level,
+        "recovered {} records to pepoch {pepoch} in {:.3} s ({:.1} MB of checkpoint and log)",
+        report.records,
+        report.seconds,
+        (report.checkpoint_bytes + report.log_bytes) as f64 / 1e6
+    );
+    for d in &report.dropped {
+        ::log::warn!("recovery dropped: {d}");
+    }
     let crashed = run.ends.into_iter().filter(|e| e.2).map(|e| (e.0, e.1)).collect();
     Ok(Recovered { tables: run.tables, manifest, first_epoch, report, crashed })
 }
@@ -371,6 +393,14 @@ fn replay_all(
     }
     ctx.total = checkpoint_files.iter().map(|f| f.len).sum();
     let checkpoint_bytes = ctx.total;
+    // A new database has nothing to recover: no events for it.
+    let level = if checkpoint_files.is_empty() && logs.is_empty() { ::log::Level::Debug } else { ::log::Level::Info };
+    ::log::log!(
+        level,
+        "recovery: loading {} checkpoint files ({:.1} MB) with {threads} threads",
+        checkpoint_files.len(),
+        checkpoint_bytes as f64 / 1e6
+    );
     let (_, mut retired) = replay_files(&ctx, threads, &checkpoint_files, CHECKPOINT_MAGIC)?;
 
     // Logs.
@@ -378,6 +408,12 @@ fn replay_all(
     ctx.done.store(0, Ordering::Relaxed);
     ctx.total = logs.iter().map(|f| f.len).sum();
     let log_bytes = ctx.total;
+    ::log::log!(
+        level,
+        "recovery: replaying {} log files ({:.1} MB) up to pepoch {pepoch}",
+        logs.len(),
+        log_bytes as f64 / 1e6
+    );
     let replayed = replay_files(&ctx, threads, logs, LOG_MAGIC);
     let (ends, log_retired) = match replayed {
         Ok(r) => r,

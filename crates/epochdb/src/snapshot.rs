@@ -22,6 +22,7 @@ use crate::tid::{is_absent, Tid};
 use std::ops::RangeBounds;
 use std::ptr::NonNull;
 
+/// A read-only transaction at a recent snapshot (Silo §4.9): it reads the versions committed as of the snapshot epoch, never aborts and never blocks writers. Made by [`Worker::snapshot`](crate::Worker::snapshot).
 pub struct SnapshotTxn<'w> {
     w: &'w mut Worker,
     se: u64,

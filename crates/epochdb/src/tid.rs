@@ -43,6 +43,7 @@ impl Tid {
     /// The TID of an insert placeholder that no transaction has committed.
     pub const ZERO: Tid = Tid(0);
 
+    /// The TID of the `sequence`-th commit of `epoch` (as a worker numbers them).
     pub fn new(epoch: u64, sequence: u64) -> Tid {
         debug_assert!(epoch < (1 << 32), "epoch overflows the TID");
         debug_assert!(sequence < (1 << (EPOCH_SHIFT - SEQ_SHIFT)));
@@ -55,11 +56,13 @@ impl Tid {
         Tid(word & !STATUS_MASK)
     }
 
+    /// The epoch the TID's transaction committed in.
     #[inline]
     pub fn epoch(self) -> u64 {
         self.0 >> EPOCH_SHIFT
     }
 
+    /// The sequence number within the epoch.
     #[inline]
     pub fn sequence(self) -> u64 {
         (self.0 & SEQ_FIELD_MASK) >> SEQ_SHIFT

@@ -12,6 +12,7 @@
 
 pub(crate) mod commit;
 pub(crate) mod delta;
+mod range;
 pub(crate) mod sets;
 
 use crate::catalog::{index_entry_key, index_entry_primary, index_prefix, Extractor, IndexId, TableId};
@@ -24,6 +25,7 @@ use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
 
 pub use commit::CommitInfo;
+pub use range::Range;
 
 /// The TID word of an insert placeholder: absent, latest, TID 0.
 pub(crate) const PLACEHOLDER_WORD: u64 = ABSENT_BIT | LATEST_BIT;

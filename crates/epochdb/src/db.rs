@@ -105,11 +105,33 @@ impl std::fmt::Debug for Database {
 impl Database {
     /// Opens a database. With durability on, a data directory that holds a
     /// database is recovered first (see [`Database::open_with_progress`]).
+    ///
+    /// ```
+    /// use epochdb::{Database, Options};
+    /// let db = Database::open(Options::default())?; // in memory
+    /// assert!(!db.is_read_only());
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn open(options: Options) -> Result<Database> {
         Database::open_with_progress(options, &|_| {})
     }
 
     /// Opens a database, reporting recovery's progress to `progress`.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-progress-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open_with_progress(options, &|p: epochdb::Progress| {
+    ///     eprintln!("{:?}: {} of {} bytes", p.phase, p.done_bytes, p.total_bytes);
+    /// })?;
+    /// let w = db.worker()?;
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn open_with_progress(options: Options, progress: &(dyn Fn(Progress) + Sync)) -> Result<Database> {
         options.validate()?;
         let io = Io::new(options.faults.clone());
@@ -165,11 +187,27 @@ impl Database {
     /// A handle to the table at `index` of this database's catalog, for
     /// code that keeps tables by number (a number the catalog lacks gives
     /// [`Error::UnknownTable`] when used).
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// assert_eq!(db.table_handle(t.index()), t);
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn table_handle(&self, index: u32) -> TableId {
         TableId::new(self.shared().tag, index)
     }
 
     /// Whether this database was opened read-only ([`Options::read_only`]).
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// assert!(!db.is_read_only());
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn is_read_only(&self) -> bool {
         self.shared().options.read_only
     }
@@ -179,6 +217,18 @@ impl Database {
     /// `k` epochs, about a second by default): for example after a bulk
     /// load, before snapshot reads that must see it. Everything committed
     /// before the database was opened is visible to snapshots at once.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// let (_, info) = w.run_with_info(|txn| txn.put(t, b"k", b"loaded"))?;
+    /// db.wait_for_snapshot(info.epoch)?;
+    /// let mut snap = w.snapshot()?;
+    /// assert_eq!(snap.get(t, b"k")?, Some(&b"loaded"[..]));
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn wait_for_snapshot(&self, epoch: u64) -> Result<()> {
         while self.snapshot_epoch() <= epoch {
             if self.shared().closed.load(Ordering::Acquire) {
@@ -197,6 +247,14 @@ impl Database {
     /// `table.index`). On a recovered database, "creating" a table that was
     /// recovered opens it: the index names must be the same, and this is
     /// where its schema and index extractors are supplied again.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// let users = db.create_table("users", TableOptions::new())?;
+    /// assert_eq!(db.table("users")?, users);
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn create_table(&self, name: &str, options: TableOptions) -> Result<TableId> {
         let shared = self.shared();
         let mut tables = shared.tables.write().unwrap_or_else(|e| e.into_inner());
@@ -242,12 +300,31 @@ impl Database {
     }
 
     /// The table called `name`.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// assert_eq!(db.table("t")?, t);
+    /// assert!(matches!(db.table("nope"), Err(epochdb::Error::NoSuchTable(_))));
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn table(&self, name: &str) -> Result<TableId> {
         let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
         tables.iter().find(|t| t.name == name).map(|t| t.id).ok_or_else(|| Error::NoSuchTable(name.into()))
     }
 
     /// The secondary index `index` of `table`.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// let by_len = TableOptions::new().index("by_len", |_k, v, out| out.push(v.len() as u8));
+    /// let t = db.create_table("t", by_len)?;
+    /// let index = db.index(t, "by_len")?;
+    /// assert_eq!(index.table, t);
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn index(&self, table: TableId, index: &str) -> Result<IndexId> {
         let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
         let t = tables.get(self.own(table)?).ok_or(Error::UnknownTable(table))?;
@@ -259,6 +336,16 @@ impl Database {
     }
 
     /// The schema of `table`, if it has one.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// use epochdb::{Column, Schema};
+    /// let schema = Schema::new(vec![Column::fixed("id", 4), Column::var("name", 32)])?;
+    /// let t = db.create_table("t", TableOptions::new().schema(schema.clone()))?;
+    /// assert_eq!(db.schema(t)?, Some(schema));
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn schema(&self, table: TableId) -> Result<Option<crate::Schema>> {
         let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
         Ok(tables.get(self.own(table)?).ok_or(Error::UnknownTable(table))?.schema().cloned())
@@ -273,6 +360,20 @@ impl Database {
     }
 
     /// A handle for running transactions on this thread.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..2 {
+    ///         s.spawn(|| -> epochdb::Result<()> {
+    ///             let mut w = db.worker()?; // one per thread
+    ///             w.run(|_txn| Ok(()))
+    ///         });
+    ///     }
+    /// });
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn worker(&self) -> Result<Worker> {
         let shared = self.shared().clone();
         let slot = shared.epochs.register();
@@ -303,28 +404,85 @@ impl Database {
     }
 
     /// The global epoch `E`.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// assert!(db.epoch() >= db.snapshot_epoch());
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn epoch(&self) -> u64 {
         self.shared().epochs.current()
     }
 
     /// The snapshot epoch `SE` that new snapshot transactions read at.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// let se = db.snapshot_epoch();
+    /// assert!(se <= db.epoch());
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn snapshot_epoch(&self) -> u64 {
         self.shared().epochs.snapshot()
     }
 
     /// The options the database was opened with.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// assert_eq!(db.options().durability, epochdb::Durability::Off);
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn options(&self) -> &Options {
         &self.shared().options
     }
 
     /// The persistent epoch: every transaction that committed in an epoch
     /// `<= pepoch` survives a crash. 0 with durability off.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-pepoch-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// let mut w = db.worker()?;
+    /// let (_, info) = w.run_with_info(|txn| txn.put(t, b"k", b"v"))?;
+    /// db.wait_durable(info.epoch)?;
+    /// assert!(db.durable_epoch() >= info.epoch);
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn durable_epoch(&self) -> u64 {
         self.shared().durable.as_ref().map_or(0, |d| d.pepoch())
     }
 
     /// Whether a transaction that committed in `epoch` is durable (its
     /// results may be released). An error if durability failed or is off.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-isdurable-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// let mut w = db.worker()?;
+    /// let (_, info) = w.run_with_info(|txn| txn.put(t, b"k", b"v"))?;
+    /// while !db.is_durable(info.epoch)? {
+    ///     std::thread::sleep(std::time::Duration::from_millis(5));
+    /// }
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn is_durable(&self, epoch: u64) -> Result<bool> {
         let d = self.shared().durable.as_ref().ok_or(Error::NotDurable)?;
         d.check()?;
@@ -333,21 +491,80 @@ impl Database {
 
     /// Blocks until transactions of `epoch` are durable (at most about two
     /// epochs plus a sync), or returns the error that stops them from being.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-waitdurable-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// let mut w = db.worker()?;
+    /// let (_, info) = w.run_with_info(|txn| txn.put(t, b"k", b"v"))?;
+    /// db.wait_durable(info.epoch)?; // now a crash cannot lose it
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn wait_durable(&self, epoch: u64) -> Result<()> {
         self.shared().durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
     }
 
     /// Bytes of log written since open.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-logbytes-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// let mut w = db.worker()?;
+    /// w.run_durable(|txn| txn.put(t, b"k", b"v"))?;
+    /// assert!(db.log_bytes() > 0);
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn log_bytes(&self) -> u64 {
         self.shared().durable.as_ref().map_or(0, |d| d.log_bytes.load(Ordering::Relaxed))
     }
 
     /// What recovery did when this database was opened (durable databases).
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-report-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options.clone())?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// let mut w = db.worker()?;
+    /// w.run_durable(|txn| txn.put(t, b"k", b"v"))?;
+    /// drop(w);
+    /// drop(db);
+    /// let db = Database::open(options)?; // recovers
+    /// let w = db.worker()?;
+    /// assert_eq!(db.recovery_report().map(|r| r.records), Some(1));
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn recovery_report(&self) -> Option<&RecoveryReport> {
         self.shared().recovery.as_ref()
     }
 
     /// What the last installed checkpoint did.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// assert_eq!(db.checkpoint_stats().installed, 0); // no checkpoints in memory
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn checkpoint_stats(&self) -> CheckpointStats {
         log::lock(&self.shared().checkpoint_stats).clone()
     }
@@ -525,6 +742,17 @@ impl std::fmt::Debug for Worker {
 
 impl Worker {
     /// Begins a read/write transaction.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// let mut txn = w.begin()?;
+    /// txn.put(t, b"k", b"v")?;
+    /// txn.commit()?;
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn begin(&mut self) -> Result<Txn<'_>> {
         let (epoch, _) = self.enter()?;
         Ok(Txn::new(self, epoch))
@@ -532,6 +760,16 @@ impl Worker {
 
     /// Begins a read-only snapshot transaction (Silo §4.9): it reads the
     /// state as of the snapshot epoch and never aborts.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// let mut snap = w.snapshot()?;
+    /// assert_eq!(snap.get(t, b"k")?, None);
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn snapshot(&mut self) -> Result<SnapshotTxn<'_>> {
         // Read at exactly the `se_w` that reclamation sees.
         let (_, se) = self.enter()?;
@@ -542,11 +780,34 @@ impl Worker {
     /// Runs `f` in a transaction and commits it, retrying aborts with
     /// bounded, randomized backoff, up to `Options::max_retries` times.
     /// An error returned by `f` aborts the transaction and is returned.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// let n = w.run(|txn| {
+    ///     txn.put(t, b"k", b"v")?;
+    ///     Ok(txn.get(t, b"k")?.map_or(0, <[u8]>::len))
+    /// })?;
+    /// assert_eq!(n, 1);
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn run<T>(&mut self, f: impl FnMut(&mut Txn<'_>) -> Result<T>) -> Result<T> {
         self.run_with_info(f).map(|(v, _)| v)
     }
 
     /// Like [`Worker::run`], also returning the commit's TID and epoch.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// let ((), info) = w.run_with_info(|txn| txn.put(t, b"k", b"v"))?;
+    /// assert!(info.tid.is_some_and(|tid| tid.epoch() == info.epoch));
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn run_with_info<T>(&mut self, mut f: impl FnMut(&mut Txn<'_>) -> Result<T>) -> Result<(T, CommitInfo)> {
         let mut attempt: u32 = 0;
         loop {
@@ -584,6 +845,22 @@ impl Worker {
 
     /// Like [`Worker::run`], then waits until the transaction is durable:
     /// its results may be released to the outside world.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-rundurable-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// let mut w = db.worker()?;
+    /// w.run_durable(|txn| txn.put(t, b"order", b"paid"))?;
+    /// // Only now tell the customer: a crash cannot lose the order.
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn run_durable<T>(&mut self, f: impl FnMut(&mut Txn<'_>) -> Result<T>) -> Result<T> {
         let (v, info) = self.run_with_info(f)?;
         self.wait_durable(info.epoch)?;
@@ -592,11 +869,37 @@ impl Worker {
 
     /// Blocks until transactions of `epoch` are durable; see
     /// [`Database::wait_durable`].
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, TableOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-wwait-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// let t = db.create_table("t", TableOptions::new())?;
+    /// let mut w = db.worker()?;
+    /// let ((), info) = w.run_with_info(|txn| txn.put(t, b"k", b"v"))?;
+    /// w.wait_durable(info.epoch)?;
+    /// # drop(w);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn wait_durable(&self, epoch: u64) -> Result<()> {
         self.shared.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
     }
 
     /// This worker's counters.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// w.run(|txn| txn.put(t, b"k", b"v"))?;
+    /// assert_eq!(w.stats().commits, 1);
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn stats(&self) -> &WorkerStats {
         &self.stats
     }
@@ -668,6 +971,18 @@ impl Worker {
     /// the index lookup and a stable read (Silo §5.2's "Key-Value"
     /// baseline, for benchmarks). Copies the value into `out`; returns
     /// whether the key is present.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// w.kv_put(t, b"k", b"v")?;
+    /// let mut out = Vec::new();
+    /// assert!(w.kv_get(t, b"k", &mut out)?);
+    /// assert_eq!(out, b"v");
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn kv_get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         check_key(key)?;
         let t = self.table_index(table)?;
@@ -686,6 +1001,17 @@ impl Worker {
     /// value that does not fit the record, takes the transactional path.
     /// Not serializable with concurrent transactions on the same keys; for
     /// the benchmark's `kv` variant.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// w.kv_put(t, b"k", b"v1")?;
+    /// w.kv_put(t, b"k", b"v2")?;
+    /// assert_eq!(w.run(|txn| Ok(txn.get(t, b"k")?.map(<[u8]>::to_vec)))?, Some(b"v2".to_vec()));
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn kv_put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         if self.shared.options.read_only {
@@ -741,11 +1067,32 @@ impl Worker {
     }
 
     /// Garbage waiting for its epoch (for tests and monitoring).
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// w.run(|txn| txn.put(t, b"k", b"v"))?;
+    /// w.run(|txn| txn.delete(t, b"k").map(drop))?;
+    /// let _waiting = w.pending_garbage();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn pending_garbage(&self) -> usize {
         self.garbage.len()
     }
 
     /// Runs garbage collection now, outside any transaction.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// w.run(|txn| txn.put(t, b"k", b"v"))?;
+    /// w.collect_garbage()?;
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
     pub fn collect_garbage(&mut self) -> Result<()> {
         self.enter()?;
         self.leave();

@@ -129,6 +129,16 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// Sends the summary to standard error if the report goes to standard
+    /// output; the report and the plot cannot both go there.
+    pub fn direct_output(&self) -> CliResult<()> {
+        if self.json == Some(Output::Stdout) && self.plot == Some(Output::Stdout) {
+            return Err("--json - and --plot - cannot both write to standard output".into());
+        }
+        crate::report_to(self.json.as_ref());
+        Ok(())
+    }
+
     pub fn settings(&self) -> epochdb_workloads::driver::Settings {
         epochdb_workloads::driver::Settings {
             threads: self.threads.map_or_else(cores, |t| t as usize),

@@ -140,18 +140,35 @@ fn plot(out: Option<&Output>, title: &str, m: &driver::Measured) -> CliResult<()
     }
 }
 
-/// The parts of a report both benchmarks fill in the same way.
-fn report(name: &str, engine: &EpochDb, run: &RunArgs, m: &driver::Measured, load_s: f64) -> BenchReport {
-    let mut r = BenchReport::new(name, engine.name(), run.settings().threads, m);
-    r.warmup_s = run.warmup;
-    r.load_s = load_s;
-    r.durability = durability_report(engine, m);
-    r
+/// How both benchmarks end: the durability summary, the JSON report (if
+/// asked for; `fill` adds the workload's part), the plot, the exit status.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    name: &str,
+    engine: &EpochDb,
+    run: &RunArgs,
+    m: &driver::Measured,
+    load_s: f64,
+    check: bool,
+    consistency: String,
+    title: &str,
+    fill: impl FnOnce(&mut BenchReport),
+) -> CliResult<ExitCode> {
+    let durability = durability_report(engine, m);
+    if let Some(out) = &run.json {
+        let mut r = BenchReport::new(name, engine.name(), run.settings().threads, m);
+        (r.warmup_s, r.load_s, r.durability) = (run.warmup, load_s, durability);
+        r.consistency = consistency.clone();
+        fill(&mut r);
+        crate::write_report(out, &r)?;
+    }
+    plot(run.plot.as_ref(), title, m)?;
+    Ok(crate::exit_status(check, &consistency))
 }
 
 pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     use epochdb_workloads::tpcc::{InputStats, Tpcc, TRANSACTIONS};
-    crate::report_to(a.run.json.as_ref());
+    a.run.direct_output()?;
     let settings = a.run.settings();
     let variant = a.run.variant.variant();
     let warehouses = a.warehouses.unwrap_or(settings.threads as u32);
@@ -195,20 +212,16 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
         input_checks.insert(name.to_string(), value);
     }
     say!("  consistency: {consistency}");
-    let mut r = report("tpcc", &engine, &a.run, &m, load_s);
-    r.transactions = TRANSACTIONS.iter().map(|n| n.to_string()).zip(inputs.by_type).collect();
-    r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots: a.snapshot_reads, input_checks });
-    r.consistency = consistency.clone();
-    if let Some(out) = &a.run.json {
-        crate::write_report(out, &r)?;
-    }
     let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, engine.name());
-    plot(a.run.plot.as_ref(), &title, &m)?;
-    Ok(crate::exit_status(a.check, &consistency))
+    finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, |r| {
+        r.transactions = TRANSACTIONS.iter().map(|n| n.to_string()).zip(inputs.by_type).collect();
+        let read_only_as_snapshots = a.snapshot_reads;
+        r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots, input_checks });
+    })
 }
 
 pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
-    crate::report_to(a.run.json.as_ref());
+    a.run.direct_output()?;
     let settings = a.run.settings();
     let variant = a.run.variant.variant();
     let (keys, mix) = (a.keys, a.mix.as_str());
@@ -248,23 +261,18 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
     if a.check {
         say!("  consistency: {consistency}");
     }
-    let mut r = report("ycsb", &engine, &a.run, &m, load_s);
-    r.transactions = transactions;
-    r.ycsb = Some(YcsbReport {
-        mix: mix.into(),
-        distribution,
-        keys,
-        value_bytes: config.value_len() as u64,
-        load_rss_bytes: load_rss,
-        rss_bytes_per_row: per_record,
-    });
-    r.consistency = consistency.clone();
-    if let Some(out) = &a.run.json {
-        crate::write_report(out, &r)?;
-    }
     let title = format!("YCSB {mix}, {keys} keys, {} threads, {}", settings.threads, engine.name());
-    plot(a.run.plot.as_ref(), &title, &m)?;
-    Ok(crate::exit_status(a.check, &consistency))
+    finish("ycsb", &engine, &a.run, &m, load_s, a.check, consistency, &title, |r| {
+        r.transactions = transactions;
+        r.ycsb = Some(YcsbReport {
+            mix: mix.into(),
+            distribution,
+            keys,
+            value_bytes: config.value_len() as u64,
+            load_rss_bytes: load_rss,
+            rss_bytes_per_row: per_record,
+        });
+    })
 }
 
 /// After a YCSB run every loaded or inserted row must still be there.

@@ -53,7 +53,7 @@ pub struct NvmArgs {
     #[arg(long, value_name = "N", conflicts_with = "matrix")]
     recovery: Option<u64>,
     /// Write the report as JSON (`-`: to standard output, and the summary to standard error)
-    #[arg(long, value_name = "FILE", value_parser = output)]
+    #[arg(long, value_name = "FILE", value_parser = output, conflicts_with = "matrix")]
     json: Option<Output>,
     /// No progress lines
     #[arg(long)]

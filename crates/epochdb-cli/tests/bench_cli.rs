@@ -150,6 +150,8 @@ fn the_command_line_behaves_as_clap_programs_do() {
         (&["bench", "tpcc", "--duration=-1"], "must be a number between 0.001 and 1000000"),
         (&["bench", "ycsb", "--mix=nope"], "possible values: silo"),
         (&["bench", "tpcc", "--durability", "sometimes"], "possible values: off, log, log+checkpoint"),
+        (&["bench", "ycsb", "--json", "-", "--plot", "-"], "cannot both write to standard output"),
+        (&["bench", "nvm", "--matrix", "--json", "m.json"], "cannot be used with"),
     ] {
         let out = epochdb(args);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -16,34 +16,14 @@ pub type Result<T = ()> = io::Result<T>;
 /// values that are one variable-length field.
 pub type Columns = Vec<u16>;
 
-/// Bytes of storage by component (§5.3, Fig. 13).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Footprint {
-    pub table: u64,
-    pub index: u64,
-    pub log: u64,
-    pub checkpoint: u64,
-    pub other: u64,
-}
+/// Bytes of storage by component (§5.3, Fig. 13): the report's type, so
+/// that `bench nvm --json` writes what the engines measured.
+pub use epochdb_workloads::report::Footprint;
 
-impl Footprint {
-    pub fn total(&self) -> u64 {
-        self.table + self.index + self.log + self.checkpoint + self.other
-    }
-
-    /// Allocator memory's footprint: its persisted slots by owner.
-    pub fn of_heap(heap: &crate::pmem::Heap) -> Footprint {
-        let ([table, index, log, other], _) = heap.footprint();
-        Footprint { table, index, log, checkpoint: 0, other }
-    }
-
-    pub fn add(&mut self, o: &Footprint) {
-        self.table += o.table;
-        self.index += o.index;
-        self.log += o.log;
-        self.checkpoint += o.checkpoint;
-        self.other += o.other;
-    }
+/// Allocator memory's footprint: its persisted slots by owner.
+pub fn heap_footprint(heap: &crate::pmem::Heap) -> Footprint {
+    let ([table, index, log, other], _) = heap.footprint();
+    Footprint { table, index, log, checkpoint: 0, other }
 }
 
 pub trait Store: Send {

@@ -9,7 +9,7 @@ use crate::pmem::{Latency, Medium, Pmem, LINE};
 use crate::store::{Footprint, Store};
 use epochdb_workloads::driver::{self, Measured, Settings, Terminal};
 use epochdb_workloads::engine::{Engine, TxnError, TxnResult, Worker};
-use epochdb_workloads::report::{self, NvmReport, Provenance};
+use epochdb_workloads::report::{NvmReport, Provenance};
 use epochdb_workloads::{tpcc, ycsb};
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
@@ -421,13 +421,7 @@ pub fn report(cfg: &Config, r: &Report) -> NvmReport {
         persisted_bytes_per_txn: r.bytes_per_txn,
         persisted_bytes: r.measured.log_bytes,
         footprint_bytes: f.total(),
-        footprint: report::Footprint {
-            table: f.table,
-            index: f.index,
-            log: f.log,
-            checkpoint: f.checkpoint,
-            other: f.other,
-        },
+        footprint: *f,
         latency_p50_us: r.measured.latency_us(0.5),
         latency_p99_us: r.measured.latency_us(0.99),
         recovery_txns: r.recovery.map(|(n, _)| n),

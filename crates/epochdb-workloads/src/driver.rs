@@ -300,16 +300,13 @@ pub fn run_each<C: Terminal + Send>(
     });
     let (joined, timeseries, latency_series_us, checkpoint_series, elapsed_s, log_bytes) = results;
     let mut measured = Measured {
-        committed: 0,
-        aborted: 0,
-        rolled_back: 0,
         elapsed_s,
-        latency_ns: histogram(),
         timeseries,
         latency_series_us,
         checkpoint_series,
         durable_latency_ns: first.durable_epoch().map(|_| histogram()),
         log_bytes,
+        ..Measured::empty()
     };
     let mut clients = Vec::new();
     for r in joined {

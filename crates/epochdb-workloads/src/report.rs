@@ -232,7 +232,7 @@ pub struct NvmReport {
 }
 
 /// An NVM engine's storage footprint by part, in bytes.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Footprint {
     /// Tuples.
     pub table: u64,
@@ -258,18 +258,40 @@ pub struct Provenance {
 }
 
 impl Provenance {
-    /// Here and now.
+    /// Here and now. The revision is asked of `git` once per process (the
+    /// NVM matrix makes a report per run).
     pub fn now() -> Provenance {
-        let git = std::process::Command::new("git")
-            .args(["rev-parse", "--short", "HEAD"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_else(|| "unknown".into());
+        static GIT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let git = GIT
+            .get_or_init(|| {
+                std::process::Command::new("git")
+                    .args(["rev-parse", "--short", "HEAD"])
+                    .output()
+                    .ok()
+                    .filter(|o| o.status.success())
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                    .unwrap_or_else(|| "unknown".into())
+            })
+            .clone();
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get()) as u64;
         let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         Provenance { git_revision: git, cpus, unix_time: unix }
+    }
+}
+
+impl Footprint {
+    /// All parts together.
+    pub fn total(&self) -> u64 {
+        self.table + self.index + self.log + self.checkpoint + self.other
+    }
+
+    /// Adds `o`'s parts to these (partitions summed).
+    pub fn add(&mut self, o: &Footprint) {
+        self.table += o.table;
+        self.index += o.index;
+        self.log += o.log;
+        self.checkpoint += o.checkpoint;
+        self.other += o.other;
     }
 }
 

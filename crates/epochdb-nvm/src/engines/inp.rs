@@ -20,7 +20,7 @@
 //! s.
 
 use crate::pmem::{Heap, Pmem, Stats};
-use crate::store::{corrupt, Footprint, Result, Store};
+use crate::store::{corrupt, heap_footprint, Footprint, Result, Store};
 use crate::tuple::{self, Catalog};
 use crate::wal::{put_bytes, read_catalog, segment_of, write_catalog, Cursor, GroupLog};
 use std::io::{Read, Write};
@@ -318,7 +318,7 @@ impl Store for Inp {
 
     fn footprint(&mut self) -> Footprint {
         // The heap holds tables and indexes; the log and checkpoints are files.
-        let heap = Footprint::of_heap(&self.heap);
+        let heap = heap_footprint(&self.heap);
         let fs = &self.pm.fs;
         Footprint {
             log: fs.bytes(|n| n.starts_with("wal.")),

@@ -24,7 +24,7 @@ use super::cow::{decode_directory, encode_directory, Medium, Table};
 use crate::cowtree::{used_ranges, Backend, PAGE};
 use crate::journal::{self, FREE};
 use crate::pmem::{Component, Heap, Pmem, ROOT};
-use crate::store::{invalid, Footprint, Result};
+use crate::store::{heap_footprint, invalid, Footprint, Result};
 use crate::tuple;
 use std::collections::HashSet;
 
@@ -161,7 +161,7 @@ impl Medium for NvmPages {
     fn recovered(&mut self, _: &[u64]) {}
 
     fn footprint(&self, _: &[u64], _: usize) -> Footprint {
-        Footprint::of_heap(&self.pm.heap)
+        heap_footprint(&self.pm.heap)
     }
 
     fn leaks(&mut self, mut pages: Vec<u64>, rows: Vec<Vec<u8>>) -> Vec<String> {

@@ -20,7 +20,7 @@
 
 use crate::btree::{recover_split, SPLIT_RECORD};
 use crate::pmem::{Component, Heap, Pmem, Stats, ROOT, ROOT_LEN};
-use crate::store::{corrupt, invalid, Footprint, Result, Store};
+use crate::store::{corrupt, heap_footprint, invalid, Footprint, Result, Store};
 use crate::tuple::{self, Catalog, Shape};
 use std::sync::Arc;
 
@@ -346,7 +346,7 @@ impl Store for NvmInp {
     }
 
     fn footprint(&mut self) -> Footprint {
-        Footprint::of_heap(&self.pm.heap)
+        heap_footprint(&self.pm.heap)
     }
 
     fn stats(&self) -> Arc<Stats> {

@@ -31,7 +31,7 @@ use crate::bloom::{self, Bloom};
 use crate::btree::{recover_split, BTree, SPLIT_RECORD};
 use crate::journal::{self, FREE};
 use crate::pmem::{Component, Heap, Pmem, Stats, MAX_ALLOC, ROOT, ROOT_LEN};
-use crate::store::{corrupt, existing_table, invalid, Footprint, Result, Store};
+use crate::store::{corrupt, existing_table, heap_footprint, invalid, Footprint, Result, Store};
 use crate::tuple::{self, Shape};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -650,7 +650,7 @@ impl Store for NvmLog {
     }
 
     fn footprint(&mut self) -> Footprint {
-        Footprint::of_heap(&self.pm.heap)
+        heap_footprint(&self.pm.heap)
     }
 
     fn pmem(&self) -> &Pmem {

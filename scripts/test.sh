@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start"; CI runs it via .ci/run).
-# Needs only the Rust toolchain; installs valgrind if it is missing.
+# Needs only the Rust toolchain; installs valgrind and redis-tools if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,7 +9,12 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== tests"
-cargo test --workspace
+# The server's tests run redis-cli and redis-benchmark against it.
+if ! command -v redis-benchmark >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq redis-tools) >/dev/null 2>&1 || true
+fi
+command -v redis-benchmark >/dev/null || { echo "redis-tools could not be installed" >&2; exit 1; }
+EPOCHDB_REQUIRE_REDIS_TOOLS=1 cargo test --workspace
 
 echo "== examples"
 # Every example runs to completion; the durable counter twice on one

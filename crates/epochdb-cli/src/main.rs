@@ -19,6 +19,7 @@ mod bench;
 mod churn;
 mod datacmd;
 mod nvm;
+mod serve;
 
 use args::{failed, CliError, CliResult, Output};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -51,6 +52,8 @@ enum Command {
     Verify(datacmd::VerifyArgs),
     /// Summarize a data directory: pepoch, tables, checkpoint, each log file, any damage
     Inspect(datacmd::InspectArgs),
+    /// Serve the database over the Redis protocol (redis-cli, redis-benchmark and client libraries work)
+    Serve(serve::ServeArgs),
     /// Print a shell completion script (e.g. `epochdb completions bash > /etc/bash_completion.d/epochdb`)
     Completions {
         /// The shell
@@ -166,6 +169,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Recover(a) => datacmd::recover(a),
         Command::Verify(a) => datacmd::verify(a),
         Command::Inspect(a) => datacmd::inspect(a),
+        Command::Serve(a) => serve::serve(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "epochdb", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -145,7 +145,10 @@ impl Epochs {
 
     /// One step of the advancer: publish reclamation bounds, then bump `E`
     /// unless an active worker is still in an older epoch. Returns whether
-    /// `E` advanced.
+    /// `E` advanced. Safe to call from several threads at once (the
+    /// advancer, and a logger hastening an epoch a client waits on): `E`
+    /// moves by compare-and-swap from the value the slots were checked
+    /// against, so it never moves twice for one check, nor backwards.
     pub fn tick(&self) -> bool {
         let e = self.current();
         let se = self.snapshot();
@@ -162,7 +165,9 @@ impl Epochs {
         if min_e < e {
             return false; // someone still runs in e - 1: E - e_w <= 1
         }
-        self.global.0.store(e + 1, Ordering::SeqCst);
+        if self.global.0.compare_exchange(e, e + 1, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            return true; // another caller advanced it past e
+        }
         let se_new = self.snap((e + 1).saturating_sub(self.k));
         self.snapshot.0.fetch_max(se_new, Ordering::SeqCst);
         true

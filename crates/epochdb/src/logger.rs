@@ -44,6 +44,14 @@ const PREALLOCATE: u64 = 32 << 20;
 /// in about 4 ms there and has more in its pool, so 2 ms keeps it fed; it
 /// adds at most 2 ms to the latency to durability.
 const POLL: Duration = Duration::from_micros(2000);
+/// How long a logger parks while a client waits on an epoch (see
+/// [`Durable::hasten`]): short, since the wait is for it.
+const HURRIED_POLL: Duration = Duration::from_micros(20);
+/// Hastened epochs use up epoch numbers faster than the advancer (up to one
+/// per fsync instead of one per 40 ms), and a TID has 32 bits of epoch. Past
+/// half of them, hastening stops and durability waits for the ticks again:
+/// slower replies, never a wrapped epoch.
+const HASTEN_BELOW: u64 = crate::tid::MAX_EPOCH / 2;
 
 /// Durability state shared by the database, its workers and its loggers.
 #[derive(Debug)]
@@ -57,6 +65,21 @@ pub struct Durable {
     loggers: Vec<LoggerShare>,
     next: AtomicUsize,
     stop: AtomicBool,
+    /// The largest epoch a client asked to be durable soon.
+    wanted: AtomicU64,
+    /// The logger threads, to wake them for [`Durable::hasten`].
+    threads: std::sync::OnceLock<Vec<std::thread::Thread>>,
+    /// Called with the new pepoch each time it grows (and on failure).
+    listeners: Mutex<Vec<Listener>>,
+}
+
+/// A function told of each new pepoch.
+pub struct Listener(Box<dyn Fn(u64) + Send + Sync>);
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Listener")
+    }
 }
 
 /// What a logger shares with the rest: its workers' slots and `d_l`.
@@ -79,6 +102,9 @@ impl Durable {
                 .collect(),
             next: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
+            wanted: AtomicU64::new(0),
+            threads: std::sync::OnceLock::new(),
+            listeners: Mutex::new(Vec::new()),
         }
     }
 
@@ -115,8 +141,20 @@ impl Durable {
     }
 
     fn notify(&self) {
-        let _g = lock(&self.waiters.0);
-        self.waiters.1.notify_all();
+        {
+            let _g = lock(&self.waiters.0);
+            self.waiters.1.notify_all();
+        }
+        let pepoch = self.pepoch();
+        for f in lock(&self.listeners).iter() {
+            (f.0)(pepoch);
+        }
+    }
+
+    /// Adds a function to call with each new pepoch (and when durability
+    /// fails), from a logger thread: it should be quick (wake a thread).
+    pub fn listen(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
+        lock(&self.listeners).push(Listener(f));
     }
 
     /// Blocks until `epoch <= pepoch`, or the database fails.
@@ -133,6 +171,25 @@ impl Durable {
             // The timeout covers a publish that raced with our check.
             g = self.waiters.1.wait_timeout(g, Duration::from_millis(5)).unwrap_or_else(|e| e.into_inner()).0;
         }
+    }
+
+    /// Asks for `epoch` to become durable now rather than after the next
+    /// epoch tick and logger poll: logger 0 advances `E` past it and every
+    /// logger flushes at once. A server replying only once writes are
+    /// durable calls this, so a lone client's write costs about one fsync,
+    /// not one epoch. Wakes the loggers only when the wanted epoch grows.
+    pub fn hasten(&self, epoch: u64) {
+        if self.pepoch() >= epoch || self.wanted.fetch_max(epoch, Ordering::AcqRel) >= epoch {
+            return;
+        }
+        for t in self.threads.get().into_iter().flatten() {
+            t.unpark();
+        }
+    }
+
+    /// Whether a client waits on an epoch that is not durable yet.
+    fn hurried(&self) -> bool {
+        self.wanted.load(Ordering::Acquire) > self.pepoch()
     }
 
     fn publish(&self, pepoch: u64) {
@@ -157,7 +214,7 @@ impl Loggers {
         durable: Arc<Durable>,
         epochs: Arc<Epochs>,
         io: Io,
-        rotate_epochs: u64,
+        rotate: Rotation,
     ) -> Result<Loggers> {
         // Every log file first: a failure then leaves no thread behind.
         let logs = dirs.iter().map(|d| LogFile::create(d, &io)).collect::<Result<Vec<_>>>()?;
@@ -170,7 +227,7 @@ impl Loggers {
                 epochs: epochs.clone(),
                 io: io.clone(),
                 log,
-                rotate_epochs,
+                rotate,
                 pepoch_file: pepoch_file.take(),
             };
             // On an error, dropping `loggers` stops the threads started.
@@ -180,6 +237,7 @@ impl Loggers {
                 .map_err(|source| Error::Io { op: "start the logger thread", path: dir.clone(), source })?;
             loggers.threads.push(t);
         }
+        let _ = durable.threads.set(loggers.threads.iter().map(|t| t.thread().clone()).collect());
         Ok(loggers)
     }
 }
@@ -202,13 +260,30 @@ impl Drop for Loggers {
     }
 }
 
+/// When `data.log` is renamed `old_data.<e>`: once it spans `epochs`
+/// epochs and is at least `age` old.
+#[derive(Debug, Clone, Copy)]
+pub struct Rotation {
+    pub epochs: u64,
+    pub age: Duration,
+}
+
+impl Rotation {
+    /// Every `log_rotate_epochs` epochs, and (for hastened epochs) no more
+    /// often than half the time that many ticks take.
+    pub fn of(options: &crate::Options) -> Rotation {
+        let epochs = options.log_rotate_epochs;
+        Rotation { epochs, age: options.epoch_interval.saturating_mul(epochs.min(u32::MAX as u64) as u32) / 2 }
+    }
+}
+
 struct Logger {
     id: usize,
     durable: Arc<Durable>,
     epochs: Arc<Epochs>,
     io: Io,
     log: LogFile,
-    rotate_epochs: u64,
+    rotate: Rotation,
     pepoch_file: Option<PepochFile>,
 }
 
@@ -217,14 +292,31 @@ impl Logger {
         let mut last = 0;
         let r = loop {
             let stopping = self.durable.stop.load(Ordering::Acquire);
+            let hurried = self.durable.hurried();
+            if hurried && self.id == 0 {
+                let wanted = self.durable.wanted.load(Ordering::Acquire);
+                if self.epochs.current() <= wanted && wanted < HASTEN_BELOW {
+                    self.epochs.tick();
+                }
+            }
             let e = self.epochs.current();
-            let step = if e != last || stopping { self.flush(e) } else { self.write_full().map(|n| n > 0) };
+            // A hastened epoch this logger has not covered yet (a worker was
+            // still in it at the last flush): flush again without a tick.
+            let behind =
+                hurried && self.share().durable.load(Ordering::Acquire) < self.durable.wanted.load(Ordering::Acquire);
+            let step = if e != last || stopping || behind { self.flush(e) } else { self.write_full().map(|n| n > 0) };
             last = e;
             match step {
                 Err(err) => break Err(err),
                 Ok(_) if stopping => break Ok(()),
                 Ok(true) => {}
-                Ok(false) => std::thread::sleep(POLL),
+                // Another logger may have flushed since: pepoch may grow.
+                Ok(false) if hurried => self.publish_pepoch().map_or_else(
+                    |err| self.durable.fail(format!("log writer: {err}")),
+                    |()| std::thread::park_timeout(HURRIED_POLL),
+                ),
+                // Parked, not slept: `hasten` wakes it.
+                Ok(false) => std::thread::park_timeout(POLL),
             }
         };
         if let Err(e) = r {
@@ -290,6 +382,19 @@ impl Logger {
         self.share().durable.store(bound - 1, Ordering::Release);
         lock(&self.share().slots)
             .retain(|s| !(s.gone.load(Ordering::Acquire) && lock(&s.current).is_empty() && lock(&s.full).is_empty()));
+        self.publish_pepoch()?;
+        // Hastened epochs pass faster than ticks: rotate no more often than
+        // `rotate_epochs` ticks would.
+        if self.log.hi >= self.log.lo.saturating_add(self.rotate.epochs)
+            && self.log.created.elapsed() >= self.rotate.age
+        {
+            self.log.rotate(&self.io)?;
+        }
+        Ok(wrote)
+    }
+
+    /// Logger 0 only: writes and publishes `pepoch = min(d_l)` if it grew.
+    fn publish_pepoch(&mut self) -> Result<()> {
         if let Some(p) = &mut self.pepoch_file {
             let pepoch = self.durable.loggers.iter().map(|l| l.durable.load(Ordering::Acquire)).min().unwrap_or(0);
             if pepoch > self.durable.pepoch() {
@@ -297,10 +402,7 @@ impl Logger {
                 self.durable.publish(pepoch);
             }
         }
-        if self.log.hi >= self.log.lo.saturating_add(self.rotate_epochs) {
-            self.log.rotate(&self.io)?;
-        }
-        Ok(wrote)
+        Ok(())
     }
 }
 
@@ -313,6 +415,7 @@ struct LogFile {
     /// The epoch range of the blocks in the file (`lo > hi` when empty).
     lo: u64,
     hi: u64,
+    created: std::time::Instant,
 }
 
 impl LogFile {
@@ -336,7 +439,7 @@ impl LogFile {
         };
         io.rename(&path, &dir.join(CURRENT_LOG))?;
         io.sync_dir(dir)?;
-        Ok(LogFile { out, allocated: PREALLOCATE, lo: u64::MAX, hi: 0 })
+        Ok(LogFile { out, allocated: PREALLOCATE, lo: u64::MAX, hi: 0, created: std::time::Instant::now() })
     }
 
     fn dir(&self) -> &Path {

@@ -1,0 +1,153 @@
+//! `epochdb serve` as a process: kill -9 of a durable server, then a
+//! restart that has every write whose reply was sent; and redis-cli and
+//! redis-benchmark against it when they are installed.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn serve(dir: &std::path::Path, port: u16) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args([
+            "serve",
+            "--port",
+            &port.to_string(),
+            "--durability",
+            "log",
+            "--appendfsync",
+            "always",
+            "--threads",
+            "2",
+        ])
+        .arg("--data-dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start epochdb serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_killed_durable_server_keeps_every_acknowledged_write() {
+    let dir = std::env::temp_dir().join(format!("epochdb-serve-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let port = free_port();
+    for round in 0..3u64 {
+        let mut server = serve(&dir, port);
+        let addr = format!("redis://127.0.0.1:{port}/");
+        // Writers run until the kill; each records the last value acked.
+        let writers: Vec<_> = (0..4u64)
+            .map(|w| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
+                    let mut acked = None;
+                    for i in 0.. {
+                        let key = format!("w{w}");
+                        let r: redis::RedisResult<()> =
+                            redis::cmd("SET").arg(&key).arg(round * 1_000_000 + i).query(&mut c);
+                        if r.is_err() {
+                            break;
+                        }
+                        acked = Some(round * 1_000_000 + i);
+                        // Also an INCR per write: a counter no restart may set back.
+                        let r: redis::RedisResult<i64> = redis::cmd("INCR").arg("total").query(&mut c);
+                        if r.is_err() {
+                            break;
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300 + 200 * round));
+        server.kill().unwrap(); // SIGKILL
+        server.wait().unwrap();
+        let acked: Vec<Option<u64>> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+        let mut server = serve(&dir, port);
+        let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
+        for (w, a) in acked.iter().enumerate() {
+            let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
+            if let Some(a) = a {
+                // The acknowledged value, or one sent later whose reply was lost.
+                assert!(got.is_some_and(|g| g >= *a), "round {round}: writer {w} acked {a}, found {got:?}");
+            }
+        }
+        server.kill().unwrap();
+        server.wait().unwrap();
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn installed(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn redis_cli_and_redis_benchmark_work_against_it() {
+    if !installed("redis-cli") || !installed("redis-benchmark") {
+        // scripts/test.sh installs them and insists; a bare `cargo test`
+        // may lack them.
+        assert!(
+            std::env::var_os("EPOCHDB_REQUIRE_REDIS_TOOLS").is_none(),
+            "redis-cli and redis-benchmark are required"
+        );
+        eprintln!("redis-cli or redis-benchmark missing: skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("epochdb-serve-tools-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let port = free_port();
+    let mut server = serve(&dir, port);
+    let p = port.to_string();
+    let cli = |args: &[&str]| {
+        let o = Command::new("redis-cli").args(["-p", &p]).args(args).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(cli(&["SET", "greeting", "hello world"]), "OK");
+    assert_eq!(cli(&["GET", "greeting"]), "hello world");
+    assert_eq!(cli(&["HSET", "h", "a", "1", "b", "2"]), "2");
+    assert_eq!(cli(&["--scan"]).lines().count(), 2);
+    let o = Command::new("redis-benchmark")
+        .args([
+            "-p",
+            &p,
+            "-t",
+            "set,get,incr,mset",
+            "-n",
+            "2000",
+            "-c",
+            "10",
+            "-P",
+            "4",
+            "-d",
+            "100",
+            "-r",
+            "1000",
+            "--csv",
+        ])
+        .output()
+        .unwrap();
+    let csv = String::from_utf8_lossy(&o.stdout);
+    for test in ["\"SET\"", "\"GET\"", "\"INCR\"", "\"MSET (10 keys)\""] {
+        let line = csv.lines().find(|l| l.starts_with(test)).unwrap_or_else(|| panic!("no {test} in {csv}"));
+        let rps: f64 = line.split(',').nth(1).unwrap().trim_matches('"').parse().unwrap();
+        assert!(rps > 0.0, "{line}");
+    }
+    assert_eq!(cli(&["SHUTDOWN"]), "");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "SHUTDOWN did not stop the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

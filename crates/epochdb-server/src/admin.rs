@@ -1,0 +1,905 @@
+//! Commands that run on the connection or the server rather than in a
+//! transaction: connection state, transactions (MULTI/EXEC/WATCH), CLIENT,
+//! COMMAND, CONFIG, INFO, ACL, SLOWLOG, WAIT and friends.
+
+use crate::commands::Exec;
+use crate::event_loop::{engine_error, printable, Client, EventLoop};
+use crate::glob;
+use crate::keyspace::Db;
+use crate::resp::{parse_i64, Args, Out};
+use crate::server::{now_ms, AppendFsync};
+use crate::stats::{percentile, totals};
+use crate::table::{lookup, Command, Run, COMMANDS};
+use epochdb::Durability;
+use mio::Token;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+/// The Redis version we answer to (clients check it for features).
+pub const REDIS_VERSION: &str = "7.0.0";
+
+impl EventLoop {
+    /// Runs a connection command; returns whether it failed.
+    pub fn conn_command(&mut self, t: Token, cmd: &Command, a: &Args) -> bool {
+        let name = cmd.name;
+        match name {
+            "multi" | "exec" | "discard" | "watch" | "unwatch" => return self.transaction(t, name, a),
+            "flushall" => return self.flushall(t, a),
+            "waitaof" => return self.waitaof(t, a),
+            _ => {}
+        }
+        let shared = self.shared.clone();
+        let Some(c) = self.client(t) else { return true };
+        let before = c.out.len();
+        match name {
+            "ping" => match a.len() {
+                1 => c.out().simple("PONG"),
+                2 => c.out().bulk(a.get(1)),
+                _ => c.out().error("ERR wrong number of arguments for 'ping' command"),
+            },
+            "echo" => c.out().bulk(a.get(1)),
+            "time" => {
+                let us =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+                let mut o = c.out();
+                o.array(2);
+                o.bulk((us / 1_000_000).to_string().as_bytes());
+                o.bulk((us % 1_000_000).to_string().as_bytes());
+            }
+            "select" => match parse_i64(a.get(1)) {
+                Some(n) if n >= 0 && (n as usize) < shared.tables.len() => {
+                    c.db = n as usize;
+                    c.info.db.store(c.db, Ordering::Relaxed);
+                    c.out().ok();
+                }
+                Some(_) => c.out().error("ERR DB index is out of range"),
+                None => c.out().error("ERR value is not an integer or out of range"),
+            },
+            "quit" => {
+                c.out().ok();
+                c.close_after_reply = true;
+            }
+            "reset" => {
+                c.multi = None;
+                c.multi_failed = false;
+                c.watched.clear();
+                c.db = 0;
+                c.resp3 = false;
+                c.info.name.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+                match users.users.get("default") {
+                    Some(d) if d.enabled && d.nopass => {
+                        c.user = Some("default".into());
+                        c.allowed = d.allowed.clone();
+                    }
+                    _ => c.user = None,
+                }
+                c.out().simple("RESET");
+            }
+            "auth" => {
+                let (user, pass) = if a.len() == 2 {
+                    ("default".to_string(), a.get(1))
+                } else {
+                    (String::from_utf8_lossy(a.get(1)).into_owned(), a.get(2))
+                };
+                if a.len() > 3 {
+                    c.out().error("ERR syntax error");
+                } else if !auth(c, &shared, &user, pass) {
+                    let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+                    let default_open = users.users.get("default").is_some_and(|d| d.nopass);
+                    if a.len() == 2 && default_open {
+                        c.out().error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+                    } else {
+                        c.out().error("WRONGPASS invalid username-password pair or user is disabled.");
+                    }
+                } else {
+                    c.out().ok();
+                }
+            }
+            "hello" => hello(c, &shared, a),
+            "client" => client(c, &shared, a),
+            "command" => command(c, a),
+            "config" => config(c, &shared, a),
+            "info" => {
+                let text = info(&shared, a);
+                c.out().verbatim(&text);
+            }
+            "shutdown" => {
+                let opt = a.iter_from(1).map(|o| o.to_ascii_uppercase()).collect::<Vec<_>>();
+                if opt.iter().any(|o| o == b"ABORT") {
+                    c.out().error("ERR No shutdown in progress.");
+                } else {
+                    ::log::info!("SHUTDOWN asked by client {}", c.info.addr);
+                    shared.stop();
+                    // As Redis: no reply; the connection closes.
+                    c.close_after_reply = true;
+                }
+            }
+            "role" => {
+                let mut o = c.out();
+                o.array(3);
+                o.bulk(b"master");
+                o.int(0);
+                o.array(0);
+            }
+            "replicaof" => c.out().error("ERR replication is not available yet in epochdb (issue #18)"),
+            "wait" => {
+                // No replicas exist yet: the count acknowledged is 0 at once.
+                match (parse_i64(a.get(1)), parse_i64(a.get(2))) {
+                    (Some(_), Some(t)) if t >= 0 => c.out().int(0),
+                    (Some(_), Some(_)) => c.out().error("ERR timeout is negative"),
+                    _ => c.out().error("ERR value is not an integer or out of range"),
+                }
+            }
+            "acl" => acl(c, &shared, a),
+            "slowlog" => slowlog(c, &shared, a),
+            _ => c.out().error(&format!("ERR unknown command '{name}'")),
+        }
+        c.out.get(before) == Some(&b'-')
+    }
+
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+    fn transaction(&mut self, t: Token, name: &str, a: &Args) -> bool {
+        let Some(c) = self.client(t) else { return true };
+        match name {
+            "multi" if c.multi.is_some() => {
+                c.out().error("ERR MULTI calls can not be nested");
+                return true;
+            }
+            "multi" => {
+                c.multi = Some(Vec::new());
+                c.multi_failed = false;
+                c.out().ok();
+                return false;
+            }
+            "discard" => {
+                let ok = c.multi.take().is_some();
+                c.watched.clear();
+                if ok {
+                    c.out().ok();
+                } else {
+                    c.out().error("ERR DISCARD without MULTI");
+                }
+                return !ok;
+            }
+            "unwatch" => {
+                c.watched.clear();
+                c.out().ok();
+                return false;
+            }
+            "watch" if c.multi.is_some() => {
+                c.out().error("ERR WATCH inside MULTI is not allowed");
+                return true;
+            }
+            "watch" => {
+                let db = c.db;
+                let table = self.shared.tables[db];
+                let now = now_ms();
+                let keys: Vec<Vec<u8>> = a.iter_from(1).map(<[u8]>::to_vec).collect();
+                let r = self.worker.run(|txn| {
+                    let mut d = Db::new(table, now);
+                    keys.iter().map(|k| d.version(txn, k)).collect::<epochdb::Result<Vec<_>>>()
+                });
+                let Some(c) = self.client(t) else { return true };
+                return match r {
+                    Ok(versions) => {
+                        c.watched.extend(keys.into_iter().zip(versions).map(|(k, v)| (db, k, v)));
+                        c.out().ok();
+                        false
+                    }
+                    Err(e) => {
+                        c.out().error(&engine_error(&e));
+                        true
+                    }
+                };
+            }
+            _ => {}
+        }
+        // EXEC: the queued commands, and the WATCH checks, as one
+        // serializable transaction.
+        let Some(queued) = c.multi.take() else {
+            c.out().error("ERR EXEC without MULTI");
+            return true;
+        };
+        let watched = std::mem::take(&mut c.watched);
+        if std::mem::take(&mut c.multi_failed) {
+            c.out().error("EXECABORT Transaction discarded because of previous errors.");
+            return true;
+        }
+        let start_db = c.db;
+        let resp3 = c.resp3;
+        let now = now_ms();
+        let shared = self.shared.clone();
+        let tables = &shared.tables;
+        let max_value = shared.db.options().max_value_len;
+        let write = queued.iter().any(|(i, _)| COMMANDS[*i].write);
+        let mut final_db = start_db;
+        let EventLoop { worker, scratch, clients, .. } = self;
+        let Some(c) = clients.get_mut(&t) else { return true };
+        let cursors = &mut c.cursors;
+        let r = worker.run_with_info(|txn| {
+            scratch.clear();
+            for (db, key, version) in &watched {
+                if Db::new(tables[*db], now).version(txn, key)? != *version {
+                    Out { buf: scratch, resp3 }.null_array();
+                    return Ok(());
+                }
+            }
+            let mut db = start_db;
+            Out { buf: scratch, resp3 }.array(queued.len());
+            for (i, args) in &queued {
+                let cmd = &COMMANDS[*i];
+                match cmd.run {
+                    Run::Data(f) => {
+                        let mut x = Exec {
+                            db: Db::new(tables[db], now),
+                            out: Out { buf: scratch, resp3 },
+                            tables,
+                            cursors,
+                            max_value,
+                        };
+                        f(&mut x, txn, args)?;
+                    }
+                    Run::Conn => {
+                        let mut o = Out { buf: scratch, resp3 };
+                        match cmd.name {
+                            "select" => match parse_i64(args.get(1)) {
+                                Some(n) if n >= 0 && (n as usize) < tables.len() => {
+                                    db = n as usize;
+                                    o.ok();
+                                }
+                                _ => o.error("ERR DB index is out of range"),
+                            },
+                            "ping" if args.len() == 2 => o.bulk(args.get(1)),
+                            "ping" => o.simple("PONG"),
+                            "echo" => o.bulk(args.get(1)),
+                            _ => o.error("ERR not allowed in a transaction"),
+                        }
+                    }
+                }
+            }
+            final_db = db;
+            Ok(())
+        });
+        if let Some(c) = self.client(t) {
+            c.db = final_db;
+            c.info.db.store(final_db, Ordering::Relaxed);
+        }
+        self.finish(t, r.map(|((), info)| info.epoch), write)
+    }
+
+    /// FLUSHALL: every database, one transaction.
+    fn flushall(&mut self, t: Token, a: &Args) -> bool {
+        if a.len() > 2 || a.len() == 2 && !matches!(&a.get(1).to_ascii_uppercase()[..], b"SYNC" | b"ASYNC") {
+            if let Some(c) = self.client(t) {
+                c.out().error("ERR syntax error");
+            }
+            return true;
+        }
+        let tables = self.shared.tables.clone();
+        let EventLoop { worker, scratch, .. } = self;
+        let r = worker.run_with_info(|txn| {
+            scratch.clear();
+            for &table in &tables {
+                crate::commands::clear_table(txn, table)?;
+            }
+            scratch.extend_from_slice(b"+OK\r\n");
+            Ok(())
+        });
+        self.finish(t, r.map(|((), info)| info.epoch), true)
+    }
+
+    /// WAITAOF numlocal numreplicas timeout: `[1, 0]` once this client's
+    /// last write is durable (there are no replicas yet).
+    fn waitaof(&mut self, t: Token, a: &Args) -> bool {
+        let logging = self.shared.db.options().durability != Durability::Off;
+        let Some(c) = self.client(t) else { return true };
+        let (Some(local), Some(_), Some(timeout)) = (parse_i64(a.get(1)), parse_i64(a.get(2)), parse_i64(a.get(3)))
+        else {
+            c.out().error("ERR value is not an integer or out of range");
+            return true;
+        };
+        if timeout < 0 {
+            c.out().error("ERR timeout is negative");
+            return true;
+        }
+        if local > 0 && !logging {
+            c.out().error("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.");
+            return true;
+        }
+        let epoch = c.last_write_epoch;
+        let at = c.out.len();
+        let mut o = c.out();
+        o.array(2);
+        o.int(logging as i64);
+        o.int(0);
+        if logging && epoch > 0 {
+            c.hold_from(at, epoch);
+            self.shared.db.hasten_durable(epoch);
+            self.waiting_push(t);
+        }
+        false
+    }
+}
+
+fn auth(c: &mut Client, shared: &crate::server::Shared, user: &str, pass: &[u8]) -> bool {
+    let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+    match users.users.get(user) {
+        Some(u) if u.accepts(pass) => {
+            c.user = Some(user.to_string());
+            c.allowed = u.allowed.clone();
+            *c.info.user.lock().unwrap_or_else(|e| e.into_inner()) = user.to_string();
+            true
+        }
+        _ => false,
+    }
+}
+
+fn hello(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let mut proto = if c.resp3 { 3 } else { 2 };
+    let mut i = 1;
+    if a.len() > 1 {
+        match parse_i64(a.get(1)) {
+            Some(p @ (2 | 3)) => proto = p,
+            Some(_) => return c.out().error("NOPROTO unsupported protocol version"),
+            None => return c.out().error("ERR Protocol version is not an integer or out of range"),
+        }
+        i = 2;
+    }
+    while i < a.len() {
+        let opt = a.get(i).to_ascii_uppercase();
+        match &opt[..] {
+            b"AUTH" if i + 2 < a.len() => {
+                let user = String::from_utf8_lossy(a.get(i + 1)).into_owned();
+                if !auth(c, shared, &user, a.get(i + 2)) {
+                    return c.out().error("WRONGPASS invalid username-password pair or user is disabled.");
+                }
+                i += 3;
+            }
+            b"SETNAME" if i + 1 < a.len() => {
+                *c.info.name.lock().unwrap_or_else(|e| e.into_inner()) = a.get(i + 1).to_vec();
+                i += 2;
+            }
+            _ => return c.out().error(&format!("ERR Syntax error in HELLO option '{}'", printable(a.get(i)))),
+        }
+    }
+    if c.user.is_none() {
+        return c.out().error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    c.resp3 = proto == 3;
+    let id = c.info.id;
+    let mut o = c.out();
+    o.map(7);
+    o.bulk(b"server");
+    o.bulk(b"redis");
+    o.bulk(b"version");
+    o.bulk(REDIS_VERSION.as_bytes());
+    o.bulk(b"proto");
+    o.int(proto);
+    o.bulk(b"id");
+    o.int(id as i64);
+    o.bulk(b"mode");
+    o.bulk(b"standalone");
+    o.bulk(b"role");
+    o.bulk(b"master");
+    o.bulk(b"modules");
+    o.array(0);
+}
+
+fn client_line(info: &crate::server::ClientInfo, now: std::time::Instant) -> String {
+    let name = String::from_utf8_lossy(&info.name.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+    let cmd = match info.last_cmd.load(Ordering::Relaxed) {
+        0 => "NULL",
+        i => COMMANDS[i - 1].name,
+    };
+    format!(
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp=2 thread={}\n",
+        info.id,
+        info.addr,
+        info.laddr,
+        name,
+        now.duration_since(info.created).as_secs(),
+        info.db.load(Ordering::Relaxed),
+        cmd,
+        info.user.lock().unwrap_or_else(|e| e.into_inner()),
+        info.thread,
+    )
+}
+
+fn client(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let sub = a.get(1).to_ascii_uppercase();
+    let now = std::time::Instant::now();
+    match (&sub[..], a.len()) {
+        (b"SETNAME", 3) => {
+            if a.get(2).iter().any(|&b| b <= b' ' || b > b'~') {
+                return c.out().error("ERR Client names cannot contain spaces, newlines or special characters.");
+            }
+            *c.info.name.lock().unwrap_or_else(|e| e.into_inner()) = a.get(2).to_vec();
+            c.out().ok();
+        }
+        (b"GETNAME", 2) => {
+            let name = c.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            c.out().opt_bulk((!name.is_empty()).then_some(&name[..]));
+        }
+        (b"ID", 2) => {
+            let id = c.info.id as i64;
+            c.out().int(id);
+        }
+        (b"INFO", 2) => {
+            let line = client_line(&c.info, now);
+            c.out().verbatim(&line);
+        }
+        (b"LIST", _) => {
+            let clients = shared.clients.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ids: Vec<_> = clients.keys().copied().collect();
+            ids.sort_unstable();
+            let text: String = ids.iter().map(|id| client_line(&clients[id], now)).collect();
+            drop(clients);
+            c.out().verbatim(&text);
+        }
+        (b"KILL", n) if n >= 3 => {
+            let clients = shared.clients.lock().unwrap_or_else(|e| e.into_inner());
+            let mut killed = 0;
+            if n == 3 {
+                // The old form: CLIENT KILL addr:port.
+                let addr = String::from_utf8_lossy(a.get(2));
+                for info in clients.values().filter(|i| i.addr.to_string() == addr) {
+                    info.kill.store(true, Ordering::Release);
+                    killed += 1;
+                }
+                drop(clients);
+                shared.wake_all();
+                return if killed > 0 { c.out().ok() } else { c.out().error("ERR No such client") };
+            }
+            let mut i = 2;
+            let mut filters = Vec::new();
+            while i + 1 < n {
+                filters.push((a.get(i).to_ascii_uppercase(), String::from_utf8_lossy(a.get(i + 1)).into_owned()));
+                i += 2;
+            }
+            if i != n {
+                return c.out().error("ERR syntax error");
+            }
+            for info in clients.values() {
+                let hit = filters.iter().all(|(k, v)| match &k[..] {
+                    b"ID" => info.id.to_string() == *v,
+                    b"ADDR" => info.addr.to_string() == *v,
+                    b"LADDR" => info.laddr.to_string() == *v,
+                    b"USER" => *info.user.lock().unwrap_or_else(|e| e.into_inner()) == *v,
+                    b"SKIPME" => v.eq_ignore_ascii_case("no") || info.id != c.info.id,
+                    _ => false,
+                });
+                if hit
+                    && (info.id != c.info.id
+                        || filters.iter().any(|(k, v)| k == b"SKIPME" && v.eq_ignore_ascii_case("no")))
+                {
+                    info.kill.store(true, Ordering::Release);
+                    killed += 1;
+                }
+            }
+            drop(clients);
+            shared.wake_all();
+            c.out().int(killed);
+        }
+        (b"SETINFO", 4) | (b"NO-EVICT", 3) | (b"NO-TOUCH", 3) => c.out().ok(),
+        _ => c.out().error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            printable(a.get(1))
+        )),
+    }
+}
+
+fn command_info(o: &mut Out<'_>, cmd: &Command) {
+    o.array(10);
+    o.bulk(cmd.name.as_bytes());
+    o.int(cmd.arity as i64);
+    let flags = cmd.flags();
+    o.set(flags.len());
+    for f in flags {
+        o.simple(f);
+    }
+    o.int(cmd.keys.0 as i64);
+    o.int(cmd.keys.1 as i64);
+    o.int(cmd.keys.2 as i64);
+    o.set(cmd.categories.len());
+    for cat in cmd.categories {
+        o.simple(&format!("@{cat}"));
+    }
+    o.set(0); // tips
+    o.array(0); // key specs
+    o.array(0); // subcommands
+}
+
+fn command(c: &mut Client, a: &Args) {
+    let mut o = c.out();
+    if a.len() == 1 {
+        o.array(COMMANDS.len());
+        for cmd in COMMANDS {
+            command_info(&mut o, cmd);
+        }
+        return;
+    }
+    let sub = a.get(1).to_ascii_uppercase();
+    match &sub[..] {
+        b"COUNT" => o.int(COMMANDS.len() as i64),
+        b"INFO" => {
+            let names: Vec<&[u8]> = if a.len() == 2 {
+                COMMANDS.iter().map(|c| c.name.as_bytes()).collect()
+            } else {
+                a.iter_from(2).collect()
+            };
+            o.array(names.len());
+            for n in names {
+                match lookup(n) {
+                    Some((_, cmd)) => command_info(&mut o, cmd),
+                    None => o.null_array(),
+                }
+            }
+        }
+        b"DOCS" => {
+            // No documentation is kept; clients only need a well-formed map.
+            let names: Vec<&[u8]> = a.iter_from(2).filter(|n| lookup(n).is_some()).collect();
+            o.map(names.len());
+            for n in names {
+                o.bulk(&n.to_ascii_lowercase());
+                o.map(1);
+                o.bulk(b"summary");
+                o.bulk(b"");
+            }
+        }
+        b"LIST" => {
+            o.array(COMMANDS.len());
+            for cmd in COMMANDS {
+                o.bulk(cmd.name.as_bytes());
+            }
+        }
+        b"GETKEYS" if a.len() >= 3 => {
+            let rest: Vec<&[u8]> = a.iter_from(2).collect();
+            match lookup(rest[0]) {
+                Some((_, cmd)) if cmd.arity_ok(rest.len()) && cmd.keys.0 > 0 => {
+                    let keys: Vec<usize> = cmd.key_positions(rest.len()).collect();
+                    o.array(keys.len());
+                    for k in keys {
+                        o.bulk(rest[k]);
+                    }
+                }
+                Some(_) => o.error("ERR The command has no key arguments"),
+                None => o.error("ERR Invalid command specified"),
+            }
+        }
+        _ => o.error(&format!("ERR unknown subcommand '{}'. Try COMMAND HELP.", printable(a.get(1)))),
+    }
+}
+
+/// CONFIG GET's parameters and their current values.
+fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> {
+    let cfg = shared.config.lock().unwrap_or_else(|e| e.into_inner());
+    let o = shared.db.options();
+    let logging = o.durability != Durability::Off;
+    vec![
+        ("bind", cfg.bind.clone()),
+        ("port", shared.addr.port().to_string()),
+        ("databases", cfg.databases.to_string()),
+        ("maxclients", cfg.maxclients.to_string()),
+        ("appendonly", if logging { "yes" } else { "no" }.into()),
+        ("appendfsync", shared.appendfsync().name().into()),
+        ("save", String::new()),
+        ("requirepass", cfg.requirepass.clone().unwrap_or_default()),
+        ("proto-max-bulk-len", cfg.limits.max_bulk.to_string()),
+        ("client-query-buffer-limit", cfg.query_buffer_limit.to_string()),
+        ("slowlog-log-slower-than", shared.slowlog_slower_than.load(Ordering::Relaxed).to_string()),
+        ("slowlog-max-len", shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len.to_string()),
+        ("timeout", "0".into()),
+        ("io-threads", cfg.threads.to_string()),
+        ("dir", o.data_dir.as_ref().map_or(String::new(), |d| d.display().to_string())),
+        ("epochdb-durability", format!("{:?}", o.durability).to_ascii_lowercase()),
+        ("epochdb-epoch-interval-ms", o.epoch_interval.as_millis().to_string()),
+    ]
+}
+
+fn config(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let sub = a.get(1).to_ascii_uppercase();
+    match &sub[..] {
+        b"GET" if a.len() >= 3 => {
+            let values = config_values(shared);
+            let hits: Vec<_> = values
+                .iter()
+                .filter(|(k, _)| a.iter_from(2).any(|p| glob::matches(&p.to_ascii_lowercase(), k.as_bytes())))
+                .collect();
+            let mut o = c.out();
+            o.map(hits.len());
+            for (k, v) in hits {
+                o.bulk(k.as_bytes());
+                o.bulk(v.as_bytes());
+            }
+        }
+        b"SET" if a.len() >= 4 && a.len().is_multiple_of(2) => {
+            for i in (2..a.len()).step_by(2) {
+                if let Err(e) =
+                    config_set(shared, &String::from_utf8_lossy(a.get(i)).to_ascii_lowercase(), a.get(i + 1))
+                {
+                    return c.out().error(&e);
+                }
+            }
+            c.out().ok();
+        }
+        b"RESETSTAT" => {
+            c.out().ok();
+        }
+        b"REWRITE" => c.out().error("ERR The server is running without a config file"),
+        _ => c.out().error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+            printable(a.get(1))
+        )),
+    }
+}
+
+fn config_set(shared: &crate::server::Shared, key: &str, v: &[u8]) -> Result<(), String> {
+    let text = String::from_utf8_lossy(v).into_owned();
+    let bad = || {
+        format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer")
+    };
+    let num = || text.parse::<i64>().map_err(|_| bad());
+    let mut cfg = shared.config.lock().unwrap_or_else(|e| e.into_inner());
+    match key {
+        "appendfsync" => {
+            let a = AppendFsync::parse(&text).ok_or_else(|| format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument(s) must be one of the following: always, everysec, no"))?;
+            shared.set_appendfsync(a);
+            cfg.appendfsync = a;
+        }
+        "requirepass" => {
+            cfg.requirepass = (!text.is_empty()).then(|| text.clone());
+            shared.users.lock().unwrap_or_else(|e| e.into_inner()).set_requirepass(&text);
+            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
+        }
+        "maxclients" => cfg.maxclients = usize::try_from(num()?).map_err(|_| bad())?,
+        "slowlog-log-slower-than" => {
+            let n = num()?;
+            cfg.slowlog_slower_than = n;
+            shared.slowlog_slower_than.store(n, Ordering::Relaxed);
+        }
+        "slowlog-max-len" => {
+            let n = usize::try_from(num()?).map_err(|_| bad())?;
+            cfg.slowlog_max_len = n;
+            shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len = n;
+        }
+        "proto-max-bulk-len" => {
+            let n = usize::try_from(num()?).map_err(|_| bad())?;
+            if !(1024..=(512 << 20)).contains(&n) {
+                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be between 1024 and 536870912"));
+            }
+            cfg.limits.max_bulk = n;
+        }
+        "client-query-buffer-limit" => {
+            let n = usize::try_from(num()?).map_err(|_| bad())?;
+            if n < 1024 * 1024 {
+                return Err(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be at least 1048576"
+                ));
+            }
+            cfg.query_buffer_limit = n;
+        }
+        "save" | "timeout" | "appendonly" if matches!(text.as_str(), "" | "0" | "no" | "yes") => {}
+        _ => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{key}'")),
+    }
+    Ok(())
+}
+
+/// INFO's text for the sections asked for (default: the usual ones).
+pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
+    let asked: Vec<String> = a.iter_from(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
+    let all = asked.iter().any(|s| s == "all" || s == "everything");
+    let default = asked.is_empty() || asked.iter().any(|s| s == "default");
+    let want =
+        |s: &str| all || asked.iter().any(|x| x == s) || default && !matches!(s, "commandstats" | "latencystats");
+    let mut out = String::new();
+    let o = shared.db.options();
+    let sum = |f: &dyn Fn(&crate::stats::ThreadStats) -> u64| shared.stats.iter().map(|s| f(s)).sum::<u64>();
+    if want("server") {
+        let _ = write!(
+            out,
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nepochdb_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nio_threads_active:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            shared.addr.port(),
+            shared.started.elapsed().as_secs(),
+            shared.stats.len(),
+        );
+    }
+    if want("clients") {
+        let _ = write!(
+            out,
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
+            shared.connected.load(Ordering::Relaxed),
+            shared.config.lock().unwrap_or_else(|e| e.into_inner()).maxclients
+        );
+    }
+    if want("memory") {
+        let rss = std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+            .map_or(0, |pages| pages * 4096);
+        let _ = write!(out, "# Memory\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{:.2}M\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n", rss as f64 / (1 << 20) as f64);
+    }
+    if want("persistence") {
+        let logging = o.durability != Durability::Off;
+        let cp = shared.db.checkpoint_stats();
+        let _ = write!(
+            out,
+            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\nepochdb_durability:{:?}\r\nepochdb_epoch:{}\r\nepochdb_durable_epoch:{}\r\nepochdb_log_bytes:{}\r\nepochdb_checkpoints:{}\r\nappendfsync:{}\r\n\r\n",
+            logging as u8,
+            o.durability,
+            shared.db.epoch(),
+            shared.db.durable_epoch(),
+            shared.db.log_bytes(),
+            cp.installed,
+            shared.appendfsync().name(),
+        );
+    }
+    if want("stats") {
+        let calls: u64 = (0..COMMANDS.len()).map(|i| totals(&shared.stats, i).0).sum();
+        let _ = write!(
+            out,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{calls}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nepochdb_aborts_after_retries:{}\r\n\r\n",
+            sum(&|s| s.connections.load(Ordering::Relaxed)),
+            sum(&|s| s.net_input.load(Ordering::Relaxed)),
+            sum(&|s| s.net_output.load(Ordering::Relaxed)),
+            sum(&|s| s.rejected_connections.load(Ordering::Relaxed)),
+            sum(&|s| s.expired.load(Ordering::Relaxed)),
+            sum(&|s| s.aborts.load(Ordering::Relaxed)),
+        );
+    }
+    if want("replication") {
+        out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n");
+    }
+    if want("cpu") {
+        out.push_str("# CPU\r\n\r\n");
+    }
+    if want("commandstats") {
+        out.push_str("# Commandstats\r\n");
+        for (i, cmd) in COMMANDS.iter().enumerate() {
+            let (calls, usec, failed, rejected, _) = totals(&shared.stats, i);
+            if calls + rejected > 0 {
+                let per = if calls > 0 { usec as f64 / calls as f64 } else { 0.0 };
+                let _ = write!(out, "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per:.2},rejected_calls={rejected},failed_calls={failed}\r\n", cmd.name);
+            }
+        }
+        out.push_str("\r\n");
+    }
+    if want("latencystats") {
+        out.push_str("# Latencystats\r\n");
+        for (i, cmd) in COMMANDS.iter().enumerate() {
+            let (calls, _, _, _, hist) = totals(&shared.stats, i);
+            if calls > 0 {
+                let _ = write!(
+                    out,
+                    "latency_percentiles_usec_{}:p50={:.3},p99={:.3},p99.9={:.3}\r\n",
+                    cmd.name,
+                    percentile(&hist, 50.0),
+                    percentile(&hist, 99.0),
+                    percentile(&hist, 99.9)
+                );
+            }
+        }
+        out.push_str("\r\n");
+    }
+    if want("keyspace") {
+        out.push_str("# Keyspace\r\n");
+        // Counting keys is a scan; INFO keyspace reports the tables only.
+        let _ = write!(out, "epochdb_databases:{}\r\n\r\n", shared.tables.len());
+    }
+    out
+}
+
+fn acl(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let sub = a.get(1).to_ascii_uppercase();
+    match &sub[..] {
+        b"WHOAMI" => {
+            let u = c.user.clone().unwrap_or_else(|| "default".into());
+            c.out().bulk(u.as_bytes());
+        }
+        b"USERS" => {
+            let names: Vec<String> =
+                shared.users.lock().unwrap_or_else(|e| e.into_inner()).users.keys().cloned().collect();
+            let mut o = c.out();
+            o.array(names.len());
+            for n in names {
+                o.bulk(n.as_bytes());
+            }
+        }
+        b"LIST" => {
+            let lines: Vec<String> = shared
+                .users
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .users
+                .iter()
+                .map(|(n, u)| u.describe(n))
+                .collect();
+            let mut o = c.out();
+            o.array(lines.len());
+            for l in lines {
+                o.bulk(l.as_bytes());
+            }
+        }
+        b"SETUSER" if a.len() >= 3 => {
+            let name = String::from_utf8_lossy(a.get(2)).into_owned();
+            let rules: Vec<&[u8]> = a.iter_from(3).collect();
+            let r = shared.users.lock().unwrap_or_else(|e| e.into_inner()).set_user(&name, &rules);
+            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
+            match r {
+                Ok(()) => c.out().ok(),
+                Err(e) => c.out().error(&e),
+            }
+        }
+        b"DELUSER" if a.len() >= 3 => {
+            let mut users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+            let mut n = 0;
+            for name in a.iter_from(2) {
+                let name = String::from_utf8_lossy(name);
+                if name == "default" {
+                    drop(users);
+                    return c.out().error("ERR The 'default' user cannot be removed");
+                }
+                n += users.users.remove(name.as_ref()).is_some() as i64;
+            }
+            drop(users);
+            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
+            c.out().int(n);
+        }
+        b"CAT" => {
+            let mut cats: Vec<&str> = COMMANDS.iter().flat_map(|c| c.categories.iter().copied()).collect();
+            cats.sort_unstable();
+            cats.dedup();
+            let mut o = c.out();
+            o.array(cats.len());
+            for cat in cats {
+                o.bulk(cat.as_bytes());
+            }
+        }
+        _ => c.out().error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+            printable(a.get(1))
+        )),
+    }
+}
+
+fn slowlog(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let sub = a.get(1).to_ascii_uppercase();
+    match &sub[..] {
+        b"LEN" => {
+            let n = shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).entries.len();
+            c.out().int(n as i64);
+        }
+        b"RESET" => {
+            shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).entries.clear();
+            c.out().ok();
+        }
+        b"GET" => {
+            let n = if a.len() > 2 { parse_i64(a.get(2)).unwrap_or(10) } else { 10 };
+            let log = shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
+            let take = if n < 0 { log.entries.len() } else { (n as usize).min(log.entries.len()) };
+            let entries: Vec<_> = log.entries.iter().take(take).cloned().collect();
+            drop(log);
+            let mut o = c.out();
+            o.array(entries.len());
+            for e in entries {
+                o.array(6);
+                o.int(e.id as i64);
+                o.int(e.time as i64);
+                o.int(e.usec as i64);
+                o.array(e.args.len());
+                for arg in &e.args {
+                    o.bulk(arg);
+                }
+                o.bulk(e.addr.as_bytes());
+                o.bulk(&e.name);
+            }
+        }
+        _ => c.out().error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+            printable(a.get(1))
+        )),
+    }
+}

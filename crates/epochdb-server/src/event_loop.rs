@@ -1,0 +1,689 @@
+//! One event loop per thread: its own listening socket (SO_REUSEPORT, so
+//! the kernel spreads connections), its own clients and its own epochdb
+//! worker. A request is read, run and answered on the thread that read it:
+//! no hand-off between threads on the request path.
+//!
+//! Durable replies (`appendfsync always`): a command's reply goes into the
+//! client's output buffer at commit, marked with the commit's epoch, and is
+//! sent once that epoch is durable. Output is sent in order, so a later
+//! reply (of a read, say) waits behind an earlier held one. While replies
+//! wait, the loop asks the engine to hasten the epoch and polls without
+//! sleeping, so a lone client's write costs about one log sync.
+
+use crate::commands::{self, Cursors, Exec};
+use crate::keyspace::Db;
+use crate::resp::{Args, Out, Parser};
+use crate::server::{now_ms, ClientInfo, Shared};
+use crate::stats::{SlowEntry, ThreadStats};
+use crate::table::{lookup, Command, Run};
+use epochdb::{Error, Tid, Worker};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CLIENT: usize = 2;
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 16 * 1024;
+/// A client whose unsent output passes this is not read from until it
+/// drains: a client that does not read its replies cannot make us buffer
+/// without bound, and others are not slowed by it.
+const OUTPUT_HIGH_WATER: usize = 64 << 20;
+/// How often the loop does its housekeeping (expiry sweep, kills).
+const CRON: Duration = Duration::from_millis(100);
+/// Keys the expiry sweep removes per transaction, and transactions per
+/// cron tick at most.
+const SWEEP_BATCH: usize = 64;
+const SWEEP_ROUNDS: usize = 16;
+
+/// Binds `threads` listening sockets to one address with SO_REUSEPORT.
+/// With port 0 the first picks a port and the others take the same.
+pub fn listen(bind: &str, port: u16, threads: usize) -> std::io::Result<Vec<TcpListener>> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let ip: std::net::IpAddr = bind
+        .parse()
+        .map_err(|_| std::io::Error::new(ErrorKind::InvalidInput, format!("'{bind}' is not an IP address")))?;
+    let mut addr = SocketAddr::new(ip, port);
+    let mut out = Vec::new();
+    for _ in 0..threads {
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        s.set_reuse_address(true)?;
+        s.set_reuse_port(true)?;
+        s.set_nonblocking(true)?;
+        s.bind(&addr.into())?;
+        s.listen(1024)?;
+        let l: std::net::TcpListener = s.into();
+        addr = l.local_addr()?;
+        out.push(TcpListener::from_std(l));
+    }
+    Ok(out)
+}
+
+/// A WATCHed key: its database, name and the version seen.
+pub type Watched = (usize, Vec<u8>, (bool, Option<Tid>));
+
+/// A connection's state.
+pub struct Client {
+    pub sock: TcpStream,
+    pub info: Arc<ClientInfo>,
+    rbuf: Vec<u8>,
+    parser: Parser,
+    args: Args,
+    pub out: Vec<u8>,
+    sent: usize,
+    /// `(offset, epoch)`: output from `offset` on waits until `epoch` is
+    /// durable. Offsets and epochs both grow.
+    holds: VecDeque<(usize, u64)>,
+    pub db: usize,
+    pub resp3: bool,
+    /// Authenticated user; `None` until AUTH when a password is required.
+    pub user: Option<String>,
+    pub allowed: Arc<Vec<bool>>,
+    pub acl_generation: u64,
+    pub multi: Option<Vec<(usize, Args)>>,
+    pub multi_failed: bool,
+    pub watched: Vec<Watched>,
+    pub cursors: Cursors,
+    /// The epoch of this client's last write (WAITAOF).
+    pub last_write_epoch: u64,
+    pub close_after_reply: bool,
+    closed: bool,
+    writable: bool,
+}
+
+impl Client {
+    pub fn out(&mut self) -> Out<'_> {
+        Out { buf: &mut self.out, resp3: self.resp3 }
+    }
+
+    /// Holds output from here on until `epoch` is durable.
+    pub fn hold_from(&mut self, offset: usize, epoch: u64) {
+        match self.holds.back_mut() {
+            Some((_, e)) if *e >= epoch => {}
+            _ => self.holds.push_back((offset, epoch)),
+        }
+    }
+}
+
+pub struct EventLoop {
+    pub idx: usize,
+    pub shared: Arc<Shared>,
+    pub worker: Worker,
+    poll: Poll,
+    listener: TcpListener,
+    pub(crate) clients: HashMap<Token, Client>,
+    next_token: usize,
+    pub stats: Arc<ThreadStats>,
+    /// Reply scratch for a transaction (cleared on each retry).
+    pub(crate) scratch: Vec<u8>,
+    /// Clients with held replies.
+    waiting: Vec<Token>,
+    /// Clients with input left to parse (output was over the high water).
+    backlog: Vec<Token>,
+}
+
+impl EventLoop {
+    pub fn new(idx: usize, shared: Arc<Shared>, mut listener: TcpListener) -> epochdb::Result<EventLoop> {
+        let io = |source| Error::Io { op: "set up the event loop", path: Default::default(), source };
+        let poll = Poll::new().map_err(io)?;
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE).map_err(io)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
+        shared.wakeups.wakers.lock().unwrap_or_else(|e| e.into_inner()).push(waker);
+        let worker = shared.db.worker()?;
+        let stats = shared.stats[idx].clone();
+        Ok(EventLoop {
+            idx,
+            shared,
+            worker,
+            poll,
+            listener,
+            clients: HashMap::new(),
+            next_token: FIRST_CLIENT,
+            stats,
+            scratch: Vec::new(),
+            waiting: Vec::new(),
+            backlog: Vec::new(),
+        })
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut last_cron = Instant::now();
+        while !self.shared.shutdown.load(Ordering::Acquire) {
+            let mut timeout = CRON.saturating_sub(last_cron.elapsed());
+            if !self.backlog.is_empty() {
+                timeout = Duration::ZERO;
+            } else if !self.waiting.is_empty() {
+                // Sleep until a logger publishes a new pepoch (it wakes us),
+                // unless one came since the last look.
+                let parked = &self.shared.wakeups.parked[self.idx];
+                parked.store(true, Ordering::SeqCst);
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if self.ready_to_release() {
+                    parked.store(false, Ordering::Relaxed);
+                    timeout = Duration::ZERO;
+                }
+            }
+            let polled = self.poll.poll(&mut events, Some(timeout));
+            self.shared.wakeups.parked[self.idx].store(false, Ordering::Relaxed);
+            if let Err(e) = polled {
+                if e.kind() != ErrorKind::Interrupted {
+                    ::log::error!("event loop {}: poll failed: {e}", self.idx);
+                    break;
+                }
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    t => {
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.readable(t);
+                        }
+                        if ev.is_writable() {
+                            self.flush(t);
+                        }
+                    }
+                }
+            }
+            for t in std::mem::take(&mut self.backlog) {
+                self.process(t);
+                self.flush(t);
+            }
+            if !self.waiting.is_empty() {
+                self.release();
+            }
+            if last_cron.elapsed() >= CRON {
+                self.cron();
+                last_cron = Instant::now();
+            }
+        }
+        // Shutting down: send what may be sent, then close every client.
+        self.release();
+        let tokens: Vec<Token> = self.clients.keys().copied().collect();
+        for t in tokens {
+            self.flush(t);
+            self.close(t);
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let (mut sock, addr) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    ::log::warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            let max = self.shared.config.lock().unwrap_or_else(|e| e.into_inner()).maxclients;
+            if self.shared.connected.fetch_add(1, Ordering::AcqRel) >= max {
+                self.shared.connected.fetch_sub(1, Ordering::AcqRel);
+                ThreadStats::add(&self.stats.rejected_connections, 1);
+                let _ = sock.write(b"-ERR max number of clients reached\r\n");
+                continue;
+            }
+            let _ = sock.set_nodelay(true);
+            let token = Token(self.next_token);
+            self.next_token += 1;
+            if self.poll.registry().register(&mut sock, token, Interest::READABLE | Interest::WRITABLE).is_err() {
+                self.shared.connected.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            }
+            ThreadStats::add(&self.stats.connections, 1);
+            let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+            let (user, allowed) = {
+                let users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
+                match users.users.get("default") {
+                    Some(d) if d.enabled && d.nopass => (Some("default".to_string()), d.allowed.clone()),
+                    _ => (None, Arc::new(Vec::new())),
+                }
+            };
+            let info = Arc::new(ClientInfo {
+                id,
+                addr,
+                laddr: sock.local_addr().unwrap_or(addr),
+                thread: self.idx,
+                created: Instant::now(),
+                name: Default::default(),
+                user: std::sync::Mutex::new(user.clone().unwrap_or_else(|| "default".into())),
+                db: Default::default(),
+                last_cmd: Default::default(),
+                kill: Default::default(),
+            });
+            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
+            let generation = self.shared.acl_generation.load(Ordering::Acquire);
+            self.clients.insert(
+                token,
+                Client {
+                    sock,
+                    info,
+                    rbuf: Vec::new(),
+                    parser: Parser::default(),
+                    args: Args::default(),
+                    out: Vec::new(),
+                    sent: 0,
+                    holds: VecDeque::new(),
+                    db: 0,
+                    resp3: false,
+                    user,
+                    allowed,
+                    acl_generation: generation,
+                    multi: None,
+                    multi_failed: false,
+                    watched: Vec::new(),
+                    cursors: Cursors::default(),
+                    last_write_epoch: 0,
+                    close_after_reply: false,
+                    closed: false,
+                    writable: true,
+                },
+            );
+        }
+    }
+
+    /// Reads everything the socket has, then runs the complete requests.
+    fn readable(&mut self, t: Token) {
+        let limit = self.shared.config.lock().unwrap_or_else(|e| e.into_inner()).query_buffer_limit;
+        let Some(c) = self.clients.get_mut(&t) else { return };
+        let mut eof = false;
+        loop {
+            let len = c.rbuf.len();
+            let want = c.parser.wants(&c.rbuf).unwrap_or(0).clamp(READ_CHUNK, 16 << 20);
+            c.rbuf.resize(len + want, 0);
+            match c.sock.read(&mut c.rbuf[len..]) {
+                Ok(0) => {
+                    c.rbuf.truncate(len);
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    c.rbuf.truncate(len + n);
+                    ThreadStats::add(&self.stats.net_input, n as u64);
+                    if c.rbuf.len() > limit {
+                        ::log::warn!("closing client {}: query buffer over {limit} bytes", c.info.addr);
+                        eof = true;
+                        c.closed = true;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.rbuf.truncate(len);
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => c.rbuf.truncate(len),
+                Err(_) => {
+                    c.rbuf.truncate(len);
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        let hard = c.closed;
+        if !hard {
+            self.process(t);
+            self.flush(t);
+        }
+        if eof {
+            // Replies still held for durability are not sent to a peer that
+            // left; the writes stay committed.
+            self.close(t);
+        }
+    }
+
+    /// Parses and runs the requests in the client's buffer.
+    fn process(&mut self, t: Token) {
+        let limits = self.shared.config.lock().unwrap_or_else(|e| e.into_inner()).limits;
+        let mut consumed = 0;
+        loop {
+            let Some(c) = self.clients.get_mut(&t) else { return };
+            if c.closed || c.close_after_reply {
+                break;
+            }
+            if c.out.len() - c.sent > OUTPUT_HIGH_WATER {
+                self.backlog.push(t);
+                break;
+            }
+            let mut args = std::mem::take(&mut c.args);
+            let r = c.parser.parse(&c.rbuf[consumed..], &mut args, &limits);
+            let (used, done) = match r {
+                Ok(x) => x,
+                Err(e) => {
+                    c.args = args;
+                    let msg = format!("ERR {e}");
+                    c.out().error(&msg);
+                    c.close_after_reply = true;
+                    break;
+                }
+            };
+            consumed += used;
+            if done {
+                self.execute(t, &args);
+            }
+            if let Some(c) = self.clients.get_mut(&t) {
+                c.args = args;
+            }
+            if used == 0 {
+                break;
+            }
+        }
+        if let Some(c) = self.clients.get_mut(&t) {
+            c.rbuf.drain(..consumed.min(c.rbuf.len()));
+        }
+    }
+
+    /// Runs one request and writes its reply.
+    fn execute(&mut self, t: Token, args: &Args) {
+        let Some(c) = self.clients.get_mut(&t) else { return };
+        let start = Instant::now();
+        let Some((i, cmd)) = lookup(args.get(0)) else {
+            let mut msg = format!("ERR unknown command '{}', with args beginning with: ", printable(args.get(0)));
+            for a in args.iter_from(1).take(16) {
+                msg.push_str(&format!("'{}' ", printable(a)));
+            }
+            c.multi_failed |= c.multi.is_some();
+            c.out().error(&msg);
+            return;
+        };
+        c.info.last_cmd.store(i + 1, Ordering::Relaxed);
+        if !cmd.arity_ok(args.len()) {
+            c.multi_failed |= c.multi.is_some();
+            self.stats.reject(i);
+            c.out().error(&format!("ERR wrong number of arguments for '{}' command", cmd.name));
+            return;
+        }
+        if let Some(err) = self.refuse(t, i, cmd, args) {
+            let Some(c) = self.clients.get_mut(&t) else { return };
+            c.multi_failed |= c.multi.is_some() && !matches!(cmd.name, "exec" | "discard");
+            self.stats.reject(i);
+            c.out().error(&err);
+            return;
+        }
+        let Some(c) = self.clients.get_mut(&t) else { return };
+        if c.multi.is_some() && !matches!(cmd.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
+            if matches!(cmd.run, Run::Conn) && !matches!(cmd.name, "ping" | "echo" | "select" | "time") {
+                c.multi_failed = true;
+                c.out().error(&format!("ERR '{}' inside MULTI is not supported by epochdb", cmd.name));
+                return;
+            }
+            if let Some(q) = c.multi.as_mut() {
+                q.push((i, args.to_owned_args()));
+            }
+            c.out().simple("QUEUED");
+            return;
+        }
+        let failed = match cmd.run {
+            Run::Data(f) => self.run_data(t, cmd, f, args),
+            Run::Conn => self.conn_command(t, cmd, args),
+        };
+        let usec = start.elapsed().as_micros() as u64;
+        self.stats.call(i, usec, failed);
+        let slower = self.shared.slowlog_slower_than.load(Ordering::Relaxed);
+        if slower >= 0 && usec >= slower as u64 {
+            self.slowlog(t, args, usec);
+        }
+    }
+
+    /// Why the client may not run this command now, if it may not.
+    fn refuse(&mut self, t: Token, i: usize, cmd: &Command, args: &Args) -> Option<String> {
+        let generation = self.shared.acl_generation.load(Ordering::Acquire);
+        let c = self.clients.get_mut(&t)?;
+        if c.acl_generation != generation {
+            c.acl_generation = generation;
+            let users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
+            match c.user.as_ref().and_then(|u| users.users.get(u)) {
+                Some(u) if u.enabled => c.allowed = u.allowed.clone(),
+                _ => {
+                    c.user = None;
+                    c.allowed = Arc::new(Vec::new());
+                }
+            }
+        }
+        let no_auth = matches!(cmd.name, "auth" | "hello" | "quit" | "reset");
+        if c.user.is_none() && !no_auth {
+            return Some("NOAUTH Authentication required.".into());
+        }
+        if !no_auth && !c.allowed.get(i).copied().unwrap_or(false) {
+            let user = c.user.as_deref().unwrap_or("default");
+            return Some(format!("NOPERM User {user} has no permissions to run the '{}' command", cmd.name));
+        }
+        if commands::key_too_long(args, cmd.key_positions(args.len())) {
+            return Some(commands::key_too_long_msg());
+        }
+        if cmd.write && self.shared.db.is_read_only() {
+            return Some("READONLY You can't write against a read only replica.".into());
+        }
+        None
+    }
+
+    /// Runs a data command in its own transaction; returns whether it failed.
+    fn run_data(&mut self, t: Token, cmd: &Command, f: commands::DataFn, args: &Args) -> bool {
+        let Some(c) = self.clients.get_mut(&t) else { return true };
+        let table = self.shared.tables[c.db];
+        let max_value = self.shared.db.options().max_value_len;
+        let now = now_ms();
+        let scratch = &mut self.scratch;
+        let resp3 = c.resp3;
+        let cursors = &mut c.cursors;
+        let tables = &self.shared.tables;
+        let r = self.worker.run_with_info(|txn| {
+            scratch.clear();
+            let mut x = Exec { db: Db::new(table, now), out: Out { buf: scratch, resp3 }, tables, cursors, max_value };
+            f(&mut x, txn, args)
+        });
+        let failed = self.scratch.first() == Some(&b'-');
+        self.finish(t, r.map(|((), info)| info.epoch), cmd.write) || failed
+    }
+
+    /// Appends a transaction's reply (in `scratch`), holding it for
+    /// durability when replies wait; returns whether it failed.
+    pub fn finish(&mut self, t: Token, r: epochdb::Result<u64>, write: bool) -> bool {
+        let durable = self.shared.durable_replies();
+        let Some(c) = self.clients.get_mut(&t) else { return true };
+        match r {
+            Ok(epoch) => {
+                let at = c.out.len();
+                c.out.extend_from_slice(&self.scratch);
+                if write {
+                    c.last_write_epoch = c.last_write_epoch.max(epoch);
+                }
+                if durable {
+                    c.hold_from(at, epoch);
+                    self.shared.db.hasten_durable(epoch);
+                    if !self.waiting.contains(&t) {
+                        self.waiting.push(t);
+                    }
+                }
+                false
+            }
+            Err(e) => {
+                if matches!(e, Error::Aborted(_)) {
+                    ThreadStats::add(&self.stats.aborts, 1);
+                }
+                c.out().error(&engine_error(&e));
+                true
+            }
+        }
+    }
+
+    /// Whether a held reply may go now (its epoch is durable, or
+    /// durability failed and it must be answered with the error).
+    fn ready_to_release(&self) -> bool {
+        let pepoch = self.shared.db.durable_epoch();
+        let failed = matches!(self.shared.db.is_durable(u64::MAX), Err(e) if !matches!(e, Error::NotDurable));
+        failed
+            || self
+                .waiting
+                .iter()
+                .any(|t| self.clients.get(t).is_none_or(|c| c.holds.front().is_none_or(|&(_, e)| e <= pepoch)))
+    }
+
+    /// Sends held replies whose epochs are now durable.
+    fn release(&mut self) {
+        let pepoch = self.shared.db.durable_epoch();
+        let failure = match self.shared.db.is_durable(u64::MAX) {
+            Err(Error::NotDurable) | Ok(_) => None,
+            Err(e) => Some(e),
+        };
+        for t in std::mem::take(&mut self.waiting) {
+            let Some(c) = self.clients.get_mut(&t) else { continue };
+            if let Some(e) = &failure {
+                // Never send a reply the log could not keep.
+                if let Some(&(at, _)) = c.holds.front() {
+                    c.out.truncate(at);
+                    c.holds.clear();
+                    c.out().error(&engine_error(e));
+                    c.close_after_reply = true;
+                }
+            }
+            while c.holds.front().is_some_and(|&(_, e)| e <= pepoch) {
+                c.holds.pop_front();
+            }
+            let still = !c.holds.is_empty();
+            self.flush(t);
+            if still {
+                self.waiting.push(t);
+            }
+        }
+    }
+
+    /// Writes what may be sent; closes after a final reply.
+    pub fn flush(&mut self, t: Token) {
+        let Some(c) = self.clients.get_mut(&t) else { return };
+        let end = c.holds.front().map_or(c.out.len(), |&(at, _)| at);
+        while c.sent < end {
+            match c.sock.write(&c.out[c.sent..end]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    c.sent += n;
+                    ThreadStats::add(&self.stats.net_output, n as u64);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    c.writable = false;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    c.closed = true;
+                    break;
+                }
+            }
+        }
+        if c.sent == c.out.len() {
+            c.out.clear();
+            c.sent = 0;
+        } else if c.sent > (1 << 20) {
+            let sent = c.sent;
+            c.out.drain(..sent);
+            c.sent = 0;
+            c.holds.iter_mut().for_each(|(at, _)| *at -= sent);
+        }
+        let done = c.out.is_empty() && c.close_after_reply;
+        if c.closed || done {
+            self.close(t);
+        }
+    }
+
+    pub fn close(&mut self, t: Token) {
+        if let Some(mut c) = self.clients.remove(&t) {
+            let _ = self.poll.registry().deregister(&mut c.sock);
+            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.info.id);
+            self.shared.connected.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Housekeeping: killed clients, and (loop 0) the expiry sweep.
+    fn cron(&mut self) {
+        let killed: Vec<Token> =
+            self.clients.iter().filter(|(_, c)| c.info.kill.load(Ordering::Acquire)).map(|(t, _)| *t).collect();
+        for t in killed {
+            self.close(t);
+        }
+        if self.idx == 0 {
+            self.sweep();
+        }
+    }
+
+    /// Removes expired keys through the expiry index, a batch per
+    /// transaction, so they do not pile up in memory.
+    fn sweep(&mut self) {
+        let tables = self.shared.tables.clone();
+        for table in tables {
+            for _ in 0..SWEEP_ROUNDS {
+                let now = now_ms();
+                let r = self.worker.run(|txn| {
+                    let mut db = Db::new(table, now);
+                    let due = db.due(txn, SWEEP_BATCH)?;
+                    let mut removed = 0;
+                    for (at, key) in &due {
+                        removed += db.expire_if(txn, *at, key)? as u64;
+                    }
+                    Ok((due.len(), removed))
+                });
+                match r {
+                    Ok((n, removed)) => {
+                        ThreadStats::add(&self.stats.expired, removed);
+                        if n < SWEEP_BATCH {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        ::log::warn!("expiry sweep: {e}");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn slowlog(&mut self, t: Token, args: &Args, usec: u64) {
+        let Some(c) = self.clients.get(&t) else { return };
+        let mut shown: Vec<Vec<u8>> = args.iter_from(0).take(31).map(|a| a[..a.len().min(128)].to_vec()).collect();
+        if args.len() > 32 {
+            shown.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
+        }
+        let entry = SlowEntry {
+            id: 0,
+            time: now_ms() / 1000,
+            usec,
+            args: shown,
+            addr: c.info.addr.to_string(),
+            name: c.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        };
+        self.shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).push(entry);
+    }
+
+    pub fn client(&mut self, t: Token) -> Option<&mut Client> {
+        self.clients.get_mut(&t)
+    }
+
+    pub fn waiting_push(&mut self, t: Token) {
+        if !self.waiting.contains(&t) {
+            self.waiting.push(t);
+        }
+    }
+}
+
+/// A client-supplied name shown in an error, cut short and without line
+/// breaks.
+pub fn printable(a: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(&a[..a.len().min(128)]).chars().filter(|c| !c.is_control()).collect();
+    s
+}
+
+/// An engine error as a reply line.
+pub fn engine_error(e: &Error) -> String {
+    match e {
+        Error::Aborted(r) => format!("ERR transaction aborted after retries ({r:?}); try again"),
+        Error::ValueTooLarge { len, max } => format!("ERR value of {len} bytes is over the limit of {max}"),
+        other => format!("ERR {other}"),
+    }
+}

@@ -1,0 +1,365 @@
+//! How Redis keys, types and expiry times live in an ordered epochdb table.
+//!
+//! Each numbered database (`SELECT n`) is one table, `redis.<n>`. In it:
+//!
+//! | record key | value |
+//! | --- | --- |
+//! | `k` key | the key's head: type (1 byte), expiry (u64 LE, Unix ms, 0 none), then a string's bytes |
+//! | `h` len(key) (u16 BE) key field | a hash field's value |
+//! | `x` expiry (u64 BE, Unix ms) key | empty: the expiry index, oldest first |
+//!
+//! Every write to a key rewrites its head (a hash field write too), so a
+//! WATCH, which keeps the head's version, sees any change to the key. An
+//! expired key stays until something touches it or the sweep passes: reads
+//! treat it as missing, writes remove it first.
+
+use epochdb::{Result, TableId, Tid, Txn};
+use std::ops::Bound;
+
+/// Longest Redis key: an engine key holds a one-byte tag, and the expiry
+/// index adds 8 bytes of time.
+pub const MAX_KEY: usize = epochdb::MAX_KEY_LEN - 9;
+const HEAD: usize = 9;
+
+/// A key's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    String = 0,
+    Hash = 1,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+        }
+    }
+}
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A key's head: type and expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub kind: Kind,
+    /// Unix time in ms; 0 for none.
+    pub expire_at: u64,
+}
+
+impl Head {
+    pub fn live(&self, now: u64) -> bool {
+        self.expire_at == 0 || self.expire_at > now
+    }
+}
+
+/// The engine key of `key`'s head.
+pub fn head_key(key: &[u8], buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.push(b'k');
+    buf.extend_from_slice(key);
+}
+
+/// The engine key of field `field` of hash `key`.
+pub fn field_key(key: &[u8], field: &[u8], buf: &mut Vec<u8>) {
+    field_prefix(key, buf);
+    buf.extend_from_slice(field);
+}
+
+/// The prefix all fields of hash `key` share.
+pub fn field_prefix(key: &[u8], buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.push(b'h');
+    buf.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    buf.extend_from_slice(key);
+}
+
+fn expiry_key(at: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + key.len());
+    k.push(b'x');
+    k.extend_from_slice(&at.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// The smallest key above every key with prefix `p`, if there is one.
+pub fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
+    let mut end = p.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+fn decode(v: &[u8]) -> Option<(Head, &[u8])> {
+    let kind = match *v.first()? {
+        0 => Kind::String,
+        1 => Kind::Hash,
+        _ => return None,
+    };
+    let expire_at = u64::from_le_bytes(v.get(1..HEAD)?.try_into().ok()?);
+    Some((Head { kind, expire_at }, &v[HEAD..]))
+}
+
+/// Encodes a head followed by `payload` into `buf`.
+pub fn encode(head: Head, payload: &[u8], buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.push(head.kind as u8);
+    buf.extend_from_slice(&head.expire_at.to_le_bytes());
+    buf.extend_from_slice(payload);
+}
+
+/// A key's state as a command sees it.
+#[derive(Debug)]
+pub enum Found<'t> {
+    /// No head, or one that expired (`Some`: the expired head, which a
+    /// writer must remove first).
+    Missing(Option<Head>),
+    Live(Head, &'t [u8]),
+}
+
+/// One database's table, with scratch buffers for engine keys.
+pub struct Db {
+    pub table: TableId,
+    pub now: u64,
+    key: Vec<u8>,
+    val: Vec<u8>,
+}
+
+impl Db {
+    pub fn new(table: TableId, now: u64) -> Db {
+        Db { table, now, key: Vec::new(), val: Vec::new() }
+    }
+
+    /// Reads `key`'s head (and a string's bytes).
+    pub fn find<'t>(&mut self, txn: &'t mut Txn<'_>, key: &[u8]) -> Result<Found<'t>> {
+        head_key(key, &mut self.key);
+        let now = self.now;
+        Ok(match txn.get(self.table, &self.key)?.and_then(decode) {
+            None => Found::Missing(None),
+            Some((h, _)) if !h.live(now) => Found::Missing(Some(h)),
+            Some((h, payload)) => Found::Live(h, payload),
+        })
+    }
+
+    /// The version of `key`'s head, for WATCH: `(present, tid)`.
+    pub fn version(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<(bool, Option<Tid>)> {
+        head_key(key, &mut self.key);
+        let now = self.now;
+        let (v, tid) = txn.get_versioned(self.table, &self.key)?;
+        Ok((v.and_then(decode).is_some_and(|(h, _)| h.live(now)), tid))
+    }
+
+    /// The live head of `key`, if any.
+    pub fn head(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<Head>> {
+        Ok(match self.find(txn, key)? {
+            Found::Live(h, _) => Some(h),
+            Found::Missing(_) => None,
+        })
+    }
+
+    /// A string's value: `Ok(None)` if missing, `Err(())` inside for the
+    /// wrong type.
+    pub fn string(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<std::result::Result<Vec<u8>, ()>>> {
+        Ok(match self.find(txn, key)? {
+            Found::Live(Head { kind: Kind::String, .. }, v) => Some(Ok(v.to_vec())),
+            Found::Live(..) => Some(Err(())),
+            Found::Missing(_) => None,
+        })
+    }
+
+    /// Writes `key` as a string with `expire_at` (0: none), replacing
+    /// whatever it held (a hash's fields, an expiry entry).
+    pub fn set_string(&mut self, txn: &mut Txn<'_>, key: &[u8], value: &[u8], expire_at: u64) -> Result<()> {
+        let old = self.old_head(txn, key)?;
+        if let Some(h) = old {
+            if h.kind == Kind::Hash {
+                self.delete_fields(txn, key)?;
+            }
+        }
+        self.write_head(txn, key, Head { kind: Kind::String, expire_at }, value, old.map(|h| h.expire_at))
+    }
+
+    /// Writes a head with `payload` and keeps the expiry index in step
+    /// with it (`old_expire`: the expiry of the head it replaces).
+    pub fn write_head(
+        &mut self,
+        txn: &mut Txn<'_>,
+        key: &[u8],
+        head: Head,
+        payload: &[u8],
+        old_expire: Option<u64>,
+    ) -> Result<()> {
+        let old_expire = old_expire.unwrap_or(0);
+        if old_expire != head.expire_at {
+            if old_expire != 0 {
+                txn.delete(self.table, &expiry_key(old_expire, key))?;
+            }
+            if head.expire_at != 0 {
+                txn.put(self.table, &expiry_key(head.expire_at, key), b"")?;
+            }
+        }
+        head_key(key, &mut self.key);
+        encode(head, payload, &mut self.val);
+        txn.put(self.table, &self.key, &self.val)
+    }
+
+    /// The head of `key`, live or expired; an expired hash has its fields
+    /// removed (so a writer starts from nothing).
+    pub fn old_head(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<Head>> {
+        match self.find(txn, key)? {
+            Found::Live(h, _) => Ok(Some(h)),
+            Found::Missing(Some(h)) => {
+                if h.kind == Kind::Hash {
+                    self.delete_fields(txn, key)?;
+                }
+                Ok(Some(h))
+            }
+            Found::Missing(None) => Ok(None),
+        }
+    }
+
+    /// The live head of `key` prepared for a write of `kind`: `Ok(Some)`
+    /// live of that kind, `Ok(None)` missing (an expired one cleaned up;
+    /// its expiry in `stale`), `Err(())` the wrong type.
+    pub fn for_write(
+        &mut self,
+        txn: &mut Txn<'_>,
+        key: &[u8],
+        kind: Kind,
+        stale: &mut Option<u64>,
+    ) -> Result<std::result::Result<Option<Head>, ()>> {
+        *stale = None;
+        match self.find(txn, key)? {
+            Found::Live(h, _) if h.kind == kind => Ok(Ok(Some(h))),
+            Found::Live(..) => Ok(Err(())),
+            Found::Missing(Some(h)) => {
+                if h.kind == Kind::Hash {
+                    self.delete_fields(txn, key)?;
+                }
+                *stale = Some(h.expire_at);
+                Ok(Ok(None))
+            }
+            Found::Missing(None) => Ok(Ok(None)),
+        }
+    }
+
+    /// Removes `key` whatever it is; returns whether it was live.
+    pub fn delete(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<bool> {
+        let (h, live) = match self.find(txn, key)? {
+            Found::Live(h, _) => (h, true),
+            Found::Missing(Some(h)) => (h, false),
+            Found::Missing(None) => return Ok(false),
+        };
+        if h.kind == Kind::Hash {
+            self.delete_fields(txn, key)?;
+        }
+        if h.expire_at != 0 {
+            txn.delete(self.table, &expiry_key(h.expire_at, key))?;
+        }
+        head_key(key, &mut self.key);
+        txn.delete(self.table, &self.key)?;
+        Ok(live)
+    }
+
+    /// Removes every field of hash `key`.
+    pub fn delete_fields(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<()> {
+        for (k, _) in self.fields(txn, key, usize::MAX)? {
+            field_key(key, &k, &mut self.key);
+            txn.delete(self.table, &self.key)?;
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` fields of hash `key` as `(field, value)`, in order.
+    pub fn fields(&mut self, txn: &mut Txn<'_>, key: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        field_prefix(key, &mut self.key);
+        let lo = self.key.clone();
+        let hi = prefix_end(&lo);
+        let skip = lo.len();
+        let mut rows = Vec::new();
+        let range = (Bound::Included(&lo[..]), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
+        txn.scan(self.table, range, limit, |k, v| {
+            rows.push((k[skip..].to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(rows)
+    }
+
+    /// Field `field` of hash `key`.
+    pub fn field<'t>(&mut self, txn: &'t mut Txn<'_>, key: &[u8], field: &[u8]) -> Result<Option<&'t [u8]>> {
+        field_key(key, field, &mut self.key);
+        txn.get(self.table, &self.key)
+    }
+
+    pub fn put_field(&mut self, txn: &mut Txn<'_>, key: &[u8], field: &[u8], value: &[u8]) -> Result<()> {
+        field_key(key, field, &mut self.key);
+        txn.put(self.table, &self.key, value)
+    }
+
+    pub fn delete_field(&mut self, txn: &mut Txn<'_>, key: &[u8], field: &[u8]) -> Result<bool> {
+        field_key(key, field, &mut self.key);
+        txn.delete(self.table, &self.key)
+    }
+
+    /// Visits live keys from `start` (inclusive) in order with their
+    /// heads, at most `limit`, while `visit` returns true. Returns the
+    /// key after the last one visited, if the scan stopped early.
+    pub fn keys(
+        &mut self,
+        txn: &mut Txn<'_>,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        mut visit: impl FnMut(&[u8], Head) -> bool,
+    ) -> Result<Option<Vec<u8>>> {
+        head_key(start, &mut self.key);
+        let lo = self.key.clone();
+        let hi = match end {
+            Some(e) => {
+                let mut k = vec![b'k'];
+                k.extend_from_slice(e);
+                k
+            }
+            None => b"l".to_vec(),
+        };
+        let now = self.now;
+        let mut seen = 0;
+        let mut next = None;
+        txn.scan(self.table, (Bound::Included(&lo[..]), Bound::Excluded(&hi[..])), usize::MAX, |k, v| {
+            if seen == limit {
+                next = Some(k[1..].to_vec());
+                return false;
+            }
+            seen += 1;
+            match decode(v) {
+                Some((h, _)) if h.live(now) => visit(&k[1..], h),
+                _ => true,
+            }
+        })?;
+        Ok(next)
+    }
+
+    /// Up to `limit` expiry-index entries due at `now`: `(expire_at, key)`.
+    pub fn due(&mut self, txn: &mut Txn<'_>, limit: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+        let hi = expiry_key(self.now + 1, b"");
+        let mut due = Vec::new();
+        txn.scan(self.table, (Bound::Included(&b"x"[..]), Bound::Excluded(&hi[..])), limit, |k, _| {
+            let at = u64::from_be_bytes(k[1..9].try_into().unwrap_or_default());
+            due.push((at, k[9..].to_vec()));
+            true
+        })?;
+        Ok(due)
+    }
+
+    /// Removes `key` if its head still expires at `at` (the sweep).
+    pub fn expire_if(&mut self, txn: &mut Txn<'_>, at: u64, key: &[u8]) -> Result<bool> {
+        match self.find(txn, key)? {
+            Found::Missing(Some(h)) if h.expire_at == at => self.delete(txn, key).map(|_| true),
+            _ => txn.delete(self.table, &expiry_key(at, key)).map(|_| false),
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! `epochdb serve`: epochdb over the Redis protocol (RESP2 and RESP3), so
+//! `redis-cli`, `redis-benchmark` and the usual client libraries work
+//! unchanged, with serializable multi-key transactions (MULTI/EXEC is one
+//! epochdb transaction) and replies that can wait for durability.
+//!
+//! ```no_run
+//! use epochdb_server::{Config, Server};
+//! let server = Server::start(Config { port: 6380, ..Config::default() })?;
+//! println!("listening on {}", server.local_addr());
+//! server.wait(); // until a client sends SHUTDOWN
+//! # Ok::<(), epochdb_server::StartError>(())
+//! ```
+//!
+//! See `ARCHITECTURE.md` ("The server") for the threads and the data
+//! layout, and the README for the commands and where they differ from Redis.
+
+mod acl;
+mod admin;
+mod commands;
+mod event_loop;
+mod glob;
+mod keyspace;
+pub mod resp;
+mod server;
+mod stats;
+mod table;
+
+pub use server::{AppendFsync, Config, Server, StartError};

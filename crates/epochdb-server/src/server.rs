@@ -1,0 +1,331 @@
+//! The server: its settings, the state its event loops share, and
+//! starting and stopping it.
+
+use crate::acl::Users;
+use crate::event_loop::EventLoop;
+use crate::resp::Limits;
+use crate::stats::{Slowlog, ThreadStats};
+use epochdb::{Database, Durability, Options, TableId, TableOptions};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// When a write's reply is sent (Redis's `appendfsync`, mapped onto epochs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// Reply once the command's epoch is durable: a reply means the write
+    /// survives a crash. Replies of reads wait too, so no client sees a
+    /// write a crash could still take back.
+    Always = 0,
+    /// Reply at commit; the log is synced at every epoch (40 ms), so a
+    /// crash loses at most the last epoch or two (like Redis's `everysec`).
+    Everysec = 1,
+    /// Same as `everysec` for epochdb (the loggers sync each epoch anyway).
+    No = 2,
+}
+
+impl AppendFsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AppendFsync> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Some(AppendFsync::Always),
+            "everysec" => Some(AppendFsync::Everysec),
+            "no" => Some(AppendFsync::No),
+            _ => None,
+        }
+    }
+
+    fn from_u8(v: u8) -> AppendFsync {
+        match v {
+            0 => AppendFsync::Always,
+            1 => AppendFsync::Everysec,
+            _ => AppendFsync::No,
+        }
+    }
+}
+
+/// How to run a server. `Config::default()` listens on 127.0.0.1:6379
+/// with an in-memory database.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on (loopback unless told otherwise).
+    pub bind: String,
+    /// 0: any free port (see [`Server::local_addr`]).
+    pub port: u16,
+    /// Event loops, each with its own worker (0: one per CPU).
+    pub threads: usize,
+    pub appendfsync: AppendFsync,
+    /// The default user's password (`requirepass`); `None`: no password.
+    pub requirepass: Option<String>,
+    /// Numbered databases (`SELECT 0..n`), each a table.
+    pub databases: usize,
+    pub maxclients: usize,
+    pub limits: Limits,
+    /// Unparsed bytes a client may have sent before it is closed.
+    pub query_buffer_limit: usize,
+    /// SLOWLOG: commands slower than this many µs are logged (-1: none).
+    pub slowlog_slower_than: i64,
+    pub slowlog_max_len: usize,
+    /// The engine's options: durability, data directory, epochs.
+    pub options: Options,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            threads: 0,
+            appendfsync: AppendFsync::Everysec,
+            requirepass: None,
+            databases: 16,
+            maxclients: 10_000,
+            limits: Limits::default(),
+            query_buffer_limit: 1 << 30,
+            slowlog_slower_than: 10_000,
+            slowlog_max_len: 128,
+            options: Options::default(),
+        }
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug)]
+pub enum StartError {
+    Engine(epochdb::Error),
+    Bind { addr: String, source: std::io::Error },
+    Config(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Engine(e) => write!(f, "{e}"),
+            StartError::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            StartError::Config(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<epochdb::Error> for StartError {
+    fn from(e: epochdb::Error) -> StartError {
+        StartError::Engine(e)
+    }
+}
+
+/// A connected client as other threads see it (CLIENT LIST, CLIENT KILL).
+#[derive(Debug)]
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub thread: usize,
+    pub created: Instant,
+    pub name: Mutex<Vec<u8>>,
+    pub user: Mutex<String>,
+    pub db: AtomicUsize,
+    /// Index of the last command in the command table (+1; 0: none).
+    pub last_cmd: AtomicUsize,
+    pub kill: AtomicBool,
+}
+
+/// State the event loops share; touched rarely on the request path.
+pub struct Shared {
+    pub db: Database,
+    pub tables: Vec<TableId>,
+    pub config: Mutex<Config>,
+    pub appendfsync: AtomicU8,
+    pub slowlog_slower_than: AtomicI64,
+    pub users: Mutex<Users>,
+    /// Bumped at every ACL change; clients re-read their permissions.
+    pub acl_generation: AtomicU64,
+    pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    pub next_client_id: AtomicU64,
+    pub connected: AtomicUsize,
+    pub stats: Vec<Arc<ThreadStats>>,
+    pub slowlog: Mutex<Slowlog>,
+    pub shutdown: AtomicBool,
+    pub started: Instant,
+    pub wakeups: Arc<Wakeups>,
+    pub addr: SocketAddr,
+}
+
+/// How the event loops are woken: for shutdown and kills, and by the
+/// loggers when the durable epoch grows while a loop waits on it. Kept
+/// apart from [`Shared`] so the engine's listener does not own the
+/// database it listens to.
+#[derive(Default)]
+pub struct Wakeups {
+    pub wakers: Mutex<Vec<Arc<mio::Waker>>>,
+    /// Set by a loop that sleeps with replies held for durability.
+    pub parked: Vec<AtomicBool>,
+}
+
+impl Wakeups {
+    /// Wakes the loops parked on durability (called by a logger).
+    fn durable(&self) {
+        // Pairs with the fence in `EventLoop::run`: either the loop sees the
+        // new pepoch before sleeping, or this sees its flag.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let wakers = self.wakers.lock().unwrap_or_else(|e| e.into_inner());
+        for (flag, w) in self.parked.iter().zip(wakers.iter()) {
+            if flag.swap(false, Ordering::SeqCst) {
+                let _ = w.wake();
+            }
+        }
+    }
+}
+
+impl Shared {
+    pub fn appendfsync(&self) -> AppendFsync {
+        AppendFsync::from_u8(self.appendfsync.load(Ordering::Relaxed))
+    }
+
+    pub fn set_appendfsync(&self, a: AppendFsync) {
+        self.appendfsync.store(a as u8, Ordering::Relaxed);
+    }
+
+    /// Whether replies wait for durability.
+    pub fn durable_replies(&self) -> bool {
+        self.appendfsync() == AppendFsync::Always && self.db.options().durability != Durability::Off
+    }
+
+    /// Asks every event loop to stop.
+    pub fn stop(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.wake_all();
+    }
+
+    pub fn wake_all(&self) {
+        for w in self.wakeups.wakers.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = w.wake();
+        }
+    }
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Opens (or recovers) the database and starts the event loops.
+    pub fn start(config: Config) -> Result<Server, StartError> {
+        if config.databases == 0 || config.databases > 1024 {
+            return Err(StartError::Config("databases must be between 1 and 1024".into()));
+        }
+        let mut options = config.options.clone();
+        options.max_value_len = options.max_value_len.max(config.limits.max_bulk.min(512 << 20));
+        let db = Database::open(options)?;
+        let tables = (0..config.databases)
+            .map(|i| {
+                let name = format!("redis.{i}");
+                db.table(&name).or_else(|_| db.create_table(&name, TableOptions::new()))
+            })
+            .collect::<epochdb::Result<Vec<_>>>()?;
+        let threads = if config.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            config.threads
+        };
+        let listeners = crate::event_loop::listen(&config.bind, config.port, threads)
+            .map_err(|source| StartError::Bind { addr: format!("{}:{}", config.bind, config.port), source })?;
+        let addr =
+            listeners[0].local_addr().map_err(|source| StartError::Bind { addr: config.bind.clone(), source })?;
+        let users = Users::new(config.requirepass.as_deref());
+        let shared = Arc::new(Shared {
+            appendfsync: AtomicU8::new(config.appendfsync as u8),
+            slowlog_slower_than: AtomicI64::new(config.slowlog_slower_than),
+            slowlog: Mutex::new(Slowlog::new(config.slowlog_max_len)),
+            config: Mutex::new(config),
+            db,
+            tables,
+            users: Mutex::new(users),
+            acl_generation: AtomicU64::new(0),
+            clients: Mutex::new(HashMap::new()),
+            next_client_id: AtomicU64::new(1),
+            connected: AtomicUsize::new(0),
+            stats: (0..threads).map(|_| Arc::new(ThreadStats::new())).collect(),
+            shutdown: AtomicBool::new(false),
+            started: Instant::now(),
+            wakeups: Arc::new(Wakeups {
+                wakers: Mutex::default(),
+                parked: (0..threads).map(|_| AtomicBool::new(false)).collect(),
+            }),
+            addr,
+        });
+        let mut loops = Vec::new();
+        for (i, l) in listeners.into_iter().enumerate() {
+            loops.push(EventLoop::new(i, shared.clone(), l).map_err(StartError::Engine)?);
+        }
+        let wakeups = shared.wakeups.clone();
+        shared.db.on_durable(move |_| wakeups.durable());
+        let mut handles = Vec::new();
+        for l in loops {
+            let name = format!("epochdb-serve-{}", handles.len());
+            let h = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || l.run())
+                .map_err(|source| StartError::Bind { addr: "event loop thread".into(), source })?;
+            handles.push(h);
+        }
+        ::log::info!(
+            "epochdb serving on {addr} with {threads} event loops, durability {:?}, appendfsync {}",
+            shared.db.options().durability,
+            shared.appendfsync().name()
+        );
+        Ok(Server { shared, threads: handles })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The database it serves.
+    pub fn database(&self) -> &Database {
+        &self.shared.db
+    }
+
+    /// Stops accepting, closes every connection and waits for the loops.
+    pub fn shutdown(mut self) {
+        self.shared.stop();
+        self.join();
+    }
+
+    /// Waits until a client's SHUTDOWN (or [`Server::shutdown`]) stops it.
+    pub fn wait(mut self) {
+        self.join();
+    }
+
+    fn join(&mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shared.stop();
+        self.join();
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# epochdb serve beside redis-server on this machine, interleaved in one run:
+# the same redis-benchmark commands (-t set,get,incr,mset -d 100 -r 1000000
+# --threads 2) at -c 1 and -c 50, -P 1 and -P 16, for three pairings:
+#   off       epochdb --durability off           vs redis no AOF
+#   always    epochdb --appendfsync always (log) vs redis appendfsync always
+#   everysec  epochdb --appendfsync everysec     vs redis appendfsync everysec
+# Prints requests/s (median of REPS runs, each system in turn) and ratios.
+# Usage: scripts/redis-figures.sh [REPS] (default 3). Needs redis-server,
+# redis-benchmark (apt install redis-server redis-tools).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=${1:-3}
+cargo build --release -q -p epochdb-cli
+bin=target/release/epochdb
+scratch=$(mktemp -d)
+trap 'redis-cli -p 7411 shutdown nosave >/dev/null 2>&1 || true; redis-cli -p 7412 shutdown >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
+
+start_pair() { # $1 pairing
+  rm -rf "$scratch"/*
+  mkdir -p "$scratch/redis"
+  case $1 in
+    off) redis-server --port 7411 --save '' --appendonly no --daemonize yes --dir "$scratch/redis" >/dev/null
+         $bin serve --port 7412 --durability off --threads 2 >/dev/null 2>&1 & ;;
+    always|everysec)
+         redis-server --port 7411 --save '' --appendonly yes --appendfsync "$1" --daemonize yes --dir "$scratch/redis" >/dev/null
+         $bin serve --port 7412 --durability log --appendfsync "$1" --data-dir "$scratch/epochdb" --threads 2 >/dev/null 2>&1 & ;;
+  esac
+  for p in 7411 7412; do
+    until redis-cli -p $p ping >/dev/null 2>&1; do sleep 0.1; done
+  done
+}
+stop_pair() {
+  redis-cli -p 7411 shutdown nosave >/dev/null 2>&1 || true
+  redis-cli -p 7412 shutdown >/dev/null 2>&1 || true
+  wait 2>/dev/null || true
+}
+bench() { # $1 port $2 clients $3 pipeline $4 requests -> "test rps" lines
+  redis-benchmark -p "$1" -t set,get,incr,mset -d 100 -r 1000000 -c "$2" -P "$3" -n "$4" --threads 2 --csv 2>/dev/null |
+    awk -F'","' 'NR>1 {gsub(/"/,"",$1); gsub(/"/,"",$2); print $1 "\t" $2}'
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "# redis-benchmark, epochdb $(git rev-parse --short HEAD), $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps runs each, interleaved"
+printf "| pairing | -c | -P | test | redis rps | epochdb rps | epochdb / redis |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+for pairing in off always everysec; do
+  start_pair $pairing
+  for c in 1 50; do
+    for P in 1 16; do
+      n=200000
+      [ "$pairing" = always ] && [ "$P" = 1 ] && n=$(( c == 1 ? 3000 : 30000 ))
+      [ "$pairing" != always ] && [ "$c" = 1 ] && [ "$P" = 1 ] && n=30000
+      : >"$scratch/r" ; : >"$scratch/e"
+      for _ in $(seq "$reps"); do
+        bench 7411 $c $P $n >>"$scratch/r"
+        bench 7412 $c $P $n >>"$scratch/e"
+      done
+      for t in SET GET INCR "MSET (10 keys)"; do
+        r=$(awk -F'\t' -v t="$t" '$1==t {print $2}' "$scratch/r" | median)
+        e=$(awk -F'\t' -v t="$t" '$1==t {print $2}' "$scratch/e" | median)
+        printf "| %s | %s | %s | %s | %.0f | %.0f | %.2f |\n" $pairing $c $P "$t" "$r" "$e" "$(echo "$e / $r" | bc -l)"
+      done
+    done
+  done
+  stop_pair
+done

@@ -1,12 +1,11 @@
 //! `epochdb serve`: the Redis-protocol server.
 
-use crate::args::{default_data_dir, epoch_ms, failed, run_secs, CliResult, DurabilityArg};
+use crate::args::{epoch_ms, failed, run_secs, CliResult, DurabilityArg, DurabilityArgs};
 use clap::{Args, ValueEnum};
-use epochdb::{Durability, Options};
+use epochdb::Durability;
 use epochdb_server::{AppendFsync, Config, Server};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum AppendFsyncArg {
@@ -40,9 +39,9 @@ pub struct ServeArgs {
     /// A log directory, one logger each; repeat for several disks [default: DATA-DIR/log]
     #[arg(long = "log-dir", value_name = "DIR")]
     pub log_dirs: Vec<PathBuf>,
-    /// Seconds from one checkpoint's end to the next
-    #[arg(long, value_name = "S", default_value = "10", value_parser = run_secs)]
-    pub checkpoint_interval: f64,
+    /// Seconds from one checkpoint's end to the next [default: 10]. Needs a checkpointing --durability
+    #[arg(long, value_name = "S", value_parser = run_secs)]
+    pub checkpoint_interval: Option<f64>,
     /// Epoch length in milliseconds
     #[arg(long, value_name = "MS", default_value = "40", value_parser = epoch_ms)]
     pub epoch_ms: f64,
@@ -61,24 +60,19 @@ pub struct ServeArgs {
 }
 
 pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
-    let durability = a.durability.mode();
-    let mut options = Options { epoch_interval: Duration::from_secs_f64(a.epoch_ms / 1e3), ..Options::default() };
-    if durability == Durability::Off {
-        if a.data_dir.is_some() || !a.log_dirs.is_empty() {
-            return Err("--data-dir and --log-dir need --durability other than off".into());
-        }
-        if matches!(a.appendfsync, AppendFsyncArg::Always) {
-            return Err("--appendfsync always needs --durability other than off".into());
-        }
-    } else {
-        options = Options {
-            durability,
-            data_dir: Some(a.data_dir.clone().unwrap_or_else(default_data_dir)),
-            log_dirs: a.log_dirs.clone(),
-            checkpoint_interval: Duration::from_secs_f64(a.checkpoint_interval),
-            ..options
-        };
+    if a.durability.mode() == Durability::Off && matches!(a.appendfsync, AppendFsyncArg::Always) {
+        return Err("--appendfsync always needs --durability other than off".into());
     }
+    // The same options, defaults and usage errors as a durable benchmark's
+    // (only what happens to a database already there differs: kept).
+    let options = DurabilityArgs {
+        durability: a.durability,
+        data_dir: a.data_dir,
+        log_dirs: a.log_dirs,
+        checkpoint_interval: a.checkpoint_interval,
+        epoch_ms: a.epoch_ms,
+    }
+    .options()?;
     let config = Config {
         bind: a.bind,
         port: a.port,

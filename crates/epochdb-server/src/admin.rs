@@ -573,21 +573,28 @@ fn command(c: &mut Client, a: &Args) {
 
 /// CONFIG GET's parameters and their current values.
 fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> {
-    let cfg = shared.config.lock().unwrap_or_else(|e| e.into_inner());
+    let (cfg, set) = (&shared.config, &shared.settings);
+    let requirepass = shared
+        .users
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .users
+        .get("default")
+        .and_then(|d| d.passwords.first().cloned());
     let o = shared.db.options();
     let logging = o.durability != Durability::Off;
     vec![
         ("bind", cfg.bind.clone()),
         ("port", shared.addr.port().to_string()),
         ("databases", cfg.databases.to_string()),
-        ("maxclients", cfg.maxclients.to_string()),
+        ("maxclients", set.maxclients.load(Ordering::Relaxed).to_string()),
         ("appendonly", if logging { "yes" } else { "no" }.into()),
         ("appendfsync", shared.appendfsync().name().into()),
         ("save", String::new()),
-        ("requirepass", cfg.requirepass.clone().unwrap_or_default()),
-        ("proto-max-bulk-len", cfg.limits.max_bulk.to_string()),
-        ("client-query-buffer-limit", cfg.query_buffer_limit.to_string()),
-        ("slowlog-log-slower-than", shared.slowlog_slower_than.load(Ordering::Relaxed).to_string()),
+        ("requirepass", requirepass.unwrap_or_default()),
+        ("proto-max-bulk-len", set.max_bulk.load(Ordering::Relaxed).to_string()),
+        ("client-query-buffer-limit", set.query_buffer_limit.load(Ordering::Relaxed).to_string()),
+        ("slowlog-log-slower-than", set.slowlog_slower_than.load(Ordering::Relaxed).to_string()),
         ("slowlog-max-len", shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len.to_string()),
         ("timeout", "0".into()),
         ("io-threads", cfg.threads.to_string()),
@@ -640,27 +647,23 @@ fn config_set(shared: &crate::server::Shared, key: &str, v: &[u8]) -> Result<(),
         format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer")
     };
     let num = || text.parse::<i64>().map_err(|_| bad());
-    let mut cfg = shared.config.lock().unwrap_or_else(|e| e.into_inner());
+    let set = &shared.settings;
     match key {
         "appendfsync" => {
             let a = AppendFsync::parse(&text).ok_or_else(|| format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument(s) must be one of the following: always, everysec, no"))?;
             shared.set_appendfsync(a);
-            cfg.appendfsync = a;
         }
         "requirepass" => {
-            cfg.requirepass = (!text.is_empty()).then(|| text.clone());
             shared.users.lock().unwrap_or_else(|e| e.into_inner()).set_requirepass(&text);
             shared.acl_generation.fetch_add(1, Ordering::AcqRel);
         }
-        "maxclients" => cfg.maxclients = usize::try_from(num()?).map_err(|_| bad())?,
+        "maxclients" => set.maxclients.store(usize::try_from(num()?).map_err(|_| bad())?, Ordering::Relaxed),
         "slowlog-log-slower-than" => {
             let n = num()?;
-            cfg.slowlog_slower_than = n;
-            shared.slowlog_slower_than.store(n, Ordering::Relaxed);
+            set.slowlog_slower_than.store(n, Ordering::Relaxed);
         }
         "slowlog-max-len" => {
             let n = usize::try_from(num()?).map_err(|_| bad())?;
-            cfg.slowlog_max_len = n;
             shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len = n;
         }
         "proto-max-bulk-len" => {
@@ -668,7 +671,7 @@ fn config_set(shared: &crate::server::Shared, key: &str, v: &[u8]) -> Result<(),
             if !(1024..=(512 << 20)).contains(&n) {
                 return Err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be between 1024 and 536870912"));
             }
-            cfg.limits.max_bulk = n;
+            set.max_bulk.store(n, Ordering::Relaxed);
         }
         "client-query-buffer-limit" => {
             let n = usize::try_from(num()?).map_err(|_| bad())?;
@@ -677,7 +680,7 @@ fn config_set(shared: &crate::server::Shared, key: &str, v: &[u8]) -> Result<(),
                     "ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be at least 1048576"
                 ));
             }
-            cfg.query_buffer_limit = n;
+            set.query_buffer_limit.store(n, Ordering::Relaxed);
         }
         "save" | "timeout" | "appendonly" if matches!(text.as_str(), "" | "0" | "no" | "yes") => {}
         _ => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{key}'")),
@@ -712,7 +715,7 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
             out,
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
             shared.connected.load(Ordering::Relaxed),
-            shared.config.lock().unwrap_or_else(|e| e.into_inner()).maxclients
+            shared.settings.maxclients.load(Ordering::Relaxed)
         );
     }
     if want("memory") {

@@ -154,7 +154,9 @@ fn set_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], value: &[u8], o: Se
         x.out.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
         return Ok(());
     }
-    let (old, old_ttl) = match x.db.find(txn, key)? {
+    let found = x.db.find(txn, key)?;
+    let old_head = found.head();
+    let (old, old_ttl) = match found {
         Found::Live(h, v) => {
             if o.get && h.kind != Kind::String {
                 x.out.error(WRONGTYPE);
@@ -168,7 +170,7 @@ fn set_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], value: &[u8], o: Se
     let done = !(o.nx && present || o.xx && !present);
     if done {
         let at = if o.keepttl { old_ttl } else { o.expire_at };
-        x.db.set_string(txn, key, value, at)?;
+        x.db.set_string(txn, key, old_head, value, at)?;
     }
     if o.get {
         x.out.opt_bulk(old.as_deref());
@@ -181,9 +183,10 @@ fn set_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], value: &[u8], o: Se
 }
 
 pub fn setnx(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
-    let live = x.db.head(txn, a.get(1))?.is_some();
+    let found = x.db.find(txn, a.get(1))?;
+    let (live, old) = (matches!(found, Found::Live(..)), found.head());
     if !live {
-        x.db.set_string(txn, a.get(1), a.get(2), 0)?;
+        x.db.set_string(txn, a.get(1), old, a.get(2), 0)?;
     }
     x.out.int(!live as i64);
     Ok(())
@@ -289,7 +292,8 @@ pub fn mset(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         return Ok(());
     }
     for i in (1..a.len()).step_by(2) {
-        x.db.set_string(txn, a.get(i), a.get(i + 1), 0)?;
+        let old = x.db.find(txn, a.get(i))?.head();
+        x.db.set_string(txn, a.get(i), old, a.get(i + 1), 0)?;
     }
     x.out.ok();
     Ok(())
@@ -300,14 +304,18 @@ pub fn msetnx(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         x.out.error("ERR wrong number of arguments for 'msetnx' command");
         return Ok(());
     }
+    let mut olds = Vec::with_capacity(a.len() / 2);
     for i in (1..a.len()).step_by(2) {
-        if x.db.head(txn, a.get(i))?.is_some() {
-            x.out.int(0);
-            return Ok(());
+        match x.db.find(txn, a.get(i))? {
+            Found::Live(..) => {
+                x.out.int(0);
+                return Ok(());
+            }
+            Found::Missing(old) => olds.push(old),
         }
     }
-    for i in (1..a.len()).step_by(2) {
-        x.db.set_string(txn, a.get(i), a.get(i + 1), 0)?;
+    for (i, old) in (1..a.len()).step_by(2).zip(olds) {
+        x.db.set_string(txn, a.get(i), old, a.get(i + 1), 0)?;
     }
     x.out.int(1);
     Ok(())
@@ -326,39 +334,48 @@ struct Current {
 /// The string at `key` for a read-modify-write; `Err(())` after writing
 /// WRONGTYPE.
 fn string_for_update(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<std::result::Result<Current, ()>> {
-    let mut stale = None;
-    Ok(match x.db.for_write(txn, key, Kind::String, &mut stale)? {
-        Err(()) => {
+    let stale = match x.db.find(txn, key)? {
+        Found::Live(h @ Head { kind: Kind::String, .. }, v) => {
+            return Ok(Ok(Current { head: h, value: Some(v.to_vec()), old_expire: Some(h.expire_at) }));
+        }
+        Found::Live(..) => {
             x.out.error(WRONGTYPE);
-            Err(())
+            return Ok(Err(()));
         }
-        Ok(None) => Ok(Current { head: Head { kind: Kind::String, expire_at: 0 }, value: None, old_expire: stale }),
-        Ok(Some(h)) => {
-            let value = match x.db.find(txn, key)? {
-                Found::Live(_, v) => Some(v.to_vec()),
-                Found::Missing(_) => None,
-            };
-            Ok(Current { head: h, value, old_expire: Some(h.expire_at) })
-        }
-    })
+        Found::Missing(stale) => stale,
+    };
+    if stale.is_some_and(|h| h.kind == Kind::Hash) {
+        x.db.delete_fields(txn, key)?;
+    }
+    let head = Head { kind: Kind::String, expire_at: 0 };
+    Ok(Ok(Current { head, value: None, old_expire: stale.map(|h| h.expire_at) }))
+}
+
+/// INCRBY's arithmetic on a stored value (missing: 0); `Err` is the reply
+/// (`not_int` when the value is not an integer).
+fn add_int(old: Option<&[u8]>, by: i64, not_int: &'static str) -> std::result::Result<i64, &'static str> {
+    let cur = old.map_or(Some(0), parse_i64).ok_or(not_int)?;
+    cur.checked_add(by).ok_or(OVERFLOW)
+}
+
+/// INCRBYFLOAT's: the new value as stored and replied.
+fn add_float(old: Option<&[u8]>, by: f64, not_float: &'static str) -> std::result::Result<String, &'static str> {
+    let n = old.map_or(Some(0.0), parse_f64).ok_or(not_float)? + by;
+    if !n.is_finite() {
+        return Err("ERR increment would produce NaN or Infinity");
+    }
+    Ok(format_f64(n))
 }
 
 fn incr_by(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], by: i64) -> Result<()> {
     let Ok(cur) = string_for_update(x, txn, key)? else { return Ok(()) };
-    let n = match cur.value.as_deref().map(parse_i64) {
-        None => 0,
-        Some(Some(n)) => n,
-        Some(None) => {
-            x.out.error(NOT_INT);
-            return Ok(());
+    match add_int(cur.value.as_deref(), by, NOT_INT) {
+        Ok(n) => {
+            x.db.write_head(txn, key, cur.head, n.to_string().as_bytes(), cur.old_expire)?;
+            x.out.int(n);
         }
-    };
-    let Some(n) = n.checked_add(by) else {
-        x.out.error(OVERFLOW);
-        return Ok(());
-    };
-    x.db.write_head(txn, key, cur.head, n.to_string().as_bytes(), cur.old_expire)?;
-    x.out.int(n);
+        Err(e) => x.out.error(e),
+    }
     Ok(())
 }
 
@@ -391,22 +408,13 @@ pub fn incrbyfloat(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> 
     };
     let key = a.get(1);
     let Ok(cur) = string_for_update(x, txn, key)? else { return Ok(()) };
-    let n = match cur.value.as_deref().map(parse_f64) {
-        None => 0.0,
-        Some(Some(n)) => n,
-        Some(None) => {
-            x.out.error(NOT_FLOAT);
-            return Ok(());
+    match add_float(cur.value.as_deref(), by, NOT_FLOAT) {
+        Ok(s) => {
+            x.db.write_head(txn, key, cur.head, s.as_bytes(), cur.old_expire)?;
+            x.out.bulk(s.as_bytes());
         }
-    };
-    let n = n + by;
-    if !n.is_finite() {
-        x.out.error("ERR increment would produce NaN or Infinity");
-        return Ok(());
+        Err(e) => x.out.error(e),
     }
-    let s = format_f64(n);
-    x.db.write_head(txn, key, cur.head, s.as_bytes(), cur.old_expire)?;
-    x.out.bulk(s.as_bytes());
     Ok(())
 }
 
@@ -1081,62 +1089,50 @@ pub fn hvals(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
 }
 
 pub fn hincrby(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
-    let (key, field) = (a.get(1), a.get(2));
     let Some(by) = int_arg(&mut x.out, a.get(3)) else { return Ok(()) };
-    if field_too_long(x, key, field) {
-        return Ok(());
+    let new =
+        update_field(x, txn, a, |old| add_int(old, by, "ERR hash value is not an integer").map(|n| n.to_string()))?;
+    if let Some(n) = new {
+        x.out.int(n.parse().unwrap_or_default());
     }
-    let Some((head, old)) = hash_for_write(x, txn, key)? else { return Ok(()) };
-    let cur = match x.db.field(txn, key, field)? {
-        None => 0,
-        Some(v) => match parse_i64(v) {
-            Some(n) => n,
-            None => {
-                x.out.error("ERR hash value is not an integer");
-                return Ok(());
-            }
-        },
-    };
-    let Some(n) = cur.checked_add(by) else {
-        x.out.error(OVERFLOW);
-        return Ok(());
-    };
-    x.db.put_field(txn, key, field, n.to_string().as_bytes())?;
-    x.db.write_head(txn, key, head, b"", old)?;
-    x.out.int(n);
     Ok(())
 }
 
 pub fn hincrbyfloat(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
-    let (key, field) = (a.get(1), a.get(2));
     let Some(by) = parse_f64(a.get(3)) else {
         x.out.error(NOT_FLOAT);
         return Ok(());
     };
-    if field_too_long(x, key, field) {
-        return Ok(());
+    if let Some(s) = update_field(x, txn, a, |old| add_float(old, by, "ERR hash value is not a float"))? {
+        x.out.bulk(s.as_bytes());
     }
-    let Some((head, old)) = hash_for_write(x, txn, key)? else { return Ok(()) };
-    let cur = match x.db.field(txn, key, field)? {
-        None => 0.0,
-        Some(v) => match parse_f64(v) {
-            Some(n) => n,
-            None => {
-                x.out.error("ERR hash value is not a float");
-                return Ok(());
-            }
-        },
-    };
-    let n = cur + by;
-    if !n.is_finite() {
-        x.out.error("ERR increment would produce NaN or Infinity");
-        return Ok(());
-    }
-    let s = format_f64(n);
-    x.db.put_field(txn, key, field, s.as_bytes())?;
-    x.db.write_head(txn, key, head, b"", old)?;
-    x.out.bulk(s.as_bytes());
     Ok(())
+}
+
+/// HINCRBY and HINCRBYFLOAT: field `a[2]` of hash `a[1]` becomes
+/// `update(old value)`. Returns the new value, or `None` once an error is
+/// replied.
+fn update_field(
+    x: &mut Exec<'_>,
+    txn: &mut Txn<'_>,
+    a: &Args,
+    update: impl FnOnce(Option<&[u8]>) -> std::result::Result<String, &'static str>,
+) -> Result<Option<String>> {
+    let (key, field) = (a.get(1), a.get(2));
+    if field_too_long(x, key, field) {
+        return Ok(None);
+    }
+    let Some((head, old)) = hash_for_write(x, txn, key)? else { return Ok(None) };
+    let new = match update(x.db.field(txn, key, field)?) {
+        Ok(new) => new,
+        Err(e) => {
+            x.out.error(e);
+            return Ok(None);
+        }
+    };
+    x.db.put_field(txn, key, field, new.as_bytes())?;
+    x.db.write_head(txn, key, head, b"", old)?;
+    Ok(Some(new))
 }
 
 pub fn hscan(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {

@@ -224,7 +224,7 @@ impl EventLoop {
                     return;
                 }
             };
-            let max = self.shared.config.lock().unwrap_or_else(|e| e.into_inner()).maxclients;
+            let max = self.shared.settings.maxclients.load(Ordering::Relaxed);
             if self.shared.connected.fetch_add(1, Ordering::AcqRel) >= max {
                 self.shared.connected.fetch_sub(1, Ordering::AcqRel);
                 ThreadStats::add(&self.stats.rejected_connections, 1);
@@ -292,7 +292,7 @@ impl EventLoop {
 
     /// Reads everything the socket has, then runs the complete requests.
     fn readable(&mut self, t: Token) {
-        let limit = self.shared.config.lock().unwrap_or_else(|e| e.into_inner()).query_buffer_limit;
+        let limit = self.shared.settings.query_buffer_limit.load(Ordering::Relaxed);
         let Some(c) = self.clients.get_mut(&t) else { return };
         let mut eof = false;
         loop {
@@ -341,7 +341,7 @@ impl EventLoop {
 
     /// Parses and runs the requests in the client's buffer.
     fn process(&mut self, t: Token) {
-        let limits = self.shared.config.lock().unwrap_or_else(|e| e.into_inner()).limits;
+        let limits = self.shared.limits();
         let mut consumed = 0;
         loop {
             let Some(c) = self.clients.get_mut(&t) else { return };
@@ -426,7 +426,7 @@ impl EventLoop {
         };
         let usec = start.elapsed().as_micros() as u64;
         self.stats.call(i, usec, failed);
-        let slower = self.shared.slowlog_slower_than.load(Ordering::Relaxed);
+        let slower = self.shared.settings.slowlog_slower_than.load(Ordering::Relaxed);
         if slower >= 0 && usec >= slower as u64 {
             self.slowlog(t, args, usec);
         }

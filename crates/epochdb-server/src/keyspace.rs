@@ -121,6 +121,16 @@ pub enum Found<'t> {
     Live(Head, &'t [u8]),
 }
 
+impl Found<'_> {
+    /// The head a write replaces: live or expired.
+    pub fn head(&self) -> Option<Head> {
+        match *self {
+            Found::Live(h, _) => Some(h),
+            Found::Missing(h) => h,
+        }
+    }
+}
+
 /// One database's table, with scratch buffers for engine keys.
 pub struct Db {
     pub table: TableId,
@@ -172,9 +182,16 @@ impl Db {
     }
 
     /// Writes `key` as a string with `expire_at` (0: none), replacing
-    /// whatever it held (a hash's fields, an expiry entry).
-    pub fn set_string(&mut self, txn: &mut Txn<'_>, key: &[u8], value: &[u8], expire_at: u64) -> Result<()> {
-        let old = self.old_head(txn, key)?;
+    /// `old`, the head it had ([`Found::head`]): a hash's fields and an
+    /// expiry entry go.
+    pub fn set_string(
+        &mut self,
+        txn: &mut Txn<'_>,
+        key: &[u8],
+        old: Option<Head>,
+        value: &[u8],
+        expire_at: u64,
+    ) -> Result<()> {
         if let Some(h) = old {
             if h.kind == Kind::Hash {
                 self.delete_fields(txn, key)?;
@@ -205,21 +222,6 @@ impl Db {
         head_key(key, &mut self.key);
         encode(head, payload, &mut self.val);
         txn.put(self.table, &self.key, &self.val)
-    }
-
-    /// The head of `key`, live or expired; an expired hash has its fields
-    /// removed (so a writer starts from nothing).
-    pub fn old_head(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<Head>> {
-        match self.find(txn, key)? {
-            Found::Live(h, _) => Ok(Some(h)),
-            Found::Missing(Some(h)) => {
-                if h.kind == Kind::Hash {
-                    self.delete_fields(txn, key)?;
-                }
-                Ok(Some(h))
-            }
-            Found::Missing(None) => Ok(None),
-        }
     }
 
     /// The live head of `key` prepared for a write of `kind`: `Ok(Some)`

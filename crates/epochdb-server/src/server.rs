@@ -141,13 +141,25 @@ pub struct ClientInfo {
     pub kill: AtomicBool,
 }
 
+/// The settings CONFIG SET may change, read on the request path: atomics,
+/// so the event loops never share a lock to read them.
+pub struct Settings {
+    appendfsync: AtomicU8,
+    pub slowlog_slower_than: AtomicI64,
+    pub maxclients: AtomicUsize,
+    pub max_bulk: AtomicUsize,
+    pub query_buffer_limit: AtomicUsize,
+}
+
 /// State the event loops share; touched rarely on the request path.
 pub struct Shared {
     pub db: Database,
     pub tables: Vec<TableId>,
-    pub config: Mutex<Config>,
-    pub appendfsync: AtomicU8,
-    pub slowlog_slower_than: AtomicI64,
+    /// As started; what CONFIG SET changes lives in `settings` (and the
+    /// default user's password in `users`, the slow log's length in
+    /// `slowlog`).
+    pub config: Config,
+    pub settings: Settings,
     pub users: Mutex<Users>,
     /// Bumped at every ACL change; clients re-read their permissions.
     pub acl_generation: AtomicU64,
@@ -190,11 +202,16 @@ impl Wakeups {
 
 impl Shared {
     pub fn appendfsync(&self) -> AppendFsync {
-        AppendFsync::from_u8(self.appendfsync.load(Ordering::Relaxed))
+        AppendFsync::from_u8(self.settings.appendfsync.load(Ordering::Relaxed))
     }
 
     pub fn set_appendfsync(&self, a: AppendFsync) {
-        self.appendfsync.store(a as u8, Ordering::Relaxed);
+        self.settings.appendfsync.store(a as u8, Ordering::Relaxed);
+    }
+
+    /// The request limits now.
+    pub fn limits(&self) -> Limits {
+        Limits { max_bulk: self.settings.max_bulk.load(Ordering::Relaxed), ..self.config.limits }
     }
 
     /// Whether replies wait for durability.
@@ -247,10 +264,15 @@ impl Server {
             listeners[0].local_addr().map_err(|source| StartError::Bind { addr: config.bind.clone(), source })?;
         let users = Users::new(config.requirepass.as_deref());
         let shared = Arc::new(Shared {
-            appendfsync: AtomicU8::new(config.appendfsync as u8),
-            slowlog_slower_than: AtomicI64::new(config.slowlog_slower_than),
+            settings: Settings {
+                appendfsync: AtomicU8::new(config.appendfsync as u8),
+                slowlog_slower_than: AtomicI64::new(config.slowlog_slower_than),
+                maxclients: AtomicUsize::new(config.maxclients),
+                max_bulk: AtomicUsize::new(config.limits.max_bulk),
+                query_buffer_limit: AtomicUsize::new(config.query_buffer_limit),
+            },
             slowlog: Mutex::new(Slowlog::new(config.slowlog_max_len)),
-            config: Mutex::new(config),
+            config,
             db,
             tables,
             users: Mutex::new(users),

@@ -179,7 +179,12 @@ impl Durable {
     /// durable calls this, so a lone client's write costs about one fsync,
     /// not one epoch. Wakes the loggers only when the wanted epoch grows.
     pub fn hasten(&self, epoch: u64) {
-        if self.pepoch() >= epoch || self.wanted.fetch_max(epoch, Ordering::AcqRel) >= epoch {
+        // Loads first: every durable reply calls this, and a read-modify-write
+        // would take the cache line from the other event loops each time.
+        if self.pepoch() >= epoch
+            || self.wanted.load(Ordering::Acquire) >= epoch
+            || self.wanted.fetch_max(epoch, Ordering::AcqRel) >= epoch
+        {
             return;
         }
         for t in self.threads.get().into_iter().flatten() {

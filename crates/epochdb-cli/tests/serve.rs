@@ -2,48 +2,71 @@
 //! restart that has every write whose reply was sent; and redis-cli and
 //! redis-benchmark against it when they are installed.
 
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// A running `epochdb serve`, its port, and what it wrote to stderr (shown
+/// when a test fails).
+struct Served {
+    child: Child,
+    port: u16,
+    stderr: Arc<Mutex<String>>,
 }
 
-fn serve(dir: &std::path::Path, port: u16) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-        .args([
-            "serve",
-            "--port",
-            &port.to_string(),
-            "--durability",
-            "log",
-            "--appendfsync",
-            "always",
-            "--threads",
-            "2",
-        ])
+impl Served {
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+/// Starts a durable server on a port the kernel picks (`--port 0`) and waits
+/// for the line that names it. Probing a guessed port by connecting is racy:
+/// another test's server may hold it, and a connect to a free port on
+/// loopback can connect to itself.
+fn serve(dir: &std::path::Path) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(["serve", "--port", "0", "--durability", "log", "--appendfsync", "always", "--threads", "2"])
         .arg("--data-dir")
         .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start epochdb serve");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut pipe = child.stderr.take().unwrap();
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let addr: std::net::SocketAddr = rest.split_whitespace().next().unwrap().parse().unwrap();
+                    break addr.port();
+                }
+            }
+            _ => panic!("epochdb serve exited before listening: {}", stderr.lock().unwrap()),
+        }
+    };
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Served { child, port, stderr }
 }
 
 #[test]
 fn a_killed_durable_server_keeps_every_acknowledged_write() {
     let dir = std::env::temp_dir().join(format!("epochdb-serve-kill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let port = free_port();
     for round in 0..3u64 {
-        let mut server = serve(&dir, port);
-        let addr = format!("redis://127.0.0.1:{port}/");
+        let mut server = serve(&dir);
+        let addr = format!("redis://127.0.0.1:{}/", server.port);
         // Writers run until the kill; each records the last value acked.
         let writers: Vec<_> = (0..4u64)
             .map(|w| {
@@ -70,20 +93,28 @@ fn a_killed_durable_server_keeps_every_acknowledged_write() {
             })
             .collect();
         std::thread::sleep(Duration::from_millis(300 + 200 * round));
-        server.kill().unwrap(); // SIGKILL
-        server.wait().unwrap();
-        let acked: Vec<Option<u64>> = writers.into_iter().map(|t| t.join().unwrap()).collect();
-        let mut server = serve(&dir, port);
+        server.child.kill().unwrap(); // SIGKILL
+        server.child.wait().unwrap();
+        let acked: Vec<Option<u64>> = writers
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| panic!("a writer failed; server said: {}", server.log())))
+            .collect();
+        let mut server = serve(&dir);
+        let addr = format!("redis://127.0.0.1:{}/", server.port);
         let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
         for (w, a) in acked.iter().enumerate() {
             let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
             if let Some(a) = a {
                 // The acknowledged value, or one sent later whose reply was lost.
-                assert!(got.is_some_and(|g| g >= *a), "round {round}: writer {w} acked {a}, found {got:?}");
+                assert!(
+                    got.is_some_and(|g| g >= *a),
+                    "round {round}: writer {w} acked {a}, found {got:?}; server said: {}",
+                    server.log()
+                );
             }
         }
-        server.kill().unwrap();
-        server.wait().unwrap();
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -106,9 +137,8 @@ fn redis_cli_and_redis_benchmark_work_against_it() {
     }
     let dir = std::env::temp_dir().join(format!("epochdb-serve-tools-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let port = free_port();
-    let mut server = serve(&dir, port);
-    let p = port.to_string();
+    let mut server = serve(&dir);
+    let p = server.port.to_string();
     let cli = |args: &[&str]| {
         let o = Command::new("redis-cli").args(["-p", &p]).args(args).output().unwrap();
         String::from_utf8_lossy(&o.stdout).trim().to_string()
@@ -145,7 +175,7 @@ fn redis_cli_and_redis_benchmark_work_against_it() {
     }
     assert_eq!(cli(&["SHUTDOWN"]), "");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while server.try_wait().unwrap().is_none() {
+    while server.child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "SHUTDOWN did not stop the server");
         std::thread::sleep(Duration::from_millis(20));
     }

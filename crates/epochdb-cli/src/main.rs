@@ -54,6 +54,8 @@ enum Command {
     Inspect(datacmd::InspectArgs),
     /// Serve the database over the Redis protocol (redis-cli, redis-benchmark and client libraries work)
     Serve(serve::ServeArgs),
+    /// Run a replication backup: receive a primary's log into a data directory of its own (issue #18)
+    Replica(serve::ReplicaArgs),
     /// Print a shell completion script (e.g. `epochdb completions bash > /etc/bash_completion.d/epochdb`)
     Completions {
         /// The shell
@@ -170,6 +172,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Verify(a) => datacmd::verify(a),
         Command::Inspect(a) => datacmd::inspect(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Replica(a) => serve::replica(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "epochdb", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -2,7 +2,7 @@
 
 use crate::args::{epoch_ms, failed, run_secs, CliResult, DurabilityArg, DurabilityArgs};
 use clap::{Args, ValueEnum};
-use epochdb::Durability;
+use epochdb::{Backup, BackupOptions, Durability, PrimaryOptions, Safety};
 use epochdb_server::{AppendFsync, Config, Server};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +57,54 @@ pub struct ServeArgs {
     /// Most clients connected at once
     #[arg(long, default_value_t = 10_000)]
     pub maxclients: usize,
+    /// Be a replication primary: listen for backups (`epochdb replica`) on this address (port 0: any, printed)
+    #[arg(long, value_name = "ADDR")]
+    pub replicate_listen: Option<std::net::SocketAddr>,
+    /// When a primary releases commits: at its own pepoch (async), once every in-sync backup has them (sync), or
+    /// never without all --backups in sync (very-safe)
+    #[arg(long, value_enum, default_value_t = SafetyArg::Async, requires = "replicate_listen")]
+    pub safety: SafetyArg,
+    /// Backups that must be in sync for --safety very-safe
+    #[arg(long, default_value_t = 1, requires = "replicate_listen")]
+    pub backups: usize,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SafetyArg {
+    /// 1-safe: released at the primary's pepoch
+    Async,
+    /// 2-safe: released once durable here and on every in-sync backup
+    Sync,
+    /// Released only while every configured backup is in sync
+    VerySafe,
+}
+
+/// A replication backup: a data directory that receives a primary's log
+#[derive(Debug, Args)]
+pub struct ReplicaArgs {
+    /// The backup's data directory (created if missing); `epochdb recover` or `serve` on it promotes it by hand
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// The primary's replication address (its `serve --replicate-listen`)
+    #[arg(long, value_name = "HOST:PORT")]
+    pub primary: String,
+}
+
+/// Receives until killed; stops with an error if the primary refuses it.
+pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
+    let backup = Backup::start(BackupOptions::new(&a.data_dir, &a.primary)).map_err(|e| failed(e.to_string()))?;
+    crate::say!("epochdb replica: backing up {} into {}", a.primary, a.data_dir.display());
+    let mut last = None;
+    while !backup.is_finished() {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = (backup.is_connected(), backup.persisted_epoch());
+        if last.is_none_or(|(c, _)| c != now.0) {
+            crate::say!("epochdb replica: {} at epoch {}", if now.0 { "connected" } else { "not connected" }, now.1);
+        }
+        last = Some(now);
+    }
+    backup.stop().map_err(|e| failed(e.to_string()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
@@ -73,6 +121,19 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         epoch_ms: a.epoch_ms,
     }
     .options()?;
+    let options = epochdb::Options {
+        primary: a.replicate_listen.map(|listen| PrimaryOptions {
+            listen,
+            safety: match a.safety {
+                SafetyArg::Async => Safety::Async,
+                SafetyArg::Sync => Safety::Sync,
+                SafetyArg::VerySafe => Safety::VerySafe,
+            },
+            backups: a.backups,
+            ..PrimaryOptions::default()
+        }),
+        ..options
+    };
     let config = Config {
         bind: a.bind,
         port: a.port,
@@ -90,6 +151,9 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
     };
     let server = Server::start(config).map_err(|e| failed(e.to_string()))?;
     crate::say!("epochdb serve: listening on {} (redis-cli -p {})", server.local_addr(), server.local_addr().port());
+    if let Some(st) = server.database().replication_status() {
+        crate::say!("epochdb serve: replication primary ({:?}), backups connect to {}", st.safety, st.listen);
+    }
     server.wait();
     ::log::info!("epochdb serve: stopped");
     Ok(ExitCode::SUCCESS)

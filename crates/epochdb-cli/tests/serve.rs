@@ -26,8 +26,15 @@ impl Served {
 /// another test's server may hold it, and a connect to a free port on
 /// loopback can connect to itself.
 fn serve(dir: &std::path::Path) -> Served {
+    serve_with(dir, &[]).0
+}
+
+/// `serve` with more arguments; with `--replicate-listen`, also the
+/// address backups connect to.
+fn serve_with(dir: &std::path::Path, more: &[&str]) -> (Served, Option<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
         .args(["serve", "--port", "0", "--durability", "log", "--appendfsync", "always", "--threads", "2"])
+        .args(more)
         .arg("--data-dir")
         .arg(dir)
         .stdout(Stdio::piped())
@@ -55,9 +62,19 @@ fn serve(dir: &std::path::Path) -> Served {
             _ => panic!("epochdb serve exited before listening: {}", stderr.lock().unwrap()),
         }
     };
+    let repl = more.contains(&"--replicate-listen").then(|| loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(rest) = line.split("backups connect to ").nth(1) {
+                    break rest.trim().to_string();
+                }
+            }
+            _ => panic!("epochdb serve exited before listening for backups: {}", stderr.lock().unwrap()),
+        }
+    });
     // Keep draining stdout so the server never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
-    Served { child, port, stderr }
+    (Served { child, port, stderr }, repl)
 }
 
 #[test]
@@ -117,6 +134,79 @@ fn a_killed_durable_server_keeps_every_acknowledged_write() {
         server.child.wait().unwrap();
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Loss of the primary's machine under `--safety sync`: the primary and
+/// its backup are killed with SIGKILL while clients write; the backup's
+/// directory, served on its own, has every write whose reply was sent.
+#[test]
+fn a_sync_backup_keeps_every_acknowledged_write_when_the_primary_is_killed() {
+    let base = std::env::temp_dir().join(format!("epochdb-serve-repl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    for round in 0..3u64 {
+        let (pdir, bdir) = (base.join(format!("p{round}")), base.join(format!("b{round}")));
+        let (mut primary, repl) = serve_with(&pdir, &["--replicate-listen", "127.0.0.1:0", "--safety", "sync"]);
+        let repl = repl.unwrap();
+        let mut replica = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+            .args(["replica", "--primary", &repl])
+            .arg("--data-dir")
+            .arg(&bdir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start epochdb replica");
+        let addr = format!("redis://127.0.0.1:{}/", primary.port);
+        let mut c = redis::Client::open(addr.clone()).unwrap().get_connection().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+            if info.contains("state=online") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the backup never came in sync: {info}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let writers: Vec<_> = (0..4u64)
+            .map(|w| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
+                    let mut acked = None;
+                    for i in 0.. {
+                        let r: redis::RedisResult<()> = redis::cmd("SET").arg(format!("w{w}")).arg(i).query(&mut c);
+                        if r.is_err() {
+                            break;
+                        }
+                        acked = Some(i);
+                    }
+                    acked
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300 + 200 * round));
+        primary.child.kill().unwrap();
+        replica.kill().unwrap();
+        primary.child.wait().unwrap();
+        replica.wait().unwrap();
+        let acked: Vec<Option<u64>> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(acked.iter().all(Option::is_some), "some writer never got a reply");
+        // Promote by hand: serve the backup's directory.
+        let mut promoted = serve(&bdir);
+        let mut c =
+            redis::Client::open(format!("redis://127.0.0.1:{}/", promoted.port)).unwrap().get_connection().unwrap();
+        for (w, a) in acked.iter().enumerate() {
+            let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
+            let a = a.unwrap();
+            assert!(
+                got.is_some_and(|g| g >= a),
+                "round {round}: writer {w} acked {a}, the backup has {got:?}; it said: {}",
+                promoted.log()
+            );
+        }
+        promoted.child.kill().unwrap();
+        promoted.child.wait().unwrap();
+    }
+    std::fs::remove_dir_all(&base).ok();
 }
 
 fn installed(tool: &str) -> bool {

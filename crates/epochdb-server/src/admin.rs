@@ -754,7 +754,39 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
         );
     }
     if want("replication") {
-        out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n");
+        out.push_str("# Replication\r\nrole:master\r\n");
+        match shared.db.replication_status() {
+            None => out.push_str("connected_slaves:0\r\nmaster_repl_offset:0\r\n"),
+            Some(st) => {
+                // Redis's fields, with epochs for offsets, then ours.
+                let _ = write!(out, "connected_slaves:{}\r\n", st.backups.len());
+                for (i, b) in st.backups.iter().enumerate() {
+                    let state = if b.in_sync { "online" } else { "catching_up" };
+                    let _ = write!(
+                        out,
+                        "slave{i}:ip={},port={},state={state},offset={},lag={}\r\n",
+                        b.addr.ip(),
+                        b.addr.port(),
+                        b.acked,
+                        b.since_ack.as_secs()
+                    );
+                    let _ = write!(
+                        out,
+                        "epochdb_backup{i}:acked_epoch={},lag_epochs={},ack_age_ms={},queued_bytes={}\r\n",
+                        b.acked,
+                        st.local.saturating_sub(b.acked),
+                        b.since_ack.as_millis(),
+                        b.queued_bytes
+                    );
+                }
+                let _ = write!(
+                    out,
+                    "master_repl_offset:{}\r\nepochdb_safety:{:?}\r\nepochdb_released_epoch:{}\r\nepochdb_local_pepoch:{}\r\nepochdb_replication_listen:{}\r\n",
+                    st.local, st.safety, st.released, st.local, st.listen
+                );
+            }
+        }
+        out.push_str("\r\n");
     }
     if want("cpu") {
         out.push_str("# CPU\r\n\r\n");

@@ -295,6 +295,29 @@ impl Table {
     }
 }
 
+/// The catalog's tables, in id order. Shared by the database and the
+/// checkpointer, which walks a snapshot of them.
+#[derive(Default)]
+pub(crate) struct Tables(std::sync::RwLock<Vec<Arc<Table>>>);
+
+impl Tables {
+    pub fn new(tables: Vec<Table>) -> Tables {
+        Tables(std::sync::RwLock::new(tables.into_iter().map(Arc::new).collect()))
+    }
+
+    pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Table>>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Arc<Table>>> {
+        self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn snapshot(&self) -> Vec<Arc<Table>> {
+        self.read().clone()
+    }
+}
+
 /// Appends the index entry key for `secondary` -> `primary` to `out`:
 /// the secondary key with 0x00 escaped as 0x00 0xFF, the terminator
 /// 0x00 0x01, then the primary key. Order-preserving on the secondary key.

@@ -5,18 +5,19 @@
 //! transaction buffers and garbage lists. Workers collect garbage between
 //! transactions (Silo §4.8), so no helper thread frees memory.
 
-use crate::catalog::{IndexId, IndexInfo, Table, TableDef, TableId, TableOptions};
-use crate::checkpoint::{CheckpointStats, Checkpointer, Deletions};
-use crate::datadir::{self, Dirs, Locks};
+use crate::catalog::{IndexId, IndexInfo, Table, TableDef, TableId, TableOptions, Tables};
+use crate::durability::checkpoint::{CheckpointStats, Checkpointer};
+use crate::durability::datadir::Locks;
+use crate::durability::log::{self, LogSlot};
+use crate::durability::logger::Loggers;
+use crate::durability::manifest::TableEntry;
+use crate::durability::recovery::{Progress, RecoveryReport};
+use crate::durability::{self, Store};
 use crate::epoch::{Advancer, EpochSlot, Epochs};
 use crate::error::{AbortReason, Error, Result};
-use crate::fsio::Io;
 use crate::gc::{self, Cleanup, Garbage, Retired};
-use crate::log::{self, LogSlot};
-use crate::logger::{Durable, Loggers, PepochFile, Rotation};
-use crate::manifest::{Manifest, TableEntry};
-use crate::options::{Durability, Options, MAX_KEY_LEN};
-use crate::recovery::{self, Progress, RecoveryReport};
+use crate::options::{Options, MAX_KEY_LEN};
+use crate::replication::{Primary, ReplicationStatus};
 use crate::snapshot::SnapshotTxn;
 use crate::sync::{AtomicU64, Ordering};
 use crate::tid::{self, Tid, TidGenerator, TidSource};
@@ -24,7 +25,7 @@ use crate::txn::sets::Sets;
 use crate::txn::{CommitInfo, Txn};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 #[repr(align(128))]
 #[derive(Debug, Default)]
@@ -35,30 +36,15 @@ pub(crate) struct Shared {
     pub options: Options,
     /// This database's tag, carried by its table handles.
     pub tag: u32,
-    /// The data, log and checkpoint directories (durable databases).
-    pub dirs: Dirs,
     pub epochs: Arc<Epochs>,
-    tables: RwLock<Vec<Arc<Table>>>,
+    tables: Arc<Tables>,
     /// The shared TID counter of `TidSource::GlobalCounter`.
     pub global_tid: Padded<AtomicU64>,
     orphans: Mutex<Garbage>,
     has_orphans: AtomicBool,
     closed: AtomicBool,
-    /// Logging state; `None` with durability off.
-    pub durable: Option<Arc<Durable>>,
-    /// The data directory's manifest (catalog, checkpoint, void epochs).
-    pub manifest: Mutex<Manifest>,
-    pub io: Io,
-    pub checkpoint_stats: Mutex<CheckpointStats>,
-    /// Deletes not yet in a checkpoint (incremental checkpoints only).
-    pub deletions: Deletions,
-    recovery: Option<RecoveryReport>,
-}
-
-impl Shared {
-    pub fn tables_snapshot(&self) -> Vec<Arc<Table>> {
-        self.tables.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
+    /// The disk side (empty with durability off).
+    pub store: Arc<Store>,
 }
 
 impl Drop for Shared {
@@ -73,12 +59,14 @@ impl Drop for Shared {
 
 /// Stops the background threads when the last `Database` clone is
 /// dropped: the checkpointer first, then the advancer, then the loggers
-/// (whose final flush makes every commit durable), then the lock.
+/// (whose final flush makes every commit durable), then replication, then
+/// the lock.
 struct Handle {
     shared: Arc<Shared>,
     _checkpointer: Option<Checkpointer>,
     _advancer: Advancer,
     _loggers: Option<Loggers>,
+    primary: Option<Primary>,
     _locks: Locks,
 }
 
@@ -134,51 +122,43 @@ impl Database {
     /// ```
     pub fn open_with_progress(options: Options, progress: &(dyn Fn(Progress) + Sync)) -> Result<Database> {
         options.validate()?;
-        let io = Io::new(options.faults.clone());
         let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
-        let opened = match options.durability {
-            Durability::Off => Opened::default(),
-            _ => open_dir(&options, &io, tag, progress)?,
-        };
+        let opened = durability::open(&options, tag, progress, false)?;
         let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, opened.first_epoch));
         let advancer = Advancer::start(epochs.clone(), options.epoch_interval).map_err(|source| Error::Io {
             op: "start the epoch thread",
             path: Default::default(),
             source,
         })?;
-        let (durable, loggers) = match (&opened.report, opened.pepoch_file) {
-            (Some(r), Some(pepoch_file)) => {
-                let d = Arc::new(Durable::new(opened.dirs.log.len(), r.pepoch));
-                let rotate = Rotation::of(&options);
-                let l = Loggers::start(&opened.dirs.log, pepoch_file, d.clone(), epochs.clone(), io.clone(), rotate)?;
-                (Some(d), Some(l))
+        let store = Arc::new(opened.store);
+        // The shipper taps the loggers before their first block.
+        let primary = match (&options.primary, &store.durable) {
+            (Some(p), Some(d)) => {
+                let manifest = log::lock(&store.manifest).encode();
+                Some(Primary::start(p.clone(), d.clone(), store.dirs.log.len(), manifest)?)
             }
-            _ => (None, None),
+            _ => None,
         };
-        let checkpointing = options.durability.checkpoints() && durable.is_some();
+        let loggers = store.start_loggers(opened.pepoch_file, &epochs, &options)?;
+        let tables = Arc::new(Tables::new(opened.tables));
+        let checkpointer = store.start_checkpointer(&epochs, &tables, &options)?;
         let shared = Arc::new(Shared {
             options,
             tag,
-            dirs: opened.dirs,
             epochs,
-            tables: RwLock::new(opened.tables.into_iter().map(Arc::new).collect()),
+            tables,
             global_tid: Padded::default(),
             orphans: Mutex::new(Garbage::default()),
             has_orphans: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            durable,
-            manifest: Mutex::new(opened.manifest),
-            io,
-            checkpoint_stats: Mutex::new(CheckpointStats::default()),
-            deletions: Deletions::default(),
-            recovery: opened.report,
+            store,
         });
-        let checkpointer = if checkpointing { Some(Checkpointer::start(shared.clone())?) } else { None };
         let handle = Handle {
             shared,
             _checkpointer: checkpointer,
             _advancer: advancer,
             _loggers: loggers,
+            primary,
             _locks: opened.locks,
         };
         Ok(Database { handle: Arc::new(handle) })
@@ -257,7 +237,7 @@ impl Database {
     /// ```
     pub fn create_table(&self, name: &str, options: TableOptions) -> Result<TableId> {
         let shared = self.shared();
-        let mut tables = shared.tables.write().unwrap_or_else(|e| e.into_inner());
+        let mut tables = shared.tables.write();
         if let Some(t) = tables.iter().find(|t| t.name == name) {
             return reopen_table(shared, t, options);
         }
@@ -270,17 +250,16 @@ impl Database {
             return Err(Error::ReadOnly);
         }
         let id = TableId::new(shared.tag, tables.len() as u32);
-        if shared.durable.is_some() {
+        if shared.store.durable.is_some() {
             // The catalog is durable before any log record can name the table.
-            let mut m = log::lock(&shared.manifest);
+            let mut m = log::lock(&shared.store.manifest);
             let mut next = m.clone();
             next.tables.push(TableEntry { name: name.into(), index_of: None, schema: options.schema.clone() });
             for (i, _) in &options.indexes {
                 let index_of = Some((id.index(), i.clone()));
                 next.tables.push(TableEntry { name: format!("{name}.{i}"), index_of, schema: None });
             }
-            next.store(&shared.dirs.data, &shared.io)?;
-            *m = next;
+            shared.store.store_manifest(&mut m, next)?;
         }
         let indexes: Vec<IndexInfo> = (options.indexes.into_iter().enumerate())
             .map(|(i, (name, extract))| IndexInfo {
@@ -310,7 +289,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn table(&self, name: &str) -> Result<TableId> {
-        let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
+        let tables = self.shared().tables.read();
         tables.iter().find(|t| t.name == name).map(|t| t.id).ok_or_else(|| Error::NoSuchTable(name.into()))
     }
 
@@ -326,7 +305,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn index(&self, table: TableId, index: &str) -> Result<IndexId> {
-        let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
+        let tables = self.shared().tables.read();
         let t = tables.get(self.own(table)?).ok_or(Error::UnknownTable(table))?;
         t.index_names
             .iter()
@@ -347,7 +326,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn schema(&self, table: TableId) -> Result<Option<crate::Schema>> {
-        let tables = self.shared().tables.read().unwrap_or_else(|e| e.into_inner());
+        let tables = self.shared().tables.read();
         Ok(tables.get(self.own(table)?).ok_or(Error::UnknownTable(table))?.schema().cloned())
     }
 
@@ -378,7 +357,7 @@ impl Database {
         let shared = self.shared().clone();
         let slot = shared.epochs.register();
         let global = shared.options.tid_source == TidSource::GlobalCounter;
-        let log = shared.durable.as_ref().map(|d| {
+        let log = shared.store.durable.as_ref().map(|d| {
             let o = &shared.options;
             let log = Arc::new(LogSlot::new(slot.clone(), o.log_buffer_size, o.log_buffers));
             d.register(log.clone());
@@ -460,7 +439,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn durable_epoch(&self) -> u64 {
-        self.shared().durable.as_ref().map_or(0, |d| d.pepoch())
+        self.shared().store.durable.as_ref().map_or(0, |d| d.pepoch())
     }
 
     /// Whether a transaction that committed in `epoch` is durable (its
@@ -484,7 +463,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn is_durable(&self, epoch: u64) -> Result<bool> {
-        let d = self.shared().durable.as_ref().ok_or(Error::NotDurable)?;
+        let d = self.shared().store.durable.as_ref().ok_or(Error::NotDurable)?;
         d.check()?;
         Ok(d.pepoch() >= epoch)
     }
@@ -508,7 +487,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn wait_durable(&self, epoch: u64) -> Result<()> {
-        self.shared().durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
+        self.shared().store.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
     }
 
     /// Asks for `epoch` to become durable now instead of after the next
@@ -538,7 +517,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn hasten_durable(&self, epoch: u64) {
-        if let Some(d) = &self.shared().durable {
+        if let Some(d) = &self.shared().store.durable {
             d.hasten(epoch);
         }
     }
@@ -568,7 +547,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn on_durable(&self, f: impl Fn(u64) + Send + Sync + 'static) {
-        if let Some(d) = &self.shared().durable {
+        if let Some(d) = &self.shared().store.durable {
             d.listen(Box::new(f));
         }
     }
@@ -591,7 +570,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn log_bytes(&self) -> u64 {
-        self.shared().durable.as_ref().map_or(0, |d| d.log_bytes.load(Ordering::Relaxed))
+        self.shared().store.durable.as_ref().map_or(0, |d| d.log_bytes.load(Ordering::Relaxed))
     }
 
     /// What recovery did when this database was opened (durable databases).
@@ -616,7 +595,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn recovery_report(&self) -> Option<&RecoveryReport> {
-        self.shared().recovery.as_ref()
+        self.shared().store.recovery.as_ref()
     }
 
     /// What the last installed checkpoint did.
@@ -628,7 +607,38 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn checkpoint_stats(&self) -> CheckpointStats {
-        log::lock(&self.shared().checkpoint_stats).clone()
+        log::lock(&self.shared().store.checkpoint_stats).clone()
+    }
+
+    /// The replication state of a primary ([`Options::primary`]): where
+    /// backups connect, the released and local epochs, each backup's
+    /// acknowledged epoch and lag. `None` unless this database is a primary.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options, PrimaryOptions};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-replstatus-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let primary = PrimaryOptions { listen: "127.0.0.1:0".parse().unwrap(), ..PrimaryOptions::default() };
+    /// let options =
+    ///     Options { durability: Durability::Log, data_dir: Some(dir.clone()), primary: Some(primary), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// let status = db.replication_status().unwrap();
+    /// assert!(status.backups.is_empty());
+    /// println!("backups connect to {}", status.listen);
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
+    pub fn replication_status(&self) -> Option<ReplicationStatus> {
+        let p = self.handle.primary.as_ref()?;
+        let d = self.shared().store.durable.as_ref()?;
+        Some(ReplicationStatus {
+            listen: p.addr(),
+            safety: p.safety(),
+            released: d.pepoch(),
+            local: d.local_pepoch(),
+            backups: p.backups(),
+        })
     }
 }
 
@@ -636,73 +646,11 @@ impl Database {
 /// table handle knows its database.
 static NEXT_TAG: AtomicU32 = AtomicU32::new(1);
 
-/// What opening a data directory yields.
-struct Opened {
-    tables: Vec<Table>,
-    manifest: Manifest,
-    first_epoch: u64,
-    report: Option<RecoveryReport>,
-    dirs: Dirs,
-    locks: Locks,
-    /// For the loggers; `None` read-only.
-    pepoch_file: Option<PepochFile>,
-}
-
-impl Default for Opened {
-    fn default() -> Self {
-        Opened {
-            tables: Vec::new(),
-            manifest: Manifest::default(),
-            first_epoch: 1,
-            report: None,
-            dirs: Dirs::default(),
-            locks: Locks::default(),
-            pepoch_file: None,
-        }
-    }
-}
-
-/// Opens the data directory of `options`: locks it before reading
-/// anything, reads the manifest, resolves and locks the log and checkpoint
-/// directories, recovers, and (unless read-only) commits the recovery.
-fn open_dir(options: &Options, io: &Io, tag: u32, progress: &(dyn Fn(Progress) + Sync)) -> Result<Opened> {
-    let data = options.data_dir.clone().ok_or(Error::NotDurable)?;
-    let writing = !options.read_only;
-    if data.exists() && !data.is_dir() {
-        let source = std::io::Error::from_raw_os_error(libc::ENOTDIR);
-        return Err(Error::Io { op: "open data directory", path: data, source });
-    }
-    if writing {
-        io.create_dir_all(&data)?;
-    } else if !data.join(crate::manifest::MANIFEST_FILE).is_file() {
-        return Err(Error::NotADatabase(data));
-    }
-    let mut locks = datadir::lock(std::slice::from_ref(&data), io, writing)?;
-    let legacy = Dirs::legacy_checkpoint(options, &data);
-    let manifest = Manifest::load(&data, &legacy).map_err(|d| d.error(None))?;
-    let dirs = Dirs::resolve(options, manifest.as_ref())?;
-    if writing {
-        dirs.create(io)?;
-    }
-    locks.extend(datadir::lock(&dirs.lockable()[1..], io, writing)?);
-    let mut r = recovery::recover(options, &dirs, manifest, tag, progress)?;
-    let pepoch_file = if writing { Some(r.commit(&dirs, io)?) } else { None };
-    Ok(Opened {
-        tables: r.tables,
-        manifest: r.manifest,
-        first_epoch: r.first_epoch,
-        report: Some(r.report),
-        dirs,
-        locks,
-        pepoch_file,
-    })
-}
-
 /// `create_table` of a name that exists: opens a recovered table. Its
 /// schema must be the one it was created with (a manifest from before
 /// schemas were stored takes the one given now).
 fn reopen_table(shared: &Shared, t: &Table, options: TableOptions) -> Result<TableId> {
-    let mut manifest = log::lock(&shared.manifest);
+    let mut manifest = log::lock(&shared.store.manifest);
     let entry = manifest.tables.get(t.id.index() as usize);
     if t.def.get().is_some() || entry.is_some_and(|e| e.index_of.is_some()) {
         return Err(Error::TableExists(t.name.clone()));
@@ -711,11 +659,10 @@ fn reopen_table(shared: &Shared, t: &Table, options: TableOptions) -> Result<Tab
         Some(stored) if Some(stored) != options.schema.as_ref() => {
             return Err(Error::Schema(format!("table {:?} was created with another schema", t.name)));
         }
-        None if options.schema.is_some() && entry.is_some() && shared.durable.is_some() => {
+        None if options.schema.is_some() && entry.is_some() && shared.store.durable.is_some() => {
             let mut next = manifest.clone();
             next.tables[t.id.index() as usize].schema = options.schema.clone();
-            next.store(&shared.dirs.data, &shared.io)?;
-            *manifest = next;
+            shared.store.store_manifest(&mut manifest, next)?;
         }
         _ => {}
     }
@@ -948,7 +895,7 @@ impl Worker {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn wait_durable(&self, epoch: u64) -> Result<()> {
-        self.shared.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
+        self.shared.store.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
     }
 
     /// This worker's counters.
@@ -980,7 +927,7 @@ impl Worker {
     fn table_slot(&mut self, index: u32) -> Option<usize> {
         let i = index as usize;
         if i >= self.tables.len() {
-            let tables = self.shared.tables.read().unwrap_or_else(|e| e.into_inner());
+            let tables = self.shared.tables.read();
             self.tables = tables.clone();
         }
         (i < self.tables.len()).then_some(i)
@@ -991,7 +938,7 @@ impl Worker {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        if let Some(d) = &self.shared.durable {
+        if let Some(d) = &self.shared.store.durable {
             d.check()?;
         }
         Ok(self.shared.epochs.enter(&self.slot))
@@ -1115,7 +1062,7 @@ impl Worker {
 
     /// Appends a one-write transaction to the log (for `kv_put`).
     fn log_write(&self, tid: Tid, epoch: u64, table: u32, key: &[u8], value: Option<&[u8]>) {
-        let (Some(slot), Some(d)) = (&self.log, &self.shared.durable) else { return };
+        let (Some(slot), Some(d)) = (&self.log, &self.shared.store.durable) else { return };
         let size = log::record_size(std::iter::once((key.len(), value.map(<[u8]>::len))));
         slot.append(
             epoch,

@@ -82,6 +82,9 @@ pub enum Error {
     /// which nothing more becomes durable and every call returns this error.
     /// Reopen the database to recover what was durable.
     Durability(String),
+    /// Replication failed or refused: a malformed stream, a lost or refused
+    /// connection, a backup too far behind its primary.
+    Replication(String),
     /// Recovery found damage it will not pass over: `what` names the file,
     /// the offset and the problem. `salvage` says what
     /// [`Options::salvage`](crate::Options::salvage) would recover instead
@@ -167,6 +170,7 @@ impl fmt::Display for Error {
                 write!(f, "table {n:?} was recovered with secondary indexes; open it with create_table first")
             }
             Error::Durability(m) => write!(f, "durability failed, database is read-only until reopened: {m}"),
+            Error::Replication(m) => write!(f, "replication: {m}"),
             Error::Corrupt { what, salvage } => {
                 write!(f, "recovery stopped: {what}")?;
                 match salvage {

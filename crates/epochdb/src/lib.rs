@@ -22,24 +22,16 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
-mod checkpoint;
-mod columns;
 pub mod crc32c;
-mod datadir;
 mod db;
+mod durability;
 mod epoch;
 mod error;
-mod frame;
-mod fsio;
 mod gc;
 mod index;
-mod inspect;
-mod log;
-mod logger;
-mod manifest;
 mod options;
 mod record;
-mod recovery;
+mod replication;
 mod snapshot;
 mod sync;
 mod tid;
@@ -51,14 +43,15 @@ mod txn;
 pub struct ReadmeDoctests;
 
 pub use catalog::{Column, ColumnType, IndexId, Schema, TableId, TableOptions};
-pub use checkpoint::CheckpointStats;
-pub use datadir::destroy;
 pub use db::{Database, Worker, WorkerStats};
+pub use durability::checkpoint::CheckpointStats;
+pub use durability::datadir::destroy;
+pub use durability::fsio::{Fault, Faults, Op};
+pub use durability::inspect::{inspect, CheckpointSummary, FileSummary, Inspection};
+pub use durability::recovery::{Phase, Progress, RecoveryReport};
 pub use error::{AbortReason, Error, Result};
-pub use fsio::{Fault, Faults, Op};
-pub use inspect::{inspect, CheckpointSummary, FileSummary, Inspection};
 pub use options::{Durability, Options, MAX_KEY_LEN};
-pub use recovery::{Phase, Progress, RecoveryReport};
+pub use replication::{Backup, BackupOptions, BackupState, PrimaryOptions, ReplicationStatus, Safety};
 pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};
 pub use txn::{CommitInfo, Range, Txn};

@@ -1,8 +1,8 @@
 //! Database options. Every field has a default that suits a server; see
 //! each field for what it trades.
 
+use crate::durability::fsio::Faults;
 use crate::error::{Error, Result};
-use crate::fsio::Faults;
 use crate::tid::TidSource;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -124,6 +124,11 @@ pub struct Options {
     /// read-only opens but not beside a writer. Needs a durable
     /// `durability` and a `data_dir` holding a database.
     pub read_only: bool,
+    /// Serve backups as a replication primary (Query Fresh): ship every log
+    /// block to the backups that connect, and with `Safety::Sync` or
+    /// `VerySafe` release commits only once the backups have them. Needs
+    /// a durable, writable database. `None`: no replication.
+    pub primary: Option<crate::replication::PrimaryOptions>,
     /// Fault injection for tests: failed syncs and a full disk.
     #[doc(hidden)]
     pub faults: Option<Arc<Faults>>,
@@ -155,6 +160,7 @@ impl Default for Options {
             recovery_threads: 0,
             salvage: false,
             read_only: false,
+            primary: None,
             faults: None,
             keep_tombstones: false,
         }
@@ -192,6 +198,12 @@ impl Options {
         }
         if self.checkpoint_files == 0 || self.checkpoint_files > 4096 {
             return Err(Error::InvalidOptions("checkpoint_files must be between 1 and 4096".into()));
+        }
+        if self.primary.is_some() && (self.durability == Durability::Off || self.read_only) {
+            return Err(Error::InvalidOptions("a replication primary needs a durable, writable database".into()));
+        }
+        if let Some(p) = &self.primary {
+            p.validate()?;
         }
         if self.read_only && self.durability == Durability::Off {
             return Err(Error::InvalidOptions("read_only opens a data directory: it needs durability".into()));

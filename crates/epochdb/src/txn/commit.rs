@@ -14,9 +14,9 @@
 
 use super::sets::WriteKind;
 use super::{Txn, PLACEHOLDER_WORD};
+use crate::durability::log;
 use crate::error::{AbortReason, Error, Result};
 use crate::gc::{Cleanup, Retired};
-use crate::log;
 use crate::record::Record;
 use crate::sync::{fence, Ordering};
 use crate::tid::{is_absent, is_latest, is_locked, Tid, ABSENT_BIT, LATEST_BIT, LOCK_BIT};
@@ -130,7 +130,7 @@ impl Txn<'_> {
     /// Appends the transaction's log record (SiloR §3) while the worker is
     /// still in its epoch, which the logger's durability bound relies on.
     fn log(&self, tid: Tid, epoch: u64) {
-        let (Some(slot), Some(durable)) = (&self.w.log, &self.w.shared.durable) else { return };
+        let (Some(slot), Some(durable)) = (&self.w.log, &self.w.shared.store.durable) else { return };
         let (sets, delta) = (&self.w.sets, &self.w.delta);
         let writes = || {
             sets.write.iter().enumerate().map(|(i, w)| {
@@ -197,7 +197,7 @@ impl Txn<'_> {
                 rec.tid.unlock_to(new_word | ABSENT_BIT);
                 if self.w.shared.options.durability == crate::Durability::DeltaAndCheckpoint {
                     let hint = self.w as *const _ as usize / 64;
-                    self.w.shared.deletions.push(hint, (w.table, rec.key().into(), tid));
+                    self.w.shared.store.deletions.push(hint, (w.table, rec.key().into(), tid));
                 }
                 let c = Cleanup { snap_epoch, table: w.table, key: rec.key().into(), word: new_word | ABSENT_BIT };
                 // A snapshot at `se` reads versions of epochs below `se`.

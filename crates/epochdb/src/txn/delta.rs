@@ -6,7 +6,7 @@
 //! deltas; a row that does not parse under its schema is logged whole.
 
 use crate::catalog::Schema;
-use crate::log::COLUMN_HEADER;
+use crate::durability::log::COLUMN_HEADER;
 use std::ops::Range;
 
 /// The changed columns of one commit's updates.

@@ -4,12 +4,12 @@
 //! listed, not fatal: a summary of a damaged directory is what a user
 //! needs to decide what to do.
 
-use crate::datadir::{Dirs, CHECKPOINT_MAGIC};
+use super::datadir::{Dirs, CHECKPOINT_MAGIC};
+use super::frame::{BlockReader, Damage};
+use super::fsio::Context;
+use super::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
+use super::manifest::{Manifest, MANIFEST_FILE};
 use crate::error::{Error, Result};
-use crate::frame::{BlockReader, Damage};
-use crate::fsio::Context;
-use crate::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
-use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::options::{Durability, Options};
 use std::path::{Path, PathBuf};
 
@@ -121,7 +121,7 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
         paths.sort();
         for path in paths {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if crate::recovery::below_checkpoint(&name, e_l) {
+            if super::recovery::below_checkpoint(&name, e_l) {
                 let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
                 logs.push(FileSummary { path, bytes, blocks: 0, epochs: None, damage: None, obsolete: true });
                 continue;

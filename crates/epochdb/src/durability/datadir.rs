@@ -23,10 +23,10 @@
 //!   the file is empty, or a temporary cut short by a crash). Anything else
 //!   is refused by name, and nothing is removed.
 
+use super::fsio::{Context, Io};
+use super::logger::{CURRENT_LOG, LOG_MAGIC, NEW_LOG, OLD_LOG_PREFIX, PEPOCH_FILE, PEPOCH_MAGIC};
+use super::manifest::{absolute, Manifest, MANIFEST_FILE, MANIFEST_MAGIC};
 use crate::error::{Error, Result};
-use crate::fsio::{Context, Io};
-use crate::logger::{CURRENT_LOG, LOG_MAGIC, NEW_LOG, OLD_LOG_PREFIX, PEPOCH_FILE, PEPOCH_MAGIC};
-use crate::manifest::{absolute, Manifest, MANIFEST_FILE, MANIFEST_MAGIC};
 use crate::options::Options;
 use std::path::{Path, PathBuf};
 

@@ -42,17 +42,17 @@
 //! prefix of the serial order. Where a skipped block's epochs are unknown,
 //! or the checkpoint needs them, it cannot be one, and the report says so.
 
+use super::columns::{self, ColumnVersions};
+use super::datadir::{Dirs, CHECKPOINT_MAGIC};
+use super::frame::{BlockReader, Damage};
+use super::fsio::{Context, Io};
+use super::log::{self, lock, Write};
+use super::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
+use super::manifest::Manifest;
 use crate::catalog::{Schema, Table, TableId};
-use crate::columns::{self, ColumnVersions};
-use crate::datadir::{Dirs, CHECKPOINT_MAGIC};
 use crate::error::{Error, Result};
-use crate::frame::{BlockReader, Damage};
-use crate::fsio::{Context, Io};
 use crate::gc::Retired;
 use crate::index::{Insert, Tree};
-use crate::log::{self, lock, Write};
-use crate::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
-use crate::manifest::Manifest;
 use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
@@ -125,6 +125,10 @@ pub(crate) struct Recovered {
     pub report: RecoveryReport,
     /// Crashed `data.log` files: where each valid part ends, its top epoch.
     crashed: Vec<(PathBuf, FileEnd)>,
+    /// Epochs above pepoch that a crash left in the log: void from now on
+    /// (`commit`), unless a replication backup keeps them for its primary
+    /// to judge.
+    tail: Option<(u64, u64)>,
 }
 
 /// A file to read: a checkpoint file (with its checkpoint's `e_h`) or a
@@ -220,7 +224,7 @@ pub(crate) fn recover(
 ) -> Result<Recovered> {
     let start = Instant::now();
     let exists = manifest.is_some();
-    let mut manifest = manifest.unwrap_or_default();
+    let manifest = manifest.unwrap_or_default();
     let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
     let e_h = manifest.checkpoints().map(|c| c.e_h).max().unwrap_or(0);
     let logs = log_files(&dirs.log, e_l, exists)?;
@@ -232,7 +236,7 @@ pub(crate) fn recover(
         _ if !exists => Ok(0),
         Ok(Some(p)) => Ok(p),
         Ok(None) => {
-            Err(Damage::of_file(&dirs.data.join(crate::logger::PEPOCH_FILE), "the pepoch file is missing".into()))
+            Err(Damage::of_file(&dirs.data.join(super::logger::PEPOCH_FILE), "the pepoch file is missing".into()))
         }
         Err(d) => Err(d),
     };
@@ -274,10 +278,8 @@ pub(crate) fn recover(
     let max_seen = run.ends.iter().map(|e| e.1.max_epoch).max().unwrap_or(0);
     let recorded_top = recorded.as_ref().map_or(0, |p| *p);
     let void_top = max_seen.max(recorded_top);
-    if void_top > pepoch {
-        manifest.voids.push((pepoch + 1, void_top));
-    }
-    let first_epoch = manifest.voids.iter().map(|v| v.1).chain([max_seen, pepoch, e_h]).max().unwrap_or(0) + 1;
+    let tail = (void_top > pepoch).then_some((pepoch + 1, void_top));
+    let first_epoch = manifest.voids.iter().map(|v| v.1).chain([void_top, pepoch, e_h]).max().unwrap_or(0) + 1;
     // Epochs start at the next multiple of k (epoch.rs), and must fit a TID.
     let k = options.snapshot_epochs;
     if first_epoch.div_ceil(k) * k + k > crate::tid::MAX_EPOCH {
@@ -308,7 +310,7 @@ pub(crate) fn recover(
         ::log::warn!("recovery dropped: {d}");
     }
     let crashed = run.ends.into_iter().filter(|e| e.2).map(|e| (e.0, e.1)).collect();
-    Ok(Recovered { tables: run.tables, manifest, first_epoch, report, crashed })
+    Ok(Recovered { tables: run.tables, manifest, first_epoch, report, crashed, tail })
 }
 
 impl Recovered {
@@ -316,8 +318,13 @@ impl Recovered {
     /// directories the caller has made and locked: the pepoch file (first,
     /// so that a manifest never exists without one), the manifest with the
     /// directories and void epochs, then the crashed `data.log` files
-    /// sealed. Returns the pepoch file, for the loggers.
-    pub(crate) fn commit(&mut self, dirs: &Dirs, io: &Io) -> Result<PepochFile> {
+    /// sealed. Returns the pepoch file, for the loggers. A replication
+    /// backup keeps the tail above pepoch (`keep_tail`): its primary sends
+    /// those epochs again, or says they are void.
+    pub(crate) fn commit(&mut self, dirs: &Dirs, io: &Io, keep_tail: bool) -> Result<PepochFile> {
+        if let Some(t) = self.tail.filter(|_| !keep_tail) {
+            self.manifest.voids.push(t);
+        }
         let pepoch = PepochFile::open(&dirs.data, io.clone(), self.report.pepoch)?;
         (self.manifest.log_dirs, self.manifest.checkpoint_dirs) = dirs.recorded();
         self.manifest.store(&dirs.data, io)?;
@@ -1029,7 +1036,7 @@ unsafe fn free_all(retired: Vec<Retired>) {
 /// A crashed run's `data.log` becomes an ordinary old file: trimmed to its
 /// valid blocks (dropping a torn tail) and renamed, or removed if empty.
 fn seal_crashed_log(path: &Path, end: &FileEnd, io: &Io) -> Result<()> {
-    if end.valid_len.is_some_and(|l| l <= crate::frame::FILE_HEADER_LEN as u64) {
+    if end.valid_len.is_some_and(|l| l <= super::frame::FILE_HEADER_LEN as u64) {
         return io.remove_file(path);
     }
     if let Some(len) = end.valid_len {

@@ -261,7 +261,7 @@ impl Io {
             Some(Fault::DiskFull) => Some((0, libc::ENOSPC)),
             _ => self.faults.as_ref().and_then(|faults| {
                 let fits = faults.take_space(buf.len() as u64) as usize;
-                (fits < buf.len()).then(|| (fits - fits % crate::frame::PAD_ALIGN as usize, libc::ENOSPC))
+                (fits < buf.len()).then(|| (fits - fits % super::frame::PAD_ALIGN as usize, libc::ENOSPC))
             }),
         };
         if let Some((len, code)) = cut {

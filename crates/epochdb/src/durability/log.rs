@@ -8,7 +8,7 @@
 //! worker never waits on its logger unless its pool is empty
 //! (backpressure). Encoding and decoding of log records live here too.
 
-use crate::frame::{self, BLOCK_HEADER_LEN};
+use super::frame::{self, BLOCK_HEADER_LEN};
 use crate::tid::Tid;
 use std::sync::{Arc, Mutex};
 

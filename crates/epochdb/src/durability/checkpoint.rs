@@ -23,15 +23,17 @@
 //! form a chain in the manifest, loaded whole at recovery, until a full
 //! checkpoint compacts it (`incremental_base`).
 
-use crate::catalog::Table;
-use crate::datadir::{self, CHECKPOINT_MAGIC, CHECKPOINT_PREFIX as DIR_PREFIX, DELETES_FILE};
-use crate::db::Shared;
+use super::datadir::{self, CHECKPOINT_MAGIC, CHECKPOINT_PREFIX as DIR_PREFIX, DELETES_FILE};
+use super::frame::{self, BlockWriter};
+use super::fsio::Context;
+use super::log::{self, lock};
+use super::logger::{CURRENT_LOG, OLD_LOG_PREFIX};
+use super::manifest::{CheckpointFile, CheckpointInfo};
+use super::Store;
+use crate::catalog::{Table, Tables};
+use crate::epoch::Epochs;
 use crate::error::{Error, Result};
-use crate::frame::{self, BlockWriter};
-use crate::fsio::Context;
-use crate::log::{self, lock};
-use crate::logger::{CURRENT_LOG, OLD_LOG_PREFIX};
-use crate::manifest::{CheckpointFile, CheckpointInfo};
+use crate::options::Options;
 use crate::tid::{self, Tid};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -79,6 +81,15 @@ pub struct CheckpointStats {
     pub in_progress: bool,
 }
 
+/// What a checkpoint reads and writes: the store, the epochs it waits on
+/// and enters, the tables it walks, and the options it follows.
+pub(crate) struct Checkpointing {
+    pub store: Arc<Store>,
+    pub epochs: Arc<Epochs>,
+    pub tables: Arc<Tables>,
+    pub options: Options,
+}
+
 /// The checkpoint manager thread; stopped on drop.
 pub struct Checkpointer {
     stop: Arc<AtomicBool>,
@@ -86,13 +97,13 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
-    pub(crate) fn start(shared: Arc<Shared>) -> Result<Checkpointer> {
-        remove_uninstalled(&shared, false)?;
+    pub(crate) fn start(cx: Checkpointing) -> Result<Checkpointer> {
+        remove_uninstalled(&cx, false)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("epochdb-checkpoint".into())
-            .spawn(move || manage(&shared, &s))
+            .spawn(move || manage(&cx, &s))
             .map_err(|source| Error::Io { op: "start the checkpoint thread", path: PathBuf::new(), source })?;
         Ok(Checkpointer { stop, thread: Some(thread) })
     }
@@ -108,10 +119,10 @@ impl Drop for Checkpointer {
     }
 }
 
-fn manage(shared: &Shared, stop: &AtomicBool) {
-    let Some(durable) = shared.durable.as_ref() else { return };
+fn manage(cx: &Checkpointing, stop: &AtomicBool) {
+    let Some(durable) = cx.store.durable.as_ref() else { return };
     loop {
-        let deadline = Instant::now() + shared.options.checkpoint_interval;
+        let deadline = Instant::now() + cx.options.checkpoint_interval;
         while Instant::now() < deadline {
             if stop.load(Ordering::Acquire) {
                 return;
@@ -120,9 +131,9 @@ fn manage(shared: &Shared, stop: &AtomicBool) {
                 deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
             );
         }
-        lock(&shared.checkpoint_stats).in_progress = true;
-        let taken = checkpoint(shared, stop);
-        lock(&shared.checkpoint_stats).in_progress = false;
+        lock(&cx.store.checkpoint_stats).in_progress = true;
+        let taken = checkpoint(cx, stop);
+        lock(&cx.store.checkpoint_stats).in_progress = false;
         match taken {
             Ok(Some(stats)) => {
                 ::log::info!(
@@ -134,7 +145,7 @@ fn manage(shared: &Shared, stop: &AtomicBool) {
                     stats.seconds,
                     if stats.chain > 1 { format!(", chain of {}", stats.chain) } else { String::new() }
                 );
-                *lock(&shared.checkpoint_stats) = stats;
+                *lock(&cx.store.checkpoint_stats) = stats;
             }
             Ok(None) => return, // stopped
             Err(e) => {
@@ -146,9 +157,9 @@ fn manage(shared: &Shared, stop: &AtomicBool) {
 }
 
 /// Takes and installs one checkpoint; `None` if stopped first.
-fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointStats>> {
+fn checkpoint(cx: &Checkpointing, stop: &AtomicBool) -> Result<Option<CheckpointStats>> {
     let start = Instant::now();
-    let epochs = &shared.epochs;
+    let epochs = &cx.epochs;
     let e_l = epochs.current();
     // Transactions of epoch e_l - 1 may still be installing (E - e_w <= 1),
     // and the log replay will skip them, so the checkpoint must see them:
@@ -159,16 +170,16 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    let since = incremental_base(shared);
-    let tables = shared.tables_snapshot();
-    let dirs = &shared.dirs.checkpoint;
+    let since = incremental_base(cx);
+    let tables = cx.tables.snapshot();
+    let dirs = &cx.store.dirs.checkpoint;
     let out: Mutex<Vec<Result<Part>>> = Mutex::new(Vec::new());
     let parts = dirs.len();
     std::thread::scope(|s| {
         for (i, dir) in dirs.iter().enumerate() {
             let (tables, out) = (&tables, &out);
             s.spawn(move || {
-                let r = write_part(shared, stop, dir, i, parts, e_l, since, tables);
+                let r = write_part(cx, stop, dir, i, parts, e_l, since, tables);
                 lock(out).push(r);
             });
         }
@@ -188,15 +199,15 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
     // Deletes below e_l: an incremental checkpoint records them, as the
     // rows may have left the index, and older checkpoints hold them; a
     // full checkpoint holds no deleted row. Later ones wait for the next.
-    let deletes = shared.deletions.drain_below(e_l);
+    let deletes = cx.store.deletions.drain_below(e_l);
     if since.is_some() {
-        let (file, n) = write_deletes(shared, &dirs[0], e_l, &deletes)?;
+        let (file, n) = write_deletes(cx, &dirs[0], e_l, &deletes)?;
         stats.bytes += file.len;
         stats.records += n;
         files.push(file);
     }
     let e_h = epochs.current();
-    let durable = shared.durable.as_ref().ok_or(crate::Error::NotDurable)?;
+    let durable = cx.store.durable.as_ref().ok_or(crate::Error::NotDurable)?;
     while durable.pepoch() < e_h {
         durable.check()?;
         if stop.load(Ordering::Acquire) {
@@ -205,7 +216,7 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         std::thread::sleep(Duration::from_millis(1));
     }
     {
-        let mut m = lock(&shared.manifest);
+        let mut m = lock(&cx.store.manifest);
         let previous = m.checkpoint.replace(CheckpointInfo { e_l, e_h, files });
         match previous {
             Some(p) if since.is_some() => m.chain.push(p),
@@ -213,10 +224,10 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
         }
         stats.chain = m.chain.len() + 1;
         m.voids.retain(|v| v.1 >= e_l);
-        m.store(&shared.dirs.data, &shared.io)?;
+        m.store(&cx.store.dirs.data, &cx.store.io)?;
     }
-    remove_obsolete(shared, e_l, stop)?;
-    let before = lock(&shared.checkpoint_stats).clone();
+    remove_obsolete(cx, e_l, stop)?;
+    let before = lock(&cx.store.checkpoint_stats).clone();
     stats.installed = before.installed + 1;
     stats.total_bytes = before.total_bytes + stats.bytes;
     stats.incremental_installed = before.incremental_installed + u64::from(stats.incremental);
@@ -232,14 +243,14 @@ fn checkpoint(shared: &Shared, stop: &AtomicBool) -> Result<Option<CheckpointSta
 /// checkpoints hold as many bytes as its full one or it has `MAX_CHAIN`
 /// links: a full checkpoint then compacts the chain, so recovery never
 /// loads more than about twice a full checkpoint.
-fn incremental_base(shared: &Shared) -> Option<u64> {
-    if shared.options.durability != crate::Durability::DeltaAndCheckpoint {
+fn incremental_base(cx: &Checkpointing) -> Option<u64> {
+    if cx.options.durability != crate::Durability::DeltaAndCheckpoint {
         return None;
     }
-    if lock(&shared.checkpoint_stats).installed == 0 {
+    if lock(&cx.store.checkpoint_stats).installed == 0 {
         return None;
     }
-    let m = lock(&shared.manifest);
+    let m = lock(&cx.store.manifest);
     let newest = m.checkpoint.as_ref()?;
     let bytes = |c: &CheckpointInfo| c.files.iter().map(|f| f.len).sum::<u64>();
     let mut links = m.checkpoints();
@@ -250,8 +261,8 @@ fn incremental_base(shared: &Shared) -> Option<u64> {
 
 /// Writes the tombstones of `deletes` into `dir/ckpt.<e_l>/deletes` (in
 /// the first checkpoint directory); returns the file and its entries.
-fn write_deletes(shared: &Shared, dir: &Path, e_l: u64, deletes: &[Deletion]) -> Result<(CheckpointFile, u64)> {
-    let io = &shared.io;
+fn write_deletes(cx: &Checkpointing, dir: &Path, e_l: u64, deletes: &[Deletion]) -> Result<(CheckpointFile, u64)> {
+    let io = &cx.store.io;
     let set = PathBuf::from(format!("{DIR_PREFIX}{e_l}"));
     let (ckpt_dir, name) = (dir.join(&set), set.join(DELETES_FILE));
     io.create_dir_all(&ckpt_dir)?;
@@ -319,7 +330,7 @@ struct Part {
 /// from epochs `>= since`.
 #[allow(clippy::too_many_arguments)]
 fn write_part(
-    shared: &Shared,
+    cx: &Checkpointing,
     stop: &AtomicBool,
     dir: &Path,
     part: usize,
@@ -328,18 +339,18 @@ fn write_part(
     since: Option<u64>,
     tables: &[Arc<Table>],
 ) -> Result<Part> {
-    let io = &shared.io;
-    let m = shared.options.checkpoint_files;
+    let io = &cx.store.io;
+    let m = cx.options.checkpoint_files;
     let set = PathBuf::from(format!("{DIR_PREFIX}{e_l}"));
     let ckpt_dir = dir.join(&set);
     io.create_dir_all(&ckpt_dir)?;
-    let slot = shared.epochs.register();
+    let slot = cx.epochs.register();
     let mut result = Part { files: Vec::new(), skipped_bytes: 0, records: 0, stopped: false };
     let mut since_sync = 0u64;
     let mut value = Vec::new();
     // SiloR's skip of records the log holds whole; with delta logging the
     // log may hold only some of their columns, so every row is written.
-    let skip_new = !shared.options.durability.delta();
+    let skip_new = !cx.options.durability.delta();
     for t in tables {
         let mut files: Vec<(PathBuf, BlockWriter)> = Vec::new();
         for j in 0..m {
@@ -347,9 +358,9 @@ fn write_part(
             let f = BlockWriter::create(&dir.join(&name), CHECKPOINT_MAGIC, io, 0)?;
             files.push((name, f));
         }
-        shared.epochs.enter(&slot);
+        cx.epochs.enter(&slot);
         let splits = t.tree.root_keys();
-        shared.epochs.exit(&slot);
+        cx.epochs.exit(&slot);
         // An empty part still writes its (header-only) files.
         if let Some((lo, hi)) = subrange(&splits, part, parts) {
             let mut cursor: Option<Vec<u8>> = None;
@@ -358,7 +369,7 @@ fn write_part(
             let mut next_file = 0;
             loop {
                 if stop.load(Ordering::Acquire) {
-                    shared.epochs.unregister(&slot);
+                    cx.epochs.unregister(&slot);
                     result.stopped = true;
                     return Ok(result);
                 }
@@ -369,7 +380,7 @@ fn write_part(
                 let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
                 let mut seen = 0;
                 let mut last_key = Vec::new();
-                shared.epochs.enter(&slot);
+                cx.epochs.enter(&slot);
                 t.tree.scan_ahead(lower, upper, |key, rec| {
                     // SAFETY: reached from the index within our epoch: live.
                     let word = unsafe { rec.as_ref() }.stable_read(&mut value);
@@ -401,7 +412,7 @@ fn write_part(
                     seen += 1;
                     seen < CHUNK && block.len() < BLOCK
                 });
-                shared.epochs.exit(&slot);
+                cx.epochs.exit(&slot);
                 let done = seen == 0 || (seen < CHUNK && block.len() < BLOCK);
                 if block.len() >= BLOCK || (done && block.len() > frame::BLOCK_HEADER_LEN) {
                     frame::seal(&mut block, blo.min(bhi), bhi);
@@ -428,7 +439,7 @@ fn write_part(
             result.files.push(CheckpointFile { dir: part as u32, name, len: f.written() });
         }
     }
-    shared.epochs.unregister(&slot);
+    cx.epochs.unregister(&slot);
     io.sync_dir(&ckpt_dir)?;
     io.sync_dir(dir)?;
     Ok(result)
@@ -451,17 +462,17 @@ fn subrange(splits: &[Vec<u8>], i: usize, n: usize) -> Option<Range> {
 /// Deletes checkpoint directories other than the installed one (an
 /// interrupted checkpoint leaves one behind), touching only files epochdb
 /// wrote. `gradually`: while the database runs, see
-/// [`Io::remove_gradually`](crate::fsio::Io::remove_gradually).
-fn remove_uninstalled(shared: &Shared, gradually: bool) -> Result<()> {
-    let keep: Vec<String> = lock(&shared.manifest).checkpoints().map(|c| format!("{DIR_PREFIX}{}", c.e_l)).collect();
-    for dir in &shared.dirs.checkpoint {
-        shared.io.create_dir_all(dir)?;
+/// [`Io::remove_gradually`](super::fsio::Io::remove_gradually).
+fn remove_uninstalled(cx: &Checkpointing, gradually: bool) -> Result<()> {
+    let keep: Vec<String> = lock(&cx.store.manifest).checkpoints().map(|c| format!("{DIR_PREFIX}{}", c.e_l)).collect();
+    for dir in &cx.store.dirs.checkpoint {
+        cx.store.io.create_dir_all(dir)?;
         for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
             let entry = entry.ctx("read directory", dir)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let set = name.strip_prefix(DIR_PREFIX).is_some_and(|e| e.parse::<u64>().is_ok());
             if set && !keep.contains(&name) && entry.path().is_dir() {
-                datadir::remove_checkpoint_set(&shared.io, &entry.path(), gradually)?;
+                datadir::remove_checkpoint_set(&cx.store.io, &entry.path(), gradually)?;
             }
         }
     }
@@ -473,9 +484,9 @@ fn remove_uninstalled(shared: &Shared, gradually: bool) -> Result<()> {
 /// Recovery never reads them (it goes by the manifest and by the epoch in
 /// a log file's name), so a crash halfway leaves nothing it could trip on;
 /// the next checkpoint removes what is left. On `stop`, the rest waits.
-fn remove_obsolete(shared: &Shared, e_l: u64, stop: &AtomicBool) -> Result<()> {
-    remove_uninstalled(shared, true)?;
-    for dir in &shared.dirs.log {
+fn remove_obsolete(cx: &Checkpointing, e_l: u64, stop: &AtomicBool) -> Result<()> {
+    remove_uninstalled(cx, true)?;
+    for dir in &cx.store.dirs.log {
         for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
             let name = entry.ctx("read directory", dir)?.file_name().to_string_lossy().into_owned();
             if name == CURRENT_LOG || !name.starts_with(OLD_LOG_PREFIX) {
@@ -485,11 +496,11 @@ fn remove_obsolete(shared: &Shared, e_l: u64, stop: &AtomicBool) -> Result<()> {
                 return Ok(());
             }
             let path = dir.join(&name);
-            if crate::recovery::below_checkpoint(&name, e_l) && datadir::is_log_file(&path)? {
-                shared.io.remove_gradually(&path)?;
+            if super::recovery::below_checkpoint(&name, e_l) && datadir::is_log_file(&path)? {
+                cx.store.io.remove_gradually(&path)?;
             }
         }
-        shared.io.sync_dir(dir)?;
+        cx.store.io.sync_dir(dir)?;
     }
     Ok(())
 }

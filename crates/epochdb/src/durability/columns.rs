@@ -14,8 +14,8 @@
 //! the record's lock): normal operation pays nothing for them. A row
 //! without one holds every column at its record's TID.
 
+use super::log::Write;
 use crate::catalog::{ColumnType, Schema};
-use crate::log::Write;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
@@ -66,7 +66,7 @@ impl Default for ColumnVersions {
 
 impl ColumnVersions {
     fn shard(&self, rec: usize) -> std::sync::MutexGuard<'_, Shard> {
-        crate::log::lock(&self.shards[(rec >> 6) % SHARDS])
+        super::log::lock(&self.shards[(rec >> 6) % SHARDS])
     }
 
     /// Removes the vector of the record at `rec`. The caller holds its lock.
@@ -86,7 +86,7 @@ impl ColumnVersions {
 
     /// Every vector, by record address; empties the table.
     pub fn drain(&self) -> Vec<(usize, Versions)> {
-        self.shards.iter().flat_map(|s| std::mem::take(&mut *crate::log::lock(s))).collect()
+        self.shards.iter().flat_map(|s| std::mem::take(&mut *super::log::lock(s))).collect()
     }
 }
 
@@ -206,7 +206,7 @@ pub fn merge(
 mod tests {
     use super::*;
     use crate::catalog::Column;
-    use crate::log::{self, Entry};
+    use crate::durability::log::{self, Entry};
     use crate::tid::Tid;
 
     fn schema() -> Schema {

@@ -16,11 +16,11 @@
 //! fsync is never retried (after a failed fsync the kernel may have
 //! dropped the dirty pages, so a retry could falsely succeed).
 
+use super::frame::{self, BlockWriter, Damage};
+use super::fsio::{DataFile, Io};
+use super::log::{lock, Buf, LogSlot};
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
-use crate::frame::{self, BlockWriter, Damage};
-use crate::fsio::{DataFile, Io};
-use crate::log::{lock, Buf, LogSlot};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -53,10 +53,31 @@ const HURRIED_POLL: Duration = Duration::from_micros(20);
 /// slower replies, never a wrapped epoch.
 const HASTEN_BELOW: u64 = crate::tid::MAX_EPOCH / 2;
 
+/// Where a primary's log blocks go besides its own files: replication's
+/// shipper. Called on logger threads, so it must never block.
+pub trait Tap: Send + Sync {
+    /// Logger `stream` wrote a sealed block holding epochs `lo..=hi`.
+    fn block(&self, stream: usize, lo: u64, hi: u64, block: &[u8]);
+    /// Logger `stream` has written every block of epochs `<= epoch`; its
+    /// own sync follows.
+    fn seal(&self, stream: usize, epoch: u64);
+    /// The manifest changed (it is stored): its encoding.
+    fn manifest(&self, encoded: &[u8]);
+}
+
 /// Durability state shared by the database, its workers and its loggers.
-#[derive(Debug)]
 pub struct Durable {
+    /// The released epoch: commits of epochs `<= pepoch` may be reported.
+    /// The local pepoch, held back by replication's limit.
     pepoch: AtomicU64,
+    /// `min(d_l)`: every epoch `<= local` is on this machine's disk.
+    local: AtomicU64,
+    /// Replication's bound on release (`u64::MAX` without one).
+    limit: AtomicU64,
+    /// Serializes the read-compare-store of `pepoch`.
+    releasing: Mutex<()>,
+    /// The shipper of a primary.
+    tap: std::sync::OnceLock<Arc<dyn Tap>>,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     waiters: (Mutex<()>, Condvar),
@@ -71,6 +92,12 @@ pub struct Durable {
     threads: std::sync::OnceLock<Vec<std::thread::Thread>>,
     /// Called with the new pepoch each time it grows (and on failure).
     listeners: Mutex<Vec<Listener>>,
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable").field("pepoch", &self.pepoch()).field("local", &self.local_pepoch()).finish()
+    }
 }
 
 /// A function told of each new pepoch.
@@ -93,6 +120,10 @@ impl Durable {
     pub fn new(loggers: usize, pepoch: u64) -> Durable {
         Durable {
             pepoch: AtomicU64::new(pepoch),
+            local: AtomicU64::new(pepoch),
+            limit: AtomicU64::new(u64::MAX),
+            releasing: Mutex::new(()),
+            tap: std::sync::OnceLock::new(),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             waiters: (Mutex::new(()), Condvar::new()),
@@ -108,10 +139,32 @@ impl Durable {
         }
     }
 
-    /// The persistent epoch: every transaction in an epoch `<= pepoch` is
-    /// durable.
+    /// The released epoch: every transaction in an epoch `<= pepoch` is
+    /// durable here and, under synchronous replication, on the backups.
     pub fn pepoch(&self) -> u64 {
         self.pepoch.load(Ordering::Acquire)
+    }
+
+    /// The persistent epoch of this machine's log alone.
+    pub fn local_pepoch(&self) -> u64 {
+        self.local.load(Ordering::Acquire)
+    }
+
+    /// Bounds release by `limit` (replication: the in-sync backups'
+    /// acknowledged epoch), and releases what the new bound allows. The
+    /// released epoch never goes back.
+    pub fn set_limit(&self, limit: u64) {
+        self.limit.store(limit, Ordering::Release);
+        self.release();
+    }
+
+    /// Makes `tap` receive every block and seal from now on (once).
+    pub fn set_tap(&self, tap: Arc<dyn Tap>) {
+        let _ = self.tap.set(tap);
+    }
+
+    pub fn tap(&self) -> Option<&Arc<dyn Tap>> {
+        self.tap.get()
     }
 
     /// Hands a worker's log slot to a logger, round-robin.
@@ -193,12 +246,26 @@ impl Durable {
     }
 
     /// Whether a client waits on an epoch that is not durable yet.
+    /// (Local: making epochs durable here is the loggers' part; the rest
+    /// of a replicated release waits on the backups, not on them.)
     fn hurried(&self) -> bool {
-        self.wanted.load(Ordering::Acquire) > self.pepoch()
+        self.wanted.load(Ordering::Acquire) > self.local_pepoch()
     }
 
-    fn publish(&self, pepoch: u64) {
-        self.pepoch.store(pepoch, Ordering::Release);
+    /// Records a new local pepoch and releases what the limit allows.
+    fn publish(&self, local: u64) {
+        self.local.store(local, Ordering::Release);
+        self.release();
+    }
+
+    fn release(&self) {
+        let g = lock(&self.releasing);
+        let released = self.local_pepoch().min(self.limit.load(Ordering::Acquire));
+        if released <= self.pepoch() {
+            return;
+        }
+        self.pepoch.store(released, Ordering::Release);
+        drop(g);
         self.notify();
     }
 }
@@ -351,6 +418,9 @@ impl Logger {
         let (lo, hi) = (buf.lo, buf.hi);
         let bytes = buf.seal();
         self.log.append(&self.io, bytes, lo, hi)?;
+        if let Some(t) = self.durable.tap.get() {
+            t.block(self.id, lo, hi, bytes);
+        }
         self.durable.log_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         lock(&slot.free).push(buf.recycle());
         Ok(())
@@ -383,18 +453,16 @@ impl Logger {
         for (s, b) in taken {
             self.write(s, b)?;
         }
-        self.io.sync(&self.log.out.file)?;
+        // Shipped before the local sync, so the two overlap (Query Fresh §3.1).
+        if let Some(t) = self.durable.tap.get() {
+            t.seal(self.id, bound - 1);
+        }
+        self.log.sync(&self.io)?;
         self.share().durable.store(bound - 1, Ordering::Release);
         lock(&self.share().slots)
             .retain(|s| !(s.gone.load(Ordering::Acquire) && lock(&s.current).is_empty() && lock(&s.full).is_empty()));
         self.publish_pepoch()?;
-        // Hastened epochs pass faster than ticks: rotate no more often than
-        // `rotate_epochs` ticks would.
-        if self.log.hi >= self.log.lo.saturating_add(self.rotate.epochs)
-            && self.log.created.elapsed() >= self.rotate.age
-        {
-            self.log.rotate(&self.io)?;
-        }
+        self.log.rotate_if_due(&self.io, self.rotate)?;
         Ok(wrote)
     }
 
@@ -402,7 +470,7 @@ impl Logger {
     fn publish_pepoch(&mut self) -> Result<()> {
         if let Some(p) = &mut self.pepoch_file {
             let pepoch = self.durable.loggers.iter().map(|l| l.durable.load(Ordering::Acquire)).min().unwrap_or(0);
-            if pepoch > self.durable.pepoch() {
+            if pepoch > self.durable.local_pepoch() {
                 p.write(pepoch)?;
                 self.durable.publish(pepoch);
             }
@@ -414,7 +482,8 @@ impl Logger {
 /// A logger's current file, `data.log`, written with direct I/O where the
 /// file system allows it (see [`BlockWriter`]): the page-cache copy was
 /// most of a logger's CPU time, and on 2 cores that time is the workers'.
-struct LogFile {
+/// A replication backup writes the blocks it receives through one too.
+pub(crate) struct LogFile {
     out: BlockWriter,
     allocated: u64,
     /// The epoch range of the blocks in the file (`lo > hi` when empty).
@@ -428,7 +497,7 @@ impl LogFile {
     /// into place once its header is synced, so a crash never leaves a
     /// `data.log` without a header (recovery would call that corruption).
     /// If that fails (a full disk), `data.log.new` is removed again.
-    fn create(dir: &Path, io: &Io) -> Result<LogFile> {
+    pub fn create(dir: &Path, io: &Io) -> Result<LogFile> {
         io.create_dir_all(dir)?;
         let path = dir.join(NEW_LOG);
         let built = BlockWriter::create(&path, LOG_MAGIC, io, PREALLOCATE).and_then(|out| {
@@ -451,7 +520,7 @@ impl LogFile {
         self.out.file.path.parent().unwrap_or(Path::new("."))
     }
 
-    fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64) -> Result<()> {
+    pub fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64) -> Result<()> {
         let end = self.out.written() + frame::padded(block.len() as u64);
         if end > self.allocated {
             let grow = (end - self.allocated).div_ceil(PREALLOCATE) * PREALLOCATE;
@@ -466,11 +535,25 @@ impl LogFile {
 
     /// `data.log` becomes `old_data.<hi>` (trimmed of its preallocated
     /// tail), and a fresh `data.log` takes its place.
+    pub fn sync(&self, io: &Io) -> Result<()> {
+        io.sync(&self.out.file)
+    }
+
+    /// Rotates if the file spans `rotate.epochs` epochs and is old enough
+    /// (hastened epochs pass faster than ticks: rotate no more often than
+    /// `rotate.epochs` ticks would).
+    pub fn rotate_if_due(&mut self, io: &Io, rotate: Rotation) -> Result<()> {
+        if self.hi >= self.lo.saturating_add(rotate.epochs) && self.created.elapsed() >= rotate.age {
+            self.rotate(io)?;
+        }
+        Ok(())
+    }
+
     fn rotate(&mut self, io: &Io) -> Result<()> {
         io.truncate(&self.out.file, self.out.written())?;
         io.sync(&self.out.file)?;
         let dir = self.dir().to_path_buf();
-        let old = crate::recovery::old_log_path(&dir, self.hi);
+        let old = super::recovery::old_log_path(&dir, self.hi);
         io.rename(&dir.join(CURRENT_LOG), &old)?;
         ::log::debug!("log rotated: {} (epochs {}..={})", old.display(), self.lo, self.hi);
         *self = LogFile::create(&dir, io)?;
@@ -505,7 +588,7 @@ impl PepochFile {
         Ok(p)
     }
 
-    fn write(&mut self, pepoch: u64) -> Result<()> {
+    pub fn write(&mut self, pepoch: u64) -> Result<()> {
         let mut slot = [0u8; 16];
         slot[..8].copy_from_slice(&pepoch.to_le_bytes());
         let crc = crate::crc32c::checksum(&slot[..8]);

@@ -16,9 +16,9 @@
 //! `PAD_ALIGN` are the end of the written part (or, with a valid block
 //! after them, damage).
 
+use super::fsio::{DataFile, Io};
 use crate::crc32c;
 use crate::error::Result;
-use crate::fsio::{DataFile, Io};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -134,6 +134,56 @@ pub fn seal(block: &mut [u8], lo: u64, hi: u64) {
 
 /// The first version whose block headers carry their own checksum.
 const HEADER_CRC: u32 = 4;
+
+/// Checks a block header: its payload length and epoch range.
+fn check_header(h: &[u8; BLOCK_HEADER_LEN], version: u32) -> Result<(usize, u64, u64), Bad> {
+    if h.iter().all(|&b| b == 0) {
+        return Err(Bad::Zero);
+    }
+    if h[..4] != BLOCK_MAGIC {
+        return Err(Bad::Invalid("bad block magic".into(), None));
+    }
+    let header_crc = u32::from_le_bytes([h[24], h[25], h[26], h[27]]);
+    if version >= HEADER_CRC && crc32c::checksum(&h[..24]) != header_crc {
+        return Err(Bad::Invalid("block header checksum mismatch".into(), None));
+    }
+    let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
+    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+    let (lo, hi) = (word(8), word(16));
+    if lo > hi || hi > crate::tid::MAX_EPOCH {
+        return Err(Bad::Invalid(format!("impossible epoch range {lo}..={hi}"), None));
+    }
+    if len > MAX_PAYLOAD {
+        return Err(Bad::Invalid(format!("block length {len} over {MAX_PAYLOAD}"), Some((lo, hi))));
+    }
+    Ok((len, lo, hi))
+}
+
+fn check_payload(h: &[u8; BLOCK_HEADER_LEN], payload: &[u8], epochs: Option<(u64, u64)>) -> Result<(), Bad> {
+    let crc = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
+    if crc32c::extend(crc32c::checksum(&h[..28]), payload) != crc {
+        return Err(Bad::Invalid("block checksum mismatch".into(), epochs));
+    }
+    Ok(())
+}
+
+/// Checks a whole sealed block held in memory (one a replication backup
+/// received) and returns its epoch range.
+pub fn check_block(block: &[u8]) -> Result<(u64, u64), String> {
+    let Some((h, payload)) = block.split_first_chunk::<BLOCK_HEADER_LEN>() else {
+        return Err(format!("a block of {} bytes is shorter than its header", block.len()));
+    };
+    let bad = |b: Bad| match b {
+        Bad::Zero => "a zeroed block header".to_string(),
+        Bad::Invalid(what, _) => what,
+    };
+    let (len, lo, hi) = check_header(h, VERSION).map_err(bad)?;
+    if len != payload.len() {
+        return Err(format!("a block header says {len} bytes, the block holds {}", payload.len()));
+    }
+    check_payload(h, payload, None).map_err(bad)?;
+    Ok((lo, hi))
+}
 
 /// Writes a framed file: the header, then blocks, each padded with zeros to
 /// a multiple of [`PAD_ALIGN`] so that the file can be written with direct
@@ -297,34 +347,15 @@ impl BlockReader {
     fn try_read(&mut self, at: u64, payload: &mut Vec<u8>) -> Result<(u64, u64), Bad> {
         let io = |e: io::Error| Bad::Invalid(format!("read failed: {e}"), None);
         self.file.read_exact_at(&mut self.header, at).map_err(io)?;
-        let h = &self.header;
-        if h.iter().all(|&b| b == 0) {
-            return Err(Bad::Zero);
-        }
-        if h[..4] != BLOCK_MAGIC {
-            return Err(Bad::Invalid("bad block magic".into(), None));
-        }
-        let header_crc = u32::from_le_bytes([h[24], h[25], h[26], h[27]]);
-        if self.version >= HEADER_CRC && crc32c::checksum(&h[..24]) != header_crc {
-            return Err(Bad::Invalid("block header checksum mismatch".into(), None));
-        }
-        let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
-        let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
-        let (lo, hi) = (word(8), word(16));
-        if lo > hi || hi > crate::tid::MAX_EPOCH {
-            return Err(Bad::Invalid(format!("impossible epoch range {lo}..={hi}"), None));
-        }
+        let (len, lo, hi) = check_header(&self.header, self.version)?;
         let epochs = Some((lo, hi));
-        let crc = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
-        if len > MAX_PAYLOAD || at + (BLOCK_HEADER_LEN + len) as u64 > self.len {
+        if at + (BLOCK_HEADER_LEN + len) as u64 > self.len {
             return Err(Bad::Invalid(format!("block length {len} runs past the end of the file"), epochs));
         }
         payload.clear();
         payload.resize(len, 0);
         self.file.read_exact_at(payload, at + BLOCK_HEADER_LEN as u64).map_err(io)?;
-        if crc32c::extend(crc32c::checksum(&self.header[..28]), payload) != crc {
-            return Err(Bad::Invalid("block checksum mismatch".into(), epochs));
-        }
+        check_payload(&self.header, payload, epochs)?;
         Ok((lo, hi))
     }
 

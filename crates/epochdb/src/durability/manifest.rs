@@ -12,10 +12,10 @@
 //! Manifests of format 3 and older recorded checkpoint files by the path
 //! the creating process used; [`Manifest::load`] reads them too.
 
+use super::frame::{self, BlockReader, Damage};
+use super::fsio::Io;
 use crate::catalog::{Column, ColumnType, Schema};
 use crate::error::Result;
-use crate::frame::{self, BlockReader, Damage};
-use crate::fsio::Io;
 use std::path::{Component, Path, PathBuf};
 
 pub const MANIFEST_FILE: &str = "manifest";
@@ -90,7 +90,7 @@ impl Manifest {
         self.voids.iter().any(|&(lo, hi)| lo <= epoch && epoch <= hi)
     }
 
-    fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut b = Encoder(Vec::new());
         b.u32(self.tables.len() as u32);
         for t in &self.tables {
@@ -138,6 +138,12 @@ impl Manifest {
             }
         }
         b.0
+    }
+
+    /// Decodes what [`Manifest::encode`] made in this build (a primary's
+    /// manifest on the replication wire); `None` if it is not one.
+    pub fn decode_current(p: &[u8]) -> Option<Manifest> {
+        Manifest::decode(p, frame::VERSION, &|path, len| CheckpointFile { dir: u32::MAX, name: path, len })
     }
 
     /// Decodes a payload of format `version`; a format-3 (or older)

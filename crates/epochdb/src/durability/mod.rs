@@ -1,0 +1,166 @@
+//! The disk side of a durable database: SiloR's logging, checkpoints and
+//! recovery, with Gawain's delta log and incremental checkpoints.
+//!
+//! `db.rs` sees it through one interface: [`open`] locks and recovers a
+//! data directory into tables and a [`Store`]; [`Store::start_loggers`]
+//! and [`Store::start_checkpointer`] start its threads; workers append to
+//! their [`log::LogSlot`] at commit and wait on [`logger::Durable`]. Nothing
+//! here imports `db.rs`: the checkpointer is handed the epochs and the
+//! catalog's [`Tables`] it walks, so replication can reuse recovery and
+//! replay without a database around them.
+//!
+//! | module | concept |
+//! | --- | --- |
+//! | `log` | a transaction's log record, workers' log buffers |
+//! | `logger` | logger threads, `d_l`, pepoch and its file, rotation |
+//! | `frame` | checksummed blocks and file headers, torn-tail detection |
+//! | `checkpoint` | fuzzy parallel (and incremental) checkpoints |
+//! | `recovery` | parallel checkpoint load and log replay |
+//! | `columns` | column versions for delta replay |
+//! | `manifest` | the catalog, installed checkpoints and void epochs |
+//! | `datadir` | directory layout, locks, `destroy` |
+//! | `fsio` | the file seam, with fault injection |
+//! | `inspect` | read-only report on a data directory |
+
+pub(crate) mod checkpoint;
+pub(crate) mod columns;
+pub(crate) mod datadir;
+pub(crate) mod frame;
+pub(crate) mod fsio;
+pub(crate) mod inspect;
+pub(crate) mod log;
+pub(crate) mod logger;
+pub(crate) mod manifest;
+pub(crate) mod recovery;
+
+use crate::catalog::{Table, Tables};
+use crate::epoch::Epochs;
+use crate::error::{Error, Result};
+use crate::options::{Durability, Options};
+use checkpoint::{CheckpointStats, Checkpointer, Checkpointing, Deletions};
+use datadir::{Dirs, Locks};
+use fsio::Io;
+use logger::{Durable, Loggers, PepochFile, Rotation};
+use manifest::Manifest;
+use recovery::{Progress, RecoveryReport};
+use std::sync::{Arc, Mutex};
+
+/// A database's disk state, shared by the database, its workers and the
+/// checkpointer. With durability off it is empty (`durable` is `None`).
+#[derive(Default)]
+pub(crate) struct Store {
+    /// The data, log and checkpoint directories.
+    pub dirs: Dirs,
+    pub io: Io,
+    /// Logging state; `None` with durability off or read-only.
+    pub durable: Option<Arc<Durable>>,
+    /// The data directory's manifest (catalog, checkpoint, void epochs).
+    pub manifest: Mutex<Manifest>,
+    pub checkpoint_stats: Mutex<CheckpointStats>,
+    /// Deletes not yet in a checkpoint (incremental checkpoints only).
+    pub deletions: Deletions,
+    /// What recovery did at open.
+    pub recovery: Option<RecoveryReport>,
+}
+
+/// A data directory opened and recovered, before the database runs.
+pub(crate) struct Opened {
+    pub store: Store,
+    pub tables: Vec<Table>,
+    /// The epoch to start at: past every epoch recovery saw.
+    pub first_epoch: u64,
+    /// The directories' locks, held until the database closes.
+    pub locks: Locks,
+    /// For the loggers; `None` read-only or with durability off.
+    pub pepoch_file: Option<PepochFile>,
+}
+
+/// Opens the data directory of `options` (nothing with durability off):
+/// locks it before reading anything, reads the manifest, resolves and locks
+/// the log and checkpoint directories, recovers, and (unless read-only)
+/// commits the recovery. A replication backup keeps the log's tail above
+/// its pepoch (`keep_tail`) instead of making it void: its primary judges it.
+pub(crate) fn open(
+    options: &Options,
+    tag: u32,
+    progress: &(dyn Fn(Progress) + Sync),
+    keep_tail: bool,
+) -> Result<Opened> {
+    let io = Io::new(options.faults.clone());
+    if options.durability == Durability::Off {
+        let store = Store { io, ..Store::default() };
+        return Ok(Opened { store, tables: Vec::new(), first_epoch: 1, locks: Locks::default(), pepoch_file: None });
+    }
+    let data = options.data_dir.clone().ok_or(Error::NotDurable)?;
+    let writing = !options.read_only;
+    if data.exists() && !data.is_dir() {
+        let source = std::io::Error::from_raw_os_error(libc::ENOTDIR);
+        return Err(Error::Io { op: "open data directory", path: data, source });
+    }
+    if writing {
+        io.create_dir_all(&data)?;
+    } else if !data.join(manifest::MANIFEST_FILE).is_file() {
+        return Err(Error::NotADatabase(data));
+    }
+    let mut locks = datadir::lock(std::slice::from_ref(&data), &io, writing)?;
+    let legacy = Dirs::legacy_checkpoint(options, &data);
+    let manifest = Manifest::load(&data, &legacy).map_err(|d| d.error(None))?;
+    let dirs = Dirs::resolve(options, manifest.as_ref())?;
+    if writing {
+        dirs.create(&io)?;
+    }
+    locks.extend(datadir::lock(&dirs.lockable()[1..], &io, writing)?);
+    let mut r = recovery::recover(options, &dirs, manifest, tag, progress)?;
+    let pepoch_file = if writing { Some(r.commit(&dirs, &io, keep_tail)?) } else { None };
+    let durable = pepoch_file.as_ref().map(|_| Arc::new(Durable::new(dirs.log.len(), r.report.pepoch)));
+    let store =
+        Store { dirs, io, durable, manifest: Mutex::new(r.manifest), recovery: Some(r.report), ..Store::default() };
+    Ok(Opened { store, tables: r.tables, first_epoch: r.first_epoch, locks, pepoch_file })
+}
+
+impl Store {
+    /// Makes `next` the manifest, durably, in place of the one `current`
+    /// guards (replication's tap, if any, ships it to the backups).
+    pub fn store_manifest(&self, current: &mut Manifest, next: Manifest) -> Result<()> {
+        next.store(&self.dirs.data, &self.io)?;
+        if let Some(tap) = self.durable.as_ref().and_then(|d| d.tap()) {
+            tap.manifest(&next.encode());
+        }
+        *current = next;
+        Ok(())
+    }
+
+    /// Starts one logger per log directory; none unless the store logs.
+    pub fn start_loggers(
+        &self,
+        pepoch_file: Option<PepochFile>,
+        epochs: &Arc<Epochs>,
+        options: &Options,
+    ) -> Result<Option<Loggers>> {
+        let (Some(durable), Some(pepoch_file)) = (&self.durable, pepoch_file) else { return Ok(None) };
+        let rotate = Rotation::of(options);
+        let loggers =
+            Loggers::start(&self.dirs.log, pepoch_file, durable.clone(), epochs.clone(), self.io.clone(), rotate)?;
+        Ok(Some(loggers))
+    }
+
+    /// Starts the checkpointer when the options ask for checkpoints and the
+    /// store logs.
+    pub fn start_checkpointer(
+        self: &Arc<Self>,
+        epochs: &Arc<Epochs>,
+        tables: &Arc<Tables>,
+        options: &Options,
+    ) -> Result<Option<Checkpointer>> {
+        if !options.durability.checkpoints() || self.durable.is_none() {
+            return Ok(None);
+        }
+        let cx = Checkpointing {
+            store: self.clone(),
+            epochs: epochs.clone(),
+            tables: tables.clone(),
+            options: options.clone(),
+        };
+        Checkpointer::start(cx).map(Some)
+    }
+}

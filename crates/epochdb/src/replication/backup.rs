@@ -1,0 +1,296 @@
+//! The backup's side: receive the primary's streams into a data directory
+//! of our own.
+//!
+//! Blocks are checked (CRC, epochs) and appended, byte for byte, to the
+//! backup's `data.log`; at each seal that raises `min(seal of each stream)`
+//! the backup syncs its log, then its pepoch file, and only then
+//! acknowledges that epoch. The directory is always a valid data directory:
+//! `epochdb recover` (or `Database::open`) on it is a promotion by hand.
+//! The tail above the backup's pepoch is kept when it restarts (the primary
+//! sends those epochs again, or names them void in its manifest).
+
+use super::wire::{self, Msg};
+use crate::durability::frame;
+use crate::durability::log::lock;
+use crate::durability::logger::{LogFile, PepochFile, Rotation};
+use crate::durability::manifest::Manifest;
+use crate::durability::{self, datadir::Locks, Store};
+use crate::error::{Error, Result};
+use crate::options::{Durability, Options};
+use std::io::BufRead;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How to run a backup.
+#[derive(Debug, Clone)]
+pub struct BackupOptions {
+    /// The backup's data directory (created if missing). It must not be
+    /// another database's: a backup only ever holds its primary's log.
+    pub data_dir: PathBuf,
+    /// The primary's replication address (`host:port`).
+    pub primary: String,
+    /// Wait between attempts to reach the primary.
+    pub retry: Duration,
+    /// With no message for this long, the primary is taken for gone and
+    /// the backup connects again (the primary seals every epoch).
+    pub idle_timeout: Duration,
+}
+
+impl BackupOptions {
+    /// A backup of the primary at `primary`, in `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>, primary: impl Into<String>) -> BackupOptions {
+        BackupOptions {
+            data_dir: data_dir.into(),
+            primary: primary.into(),
+            retry: Duration::from_millis(200),
+            idle_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A running backup process's receiver thread. Stop it with
+/// [`Backup::stop`]; dropping it stops it too.
+pub struct Backup {
+    status: Arc<Status>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+#[derive(Default)]
+struct Status {
+    persisted: AtomicU64,
+    connected: AtomicBool,
+    error: Mutex<Option<String>>,
+}
+
+/// What the receiver writes with.
+struct Disk {
+    store: Store,
+    log: LogFile,
+    pepoch_file: PepochFile,
+    pepoch: u64,
+    rotate: Rotation,
+    _locks: Locks,
+}
+
+impl Backup {
+    /// Opens (recovering) the data directory, then receives from the
+    /// primary in a thread, connecting again whenever the connection
+    /// drops. A primary that refuses this backup stops it: see
+    /// [`Backup::error`].
+    pub fn start(opts: BackupOptions) -> Result<Backup> {
+        let options =
+            Options { durability: Durability::Log, data_dir: Some(opts.data_dir.clone()), ..Options::default() };
+        let opened = durability::open(&options, 0, &|_| {}, true)?;
+        let pepoch_file = opened.pepoch_file.ok_or(Error::ReadOnly)?;
+        let store = opened.store;
+        let pepoch = store.recovery.as_ref().map_or(0, |r| r.pepoch);
+        let log = LogFile::create(&store.dirs.log[0], &store.io)?;
+        let rotate = Rotation::of(&options);
+        let disk = Disk { store, log, pepoch_file, pepoch, rotate, _locks: opened.locks };
+        let status = Arc::new(Status { persisted: AtomicU64::new(pepoch), ..Status::default() });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, s) = (status.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("epochdb-backup".into())
+            .spawn(move || receive(opts, disk, &st, &s))
+            .map_err(|e| Error::Replication(format!("start the backup thread: {e}")))?;
+        Ok(Backup { status, stop, thread: Some(thread) })
+    }
+
+    /// The largest epoch this backup has on disk and acknowledged.
+    pub fn persisted_epoch(&self) -> u64 {
+        self.status.persisted.load(Ordering::Acquire)
+    }
+
+    /// Whether it is connected to its primary now.
+    pub fn is_connected(&self) -> bool {
+        self.status.connected.load(Ordering::Acquire)
+    }
+
+    /// The last error: a refusal (which stopped it) or a lost connection.
+    pub fn error(&self) -> Option<String> {
+        lock(&self.status.error).clone()
+    }
+
+    /// Whether the receiver has stopped (refused, or a local disk error).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Stops receiving (what is persisted stays) and returns the error that
+    /// stopped it earlier, if one did.
+    pub fn stop(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.stop.store(true, Ordering::Release);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(Error::Replication("the backup thread panicked".into())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Backup {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// Connects, receives until the connection drops, and again, until stopped.
+fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBool) -> Result<()> {
+    while !stop.load(Ordering::Acquire) {
+        let r = session(&opts, &mut disk, status, stop);
+        status.connected.store(false, Ordering::Release);
+        match r {
+            Ok(()) => {}
+            // A refusal or a disk error will not mend by retrying.
+            Err(e) if is_permanent(&e) => {
+                ::log::error!("backup stopped: {e}");
+                *lock(&status.error) = Some(e.to_string());
+                return Err(e);
+            }
+            Err(e) => {
+                ::log::warn!("backup: {e}; connecting again");
+                *lock(&status.error) = Some(e.to_string());
+            }
+        }
+        let until = std::time::Instant::now() + opts.retry;
+        while std::time::Instant::now() < until && !stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(())
+}
+
+/// A refusal, a hostile stream or a local error: retrying will not mend it.
+fn is_permanent(e: &Error) -> bool {
+    match e {
+        Error::Replication(m) => m.starts_with("refused") || m.starts_with("bad stream"),
+        _ => true,
+    }
+}
+
+fn bad(what: String) -> Error {
+    Error::Replication(format!("bad stream: {what}"))
+}
+
+/// One connection: hello, welcome, then blocks and seals.
+fn session(opts: &BackupOptions, disk: &mut Disk, status: &Status, stop: &AtomicBool) -> Result<()> {
+    let net = |e: std::io::Error| Error::Replication(format!("primary {}: {e}", opts.primary));
+    let addr = (opts.primary.to_socket_addrs().map_err(net)?.next())
+        .ok_or_else(|| Error::Replication(format!("primary {}: no address", opts.primary)))?;
+    let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(net)?;
+    sock.set_nodelay(true).map_err(net)?;
+    // Short reads, so a stop is seen; idleness is counted across them.
+    sock.set_read_timeout(Some(Duration::from_millis(100))).map_err(net)?;
+    let mut w = &sock;
+    wire::send(&mut w, &Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch })?;
+    let mut r = std::io::BufReader::with_capacity(1 << 20, &sock);
+    let mut body = Vec::new();
+    let mut idle = Duration::ZERO;
+    let mut next = |r: &mut std::io::BufReader<&TcpStream>, body: &mut Vec<u8>| -> Result<Option<Msg>> {
+        loop {
+            if stop.load(Ordering::Acquire) {
+                return Ok(None);
+            }
+            // Wait for the first byte of a frame here, where a timeout
+            // loses nothing; a frame begun is read to its end.
+            match r.fill_buf() {
+                Ok([]) => return Ok(None),
+                Ok(_) => {
+                    idle = Duration::ZERO;
+                    return wire::recv(r, body);
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    idle += Duration::from_millis(100);
+                    if idle >= opts.idle_timeout {
+                        return Err(Error::Replication(format!("no word from the primary for {idle:?}")));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(net(e)),
+            }
+        }
+    };
+    let streams = match next(&mut r, &mut body)? {
+        Some(Msg::Welcome { streams, manifest }) => {
+            disk.take_manifest(&manifest)?;
+            streams as usize
+        }
+        Some(Msg::Refuse { reason }) => return Err(Error::Replication(format!("refused by the primary: {reason}"))),
+        Some(other) => return Err(bad(format!("expected a welcome, got {other:?}"))),
+        None => return Ok(()),
+    };
+    if streams == 0 {
+        return Err(bad("a primary with no log streams".into()));
+    }
+    status.connected.store(true, Ordering::Release);
+    ::log::info!("backup: connected to {addr} at epoch {} ({streams} streams)", disk.pepoch);
+    let mut sealed = vec![disk.pepoch; streams];
+    // Streams with nothing on their connection yet: a seal from each is
+    // needed before the minimum means anything.
+    let mut heard = vec![false; streams];
+    while let Some(msg) = next(&mut r, &mut body)? {
+        match msg {
+            Msg::Block { stream, lo, hi, block } => {
+                if stream as usize >= streams {
+                    return Err(bad(format!("a block of stream {stream} of {streams}")));
+                }
+                let epochs = frame::check_block(&block).map_err(bad)?;
+                if epochs != (lo, hi) {
+                    return Err(bad(format!("a block said to hold {lo}..={hi} holds {epochs:?}")));
+                }
+                disk.log.append(&disk.store.io, &block, lo, hi)?;
+            }
+            Msg::Seal { stream, epoch } => {
+                let s = sealed.get_mut(stream as usize).ok_or_else(|| bad(format!("a seal of stream {stream}")))?;
+                *s = (*s).max(epoch);
+                heard[stream as usize] = true;
+            }
+            Msg::Manifest { manifest } => disk.take_manifest(&manifest)?,
+            other => return Err(bad(format!("unexpected message {other:?}"))),
+        }
+        // Persist once the socket has nothing more buffered: one sync for
+        // a burst of seals.
+        let low = sealed.iter().copied().min().unwrap_or(0);
+        if r.buffer().is_empty() && heard.iter().all(|&h| h) && low > disk.pepoch {
+            disk.persist(low)?;
+            status.persisted.store(low, Ordering::Release);
+            wire::send(&mut w, &Msg::Ack { pepoch: low })?;
+        }
+    }
+    Ok(())
+}
+
+impl Disk {
+    /// Takes the primary's catalog and void epochs into our manifest
+    /// (keeping our own directories), durably, before any block that may
+    /// name a new table.
+    fn take_manifest(&mut self, encoded: &[u8]) -> Result<()> {
+        let theirs = Manifest::decode_current(encoded).ok_or_else(|| bad("an undecodable manifest".into()))?;
+        let mut ours = lock(&self.store.manifest);
+        let mut next = ours.clone();
+        if theirs.tables.len() < next.tables.len() || theirs.tables[..next.tables.len()] != next.tables[..] {
+            return Err(bad("the primary's catalog is not an extension of this backup's: another database?".into()));
+        }
+        next.tables = theirs.tables;
+        next.voids = theirs.voids;
+        self.store.store_manifest(&mut ours, next)
+    }
+
+    /// Syncs the log, then records `pepoch` in the pepoch file.
+    fn persist(&mut self, pepoch: u64) -> Result<()> {
+        self.log.sync(&self.store.io)?;
+        self.pepoch_file.write(pepoch)?;
+        self.pepoch = pepoch;
+        self.log.rotate_if_due(&self.store.io, self.rotate)
+    }
+}

@@ -1,0 +1,96 @@
+//! Replication: hot standbys by log shipping (Query Fresh, VLDB 2018).
+//!
+//! A primary ([`PrimaryOptions`] in `Options::primary`) ships every sealed
+//! log block of each logger, as written, to the backups that connect,
+//! before its own sync, and releases commits by its [`Safety`] mode. A
+//! backup ([`Backup`]) writes the blocks to a data directory of its own,
+//! syncs at each seal and acknowledges the epoch it persisted. ARCHITECTURE.md
+//! ("Replication") has the life of a block and the safety argument of each
+//! mode; FORMAT.md the wire protocol.
+
+mod backup;
+mod primary;
+pub(crate) mod wire;
+
+pub use backup::{Backup, BackupOptions};
+pub use primary::BackupState;
+pub(crate) use primary::Primary;
+
+use crate::error::{Error, Result};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// When a primary releases a commit (Query Fresh §2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Safety {
+    /// 1-safe: at the primary's own pepoch; a failover may lose the last
+    /// epochs the backups had not persisted.
+    #[default]
+    Async,
+    /// 2-safe: once it is durable here and on every in-sync backup. A
+    /// backup that stops acknowledging for `ack_timeout` leaves the in-sync
+    /// set; with none in sync, release falls back to the local pepoch.
+    Sync,
+    /// Never released while fewer than `backups` backups are in sync.
+    VerySafe,
+}
+
+/// A primary's replication settings.
+#[derive(Debug, Clone)]
+pub struct PrimaryOptions {
+    /// Where backups connect; loopback by default (port 0: any free port,
+    /// see `Database::replication_status`).
+    pub listen: SocketAddr,
+    /// When commits are released (default `Async`).
+    pub safety: Safety,
+    /// For `VerySafe`: backups that must all be in sync.
+    pub backups: usize,
+    /// Bytes of recent log blocks kept per stream, so a backup that
+    /// reconnects resumes from them; also the most queued to one backup
+    /// before it is dropped as too slow.
+    pub backlog_bytes: usize,
+    /// A backup with no acknowledgement for this long is disconnected.
+    pub ack_timeout: Duration,
+}
+
+impl Default for PrimaryOptions {
+    fn default() -> Self {
+        PrimaryOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7379)),
+            safety: Safety::Async,
+            backups: 1,
+            backlog_bytes: 64 << 20,
+            ack_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl PrimaryOptions {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.backlog_bytes < 1 << 20 {
+            return Err(Error::InvalidOptions("replication backlog_bytes must be at least 1 MiB".into()));
+        }
+        if self.ack_timeout < Duration::from_millis(10) || self.ack_timeout > Duration::from_secs(3600) {
+            return Err(Error::InvalidOptions("replication ack_timeout must be between 10 ms and 1 hour".into()));
+        }
+        if self.safety == Safety::VerySafe && self.backups == 0 {
+            return Err(Error::InvalidOptions("very-safe replication needs at least one backup".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A primary's replication state.
+#[derive(Debug, Clone)]
+pub struct ReplicationStatus {
+    /// Where backups connect.
+    pub listen: SocketAddr,
+    /// The safety mode.
+    pub safety: Safety,
+    /// The epoch released to clients.
+    pub released: u64,
+    /// The epoch durable on this machine.
+    pub local: u64,
+    /// The connected backups.
+    pub backups: Vec<BackupState>,
+}

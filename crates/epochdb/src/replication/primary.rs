@@ -1,0 +1,412 @@
+//! The primary's side: one stream per logger, shipped to every backup.
+//!
+//! Loggers hand each sealed block and each seal to the [`Hub`] (the
+//! durability [`Tap`]) right after writing it and before their own sync.
+//! The hub frames it once, keeps it in the stream's backlog (for backups
+//! that reconnect) and queues the frame to every backup, never blocking: a
+//! backup whose queue outgrows the backlog is disconnected instead. Each
+//! backup has a sender thread that writes its queue to the socket and a
+//! session thread that did the handshake and then reads acknowledgements.
+//! Under `Sync` and `VerySafe` the session updates the release limit
+//! ([`Durable::set_limit`]) from the in-sync backups' acknowledged epochs.
+
+use super::wire::{self, Msg};
+use super::{PrimaryOptions, Safety};
+use crate::durability::log::lock;
+use crate::durability::logger::{Durable, Tap};
+use crate::error::{Error, Result};
+use std::collections::VecDeque;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A backup's view from the primary (`Database::replication_status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupState {
+    /// Its address as the primary sees it.
+    pub addr: SocketAddr,
+    /// The last epoch it acknowledged as persisted.
+    pub acked: u64,
+    /// Whether it counts for release (it has caught up).
+    pub in_sync: bool,
+    /// Bytes queued to it and not yet written to its socket.
+    pub queued_bytes: u64,
+    /// Time since its last acknowledgement.
+    pub since_ack: Duration,
+}
+
+/// The shipper, shared by the loggers (as the tap) and the threads below.
+pub(crate) struct Hub {
+    opts: PrimaryOptions,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// Per stream: recent frames, for backups that reconnect.
+    backlog: Vec<Backlog>,
+    /// Per stream: the last seal's frame.
+    sealed: Vec<Option<Frame>>,
+    /// The manifest's encoding, for a backup's welcome.
+    manifest: Vec<u8>,
+    peers: Vec<Arc<Peer>>,
+}
+
+type Frame = Arc<Vec<u8>>;
+
+#[derive(Default)]
+struct Backlog {
+    frames: VecDeque<(u64, Frame)>, // (hi, Block frame)
+    bytes: usize,
+    /// The largest epoch of a block no longer here: a backup must have
+    /// persisted it to resume from the backlog.
+    evicted: u64,
+}
+
+struct Peer {
+    addr: SocketAddr,
+    sock: TcpStream,
+    queue: Mutex<(VecDeque<Frame>, usize)>,
+    acked: AtomicU64,
+    in_sync: AtomicBool,
+    dead: AtomicBool,
+    last_ack: Mutex<Instant>,
+    sender: OnceLock<std::thread::Thread>,
+}
+
+impl Peer {
+    fn push(&self, frame: &Frame, cap: usize) -> bool {
+        let mut q = lock(&self.queue);
+        if q.1 + frame.len() > cap {
+            return false;
+        }
+        q.1 += frame.len();
+        q.0.push_back(frame.clone());
+        true
+    }
+
+    fn kill(&self, why: &str) {
+        if !self.dead.swap(true, Ordering::AcqRel) {
+            ::log::warn!("backup {} disconnected: {why}", self.addr);
+        }
+        self.in_sync.store(false, Ordering::Release);
+        let _ = self.sock.shutdown(Shutdown::Both);
+        if let Some(t) = self.sender.get() {
+            t.unpark();
+        }
+    }
+}
+
+impl Hub {
+    /// Queues `frame` to every live backup; one that cannot take it is
+    /// too far behind and is dropped (the logger never waits for it).
+    fn broadcast(&self, st: &State, frame: &Frame) {
+        for p in &st.peers {
+            if p.dead.load(Ordering::Acquire) {
+                continue;
+            }
+            if p.push(frame, self.opts.backlog_bytes) {
+                if let Some(t) = p.sender.get() {
+                    t.unpark();
+                }
+            } else {
+                p.kill("it fell further behind than the backlog");
+            }
+        }
+    }
+}
+
+impl Tap for Hub {
+    fn block(&self, stream: usize, lo: u64, hi: u64, block: &[u8]) {
+        let frame = Arc::new(wire::block_frame(stream as u16, lo, hi, block));
+        let mut st = lock(&self.state);
+        let b = &mut st.backlog[stream];
+        b.bytes += frame.len();
+        b.frames.push_back((hi, frame.clone()));
+        while b.bytes > self.opts.backlog_bytes && b.frames.len() > 1 {
+            let (h, f) = b.frames.pop_front().expect("more than one frame");
+            b.bytes -= f.len();
+            b.evicted = b.evicted.max(h);
+        }
+        self.broadcast(&st, &frame);
+    }
+
+    fn seal(&self, stream: usize, epoch: u64) {
+        let mut frame = Vec::new();
+        Msg::Seal { stream: stream as u16, epoch }.encode(&mut frame);
+        let frame = Arc::new(frame);
+        let mut st = lock(&self.state);
+        st.sealed[stream] = Some(frame.clone());
+        self.broadcast(&st, &frame);
+    }
+
+    fn manifest(&self, encoded: &[u8]) {
+        let mut frame = Vec::new();
+        Msg::Manifest { manifest: encoded.to_vec() }.encode(&mut frame);
+        let mut st = lock(&self.state);
+        st.manifest = encoded.to_vec();
+        self.broadcast(&st, &Arc::new(frame));
+    }
+}
+
+/// A running primary: the listener and its backups' threads. Stopped on
+/// drop (backups see the connection close).
+pub(crate) struct Primary {
+    hub: Arc<Hub>,
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    listener: Option<JoinHandle<()>>,
+}
+
+impl Primary {
+    /// Listens for backups and taps `durable`'s loggers (`streams` of them).
+    /// `manifest` is the current manifest's encoding; `pepoch` the local
+    /// pepoch recovery left, below which nothing is in the backlog.
+    pub fn start(opts: PrimaryOptions, durable: Arc<Durable>, streams: usize, manifest: Vec<u8>) -> Result<Primary> {
+        let listener = TcpListener::bind(opts.listen)
+            .map_err(|e| Error::Replication(format!("listen on {} for backups: {e}", opts.listen)))?;
+        let addr = listener.local_addr().map_err(|e| Error::Replication(format!("listen address: {e}")))?;
+        listener.set_nonblocking(true).map_err(|e| Error::Replication(format!("listener: {e}")))?;
+        let start = durable.local_pepoch();
+        let state = State {
+            backlog: (0..streams).map(|_| Backlog { evicted: start, ..Backlog::default() }).collect(),
+            sealed: vec![None; streams],
+            manifest,
+            peers: Vec::new(),
+        };
+        let hub = Arc::new(Hub { opts, state: Mutex::new(state) });
+        durable.set_tap(hub.clone());
+        if hub.opts.safety == Safety::VerySafe {
+            durable.set_limit(durable.pepoch()); // nothing more until every backup is in
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let (h, d, s, t) = (hub.clone(), durable.clone(), stop.clone(), threads.clone());
+        let listener = std::thread::Builder::new()
+            .name("epochdb-repl-listen".into())
+            .spawn(move || accept(listener, h, d, s, t))
+            .map_err(|e| Error::Replication(format!("start the listener thread: {e}")))?;
+        ::log::info!("replication: primary listening for backups on {addr} ({:?})", hub.opts.safety);
+        Ok(Primary { hub, addr, stop, threads, listener: Some(listener) })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn backups(&self) -> Vec<BackupState> {
+        let st = lock(&self.hub.state);
+        (st.peers.iter())
+            .filter(|p| !p.dead.load(Ordering::Acquire))
+            .map(|p| BackupState {
+                addr: p.addr,
+                acked: p.acked.load(Ordering::Acquire),
+                in_sync: p.in_sync.load(Ordering::Acquire),
+                queued_bytes: lock(&p.queue).1 as u64,
+                since_ack: lock(&p.last_ack).elapsed(),
+            })
+            .collect()
+    }
+
+    pub fn safety(&self) -> Safety {
+        self.hub.opts.safety
+    }
+}
+
+impl Drop for Primary {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for p in lock(&self.hub.state).peers.drain(..) {
+            p.kill("the primary is closing");
+        }
+        if let Some(t) = self.listener.take() {
+            let _ = t.join();
+        }
+        for t in lock(&self.threads).drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept(
+    listener: TcpListener,
+    hub: Arc<Hub>,
+    durable: Arc<Durable>,
+    stop: Arc<AtomicBool>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
+    while !stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((sock, addr)) => {
+                let (h, d, s) = (hub.clone(), durable.clone(), stop.clone());
+                let t = std::thread::Builder::new().name("epochdb-repl-session".into()).spawn(move || {
+                    if let Err(e) = session(sock, addr, &h, &d, &s) {
+                        ::log::warn!("backup {addr}: {e}");
+                    }
+                });
+                if let Ok(t) = t {
+                    let mut ts = lock(&threads);
+                    ts.retain(|t| !t.is_finished());
+                    ts.push(t);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                ::log::warn!("replication: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// One backup: handshake, then a sender thread, then acknowledgements.
+fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Durable>, stop: &AtomicBool) -> Result<()> {
+    let io = |e: std::io::Error| Error::Replication(format!("socket: {e}"));
+    sock.set_nonblocking(false).map_err(io)?;
+    sock.set_nodelay(true).map_err(io)?;
+    sock.set_read_timeout(Some(hub.opts.ack_timeout)).map_err(io)?;
+    sock.set_write_timeout(Some(hub.opts.ack_timeout)).map_err(io)?;
+    let mut reader = std::io::BufReader::new(sock.try_clone().map_err(io)?);
+    let mut body = Vec::new();
+    let pepoch = match wire::recv(&mut reader, &mut body)? {
+        Some(Msg::Hello { version: wire::VERSION, pepoch }) => pepoch,
+        Some(Msg::Hello { version, .. }) => {
+            let reason = format!("protocol version {version}; this primary speaks {}", wire::VERSION);
+            return refuse(&sock, reason);
+        }
+        other => return Err(Error::Replication(format!("expected a hello, got {other:?}"))),
+    };
+    let peer = Arc::new(Peer {
+        addr,
+        sock: sock.try_clone().map_err(io)?,
+        queue: Mutex::new((VecDeque::new(), 0)),
+        acked: AtomicU64::new(pepoch),
+        in_sync: AtomicBool::new(false),
+        dead: AtomicBool::new(false),
+        last_ack: Mutex::new(Instant::now()),
+        sender: OnceLock::new(),
+    });
+    {
+        // Under the hub's lock, so no block falls between the backlog and
+        // the live stream.
+        let mut st = lock(&hub.state);
+        if let Some(b) = st.backlog.iter().find(|b| b.evicted > pepoch) {
+            let reason = format!(
+                "the backup has persisted epoch {pepoch}, but this primary's backlog starts after epoch {}; \
+                 bootstrapping a backup from checkpoints and log files is not built yet (issue #18)",
+                b.evicted
+            );
+            drop(st);
+            return refuse(&sock, reason);
+        }
+        let mut welcome = Vec::new();
+        Msg::Welcome { streams: st.backlog.len() as u16, manifest: st.manifest.clone() }.encode(&mut welcome);
+        let mut q = lock(&peer.queue);
+        let mut add = |f: &Frame| {
+            q.1 += f.len();
+            q.0.push_back(f.clone());
+        };
+        add(&Arc::new(welcome));
+        for b in &st.backlog {
+            b.frames.iter().filter(|(hi, _)| *hi > pepoch).for_each(|(_, f)| add(f));
+        }
+        for s in st.sealed.iter().flatten() {
+            add(s);
+        }
+        drop(q);
+        st.peers.push(peer.clone());
+    }
+    ::log::info!("replication: backup {addr} connected at epoch {pepoch}");
+    let p = peer.clone();
+    let sender = std::thread::Builder::new()
+        .name("epochdb-repl-send".into())
+        .spawn(move || send_loop(&p))
+        .map_err(|e| Error::Replication(format!("start a sender thread: {e}")))?;
+    let _ = peer.sender.set(sender.thread().clone());
+    let result = ack_loop(&peer, &mut reader, &mut body, hub, durable, stop);
+    peer.kill(match &result {
+        Ok(()) => "it closed the connection",
+        Err(_) => "its acknowledgements stopped",
+    });
+    lock(&hub.state).peers.retain(|p| !Arc::ptr_eq(p, &peer));
+    update_limit(hub, durable);
+    let _ = sender.join();
+    result
+}
+
+fn refuse(sock: &TcpStream, reason: String) -> Result<()> {
+    ::log::warn!("replication: refused a backup: {reason}");
+    let mut w = sock;
+    wire::send(&mut w, &Msg::Refuse { reason: reason.clone() })?;
+    Err(Error::Replication(format!("refused: {reason}")))
+}
+
+fn send_loop(peer: &Peer) {
+    let mut w = &peer.sock;
+    let mut batch = Vec::new();
+    while !peer.dead.load(Ordering::Acquire) {
+        {
+            let mut q = lock(&peer.queue);
+            batch.extend(q.0.drain(..));
+            q.1 = 0;
+        }
+        if batch.is_empty() {
+            std::thread::park_timeout(Duration::from_millis(50));
+            continue;
+        }
+        for f in batch.drain(..) {
+            if let Err(e) = std::io::Write::write_all(&mut w, &f) {
+                peer.kill(&format!("send: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+fn ack_loop(
+    peer: &Peer,
+    reader: &mut impl std::io::Read,
+    body: &mut Vec<u8>,
+    hub: &Hub,
+    durable: &Durable,
+    stop: &AtomicBool,
+) -> Result<()> {
+    while !stop.load(Ordering::Acquire) && !peer.dead.load(Ordering::Acquire) {
+        match wire::recv(reader, body)? {
+            None => return Ok(()),
+            Some(Msg::Ack { pepoch }) => {
+                peer.acked.fetch_max(pepoch, Ordering::AcqRel);
+                *lock(&peer.last_ack) = Instant::now();
+                if !peer.in_sync.load(Ordering::Acquire) && pepoch >= durable.pepoch() {
+                    peer.in_sync.store(true, Ordering::Release);
+                    ::log::info!("replication: backup {} in sync at epoch {pepoch}", peer.addr);
+                }
+                update_limit(hub, durable);
+            }
+            Some(other) => return Err(Error::Replication(format!("unexpected message from a backup: {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
+/// The release limit the safety mode asks for, from the in-sync backups.
+/// Set under the hub's lock, so a limit from older acknowledgements never
+/// replaces a newer one.
+fn update_limit(hub: &Hub, durable: &Durable) {
+    let st = lock(&hub.state);
+    let acked: Vec<u64> = (st.peers.iter())
+        .filter(|p| p.in_sync.load(Ordering::Acquire) && !p.dead.load(Ordering::Acquire))
+        .map(|p| p.acked.load(Ordering::Acquire))
+        .collect();
+    let limit = match hub.opts.safety {
+        Safety::Async => return,
+        // 2-safe: every in-sync backup; none in sync releases at the local pepoch.
+        Safety::Sync => acked.iter().copied().min().unwrap_or(u64::MAX),
+        // Nothing is released while a configured backup is missing.
+        Safety::VerySafe if acked.len() < hub.opts.backups.max(1) => durable.pepoch(),
+        Safety::VerySafe => acked.iter().copied().min().unwrap_or(0),
+    };
+    durable.set_limit(limit);
+}

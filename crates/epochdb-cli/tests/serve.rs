@@ -77,49 +77,63 @@ fn serve_with(dir: &std::path::Path, more: &[&str]) -> (Served, Option<String>) 
     (Served { child, port, stderr }, repl)
 }
 
+/// What a writer had acknowledged when its server died: the last value
+/// of its key `w<n>`, and how many of its INCRs of `total` were answered.
+type Acked = (Option<u64>, i64);
+
+/// Four clients that run until the server dies: each SETs `w<n>` to
+/// `base`, `base + 1`, ... and INCRs `total` after each SET.
+fn start_writers(addr: &str, base: u64) -> Vec<std::thread::JoinHandle<Acked>> {
+    (0..4u64)
+        .map(|w| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
+                let mut acked = (None, 0);
+                for i in base.. {
+                    let r: redis::RedisResult<()> = redis::cmd("SET").arg(format!("w{w}")).arg(i).query(&mut c);
+                    if r.is_err() {
+                        break;
+                    }
+                    acked.0 = Some(i);
+                    let r: redis::RedisResult<i64> = redis::cmd("INCR").arg("total").query(&mut c);
+                    if r.is_err() {
+                        break;
+                    }
+                    acked.1 += 1;
+                }
+                acked
+            })
+        })
+        .collect()
+}
+
+fn join_writers(writers: Vec<std::thread::JoinHandle<Acked>>, server: &Served) -> Vec<Acked> {
+    (writers.into_iter())
+        .map(|t| t.join().unwrap_or_else(|_| panic!("a writer failed; the server said: {}", server.log())))
+        .collect()
+}
+
 #[test]
 fn a_killed_durable_server_keeps_every_acknowledged_write() {
     let dir = std::env::temp_dir().join(format!("epochdb-serve-kill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    let mut incrs = 0; // INCRs of "total" acknowledged, over every round
     for round in 0..3u64 {
         let mut server = serve(&dir);
         let addr = format!("redis://127.0.0.1:{}/", server.port);
-        // Writers run until the kill; each records the last value acked.
-        let writers: Vec<_> = (0..4u64)
-            .map(|w| {
-                let addr = addr.clone();
-                std::thread::spawn(move || {
-                    let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
-                    let mut acked = None;
-                    for i in 0.. {
-                        let key = format!("w{w}");
-                        let r: redis::RedisResult<()> =
-                            redis::cmd("SET").arg(&key).arg(round * 1_000_000 + i).query(&mut c);
-                        if r.is_err() {
-                            break;
-                        }
-                        acked = Some(round * 1_000_000 + i);
-                        // Also an INCR per write: a counter no restart may set back.
-                        let r: redis::RedisResult<i64> = redis::cmd("INCR").arg("total").query(&mut c);
-                        if r.is_err() {
-                            break;
-                        }
-                    }
-                    acked
-                })
-            })
-            .collect();
+        let writers = start_writers(&addr, round * 1_000_000);
         std::thread::sleep(Duration::from_millis(300 + 200 * round));
         server.child.kill().unwrap(); // SIGKILL
         server.child.wait().unwrap();
-        let acked: Vec<Option<u64>> = writers
-            .into_iter()
-            .map(|t| t.join().unwrap_or_else(|_| panic!("a writer failed; server said: {}", server.log())))
-            .collect();
+        let acked = join_writers(writers, &server);
         let mut server = serve(&dir);
         let addr = format!("redis://127.0.0.1:{}/", server.port);
         let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
-        for (w, a) in acked.iter().enumerate() {
+        incrs += acked.iter().map(|a| a.1).sum::<i64>();
+        let total: i64 = redis::cmd("GET").arg("total").query(&mut c).unwrap();
+        assert!(total >= incrs, "round {round}: {incrs} INCRs acknowledged, total is {total}");
+        for (w, (a, _)) in acked.iter().enumerate() {
             let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
             if let Some(a) = a {
                 // The acknowledged value, or one sent later whose reply was lost.
@@ -166,35 +180,19 @@ fn a_sync_backup_keeps_every_acknowledged_write_when_the_primary_is_killed() {
             assert!(Instant::now() < deadline, "the backup never came in sync: {info}");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let writers: Vec<_> = (0..4u64)
-            .map(|w| {
-                let addr = addr.clone();
-                std::thread::spawn(move || {
-                    let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
-                    let mut acked = None;
-                    for i in 0.. {
-                        let r: redis::RedisResult<()> = redis::cmd("SET").arg(format!("w{w}")).arg(i).query(&mut c);
-                        if r.is_err() {
-                            break;
-                        }
-                        acked = Some(i);
-                    }
-                    acked
-                })
-            })
-            .collect();
+        let writers = start_writers(&addr, 0);
         std::thread::sleep(Duration::from_millis(300 + 200 * round));
         primary.child.kill().unwrap();
         replica.kill().unwrap();
         primary.child.wait().unwrap();
         replica.wait().unwrap();
-        let acked: Vec<Option<u64>> = writers.into_iter().map(|t| t.join().unwrap()).collect();
-        assert!(acked.iter().all(Option::is_some), "some writer never got a reply");
+        let acked = join_writers(writers, &primary);
+        assert!(acked.iter().all(|a| a.0.is_some()), "some writer never got a reply");
         // Promote by hand: serve the backup's directory.
         let mut promoted = serve(&bdir);
         let mut c =
             redis::Client::open(format!("redis://127.0.0.1:{}/", promoted.port)).unwrap().get_connection().unwrap();
-        for (w, a) in acked.iter().enumerate() {
+        for (w, (a, _)) in acked.iter().enumerate() {
             let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
             let a = a.unwrap();
             assert!(

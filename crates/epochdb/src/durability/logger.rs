@@ -158,6 +158,11 @@ impl Durable {
         self.release();
     }
 
+    /// Replication's bound on release.
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Acquire)
+    }
+
     /// Makes `tap` receive every block and seal from now on (once).
     pub fn set_tap(&self, tap: Arc<dyn Tap>) {
         let _ = self.tap.set(tap);

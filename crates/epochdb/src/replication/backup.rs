@@ -151,13 +151,12 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
         status.connected.store(false, Ordering::Release);
         match r {
             Ok(()) => {}
-            // A refusal or a disk error will not mend by retrying.
-            Err(e) if is_permanent(&e) => {
+            Err(Ended::Stop(e)) => {
                 ::log::error!("backup stopped: {e}");
                 *lock(&status.error) = Some(e.to_string());
                 return Err(e);
             }
-            Err(e) => {
+            Err(Ended::Retry(e)) => {
                 ::log::warn!("backup: {e}; connecting again");
                 *lock(&status.error) = Some(e.to_string());
             }
@@ -170,11 +169,18 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
     Ok(())
 }
 
-/// A refusal, a hostile stream or a local error: retrying will not mend it.
-fn is_permanent(e: &Error) -> bool {
-    match e {
-        Error::Replication(m) => m.starts_with("refused") || m.starts_with("bad stream"),
-        _ => true,
+/// Why a connection ended.
+enum Ended {
+    /// The network: connect again.
+    Retry(Error),
+    /// A refusal, a bad stream or a local (disk) error: another try will
+    /// not mend it.
+    Stop(Error),
+}
+
+impl From<Error> for Ended {
+    fn from(e: Error) -> Ended {
+        Ended::Stop(e)
     }
 }
 
@@ -183,20 +189,25 @@ fn bad(what: String) -> Error {
 }
 
 /// One connection: hello, welcome, then blocks and seals.
-fn session(opts: &BackupOptions, disk: &mut Disk, status: &Status, stop: &AtomicBool) -> Result<()> {
-    let net = |e: std::io::Error| Error::Replication(format!("primary {}: {e}", opts.primary));
+fn session(
+    opts: &BackupOptions,
+    disk: &mut Disk,
+    status: &Status,
+    stop: &AtomicBool,
+) -> std::result::Result<(), Ended> {
+    let net = |e: std::io::Error| Ended::Retry(Error::Replication(format!("primary {}: {e}", opts.primary)));
     let addr = (opts.primary.to_socket_addrs().map_err(net)?.next())
-        .ok_or_else(|| Error::Replication(format!("primary {}: no address", opts.primary)))?;
+        .ok_or_else(|| Ended::Retry(Error::Replication(format!("primary {}: no address", opts.primary))))?;
     let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(net)?;
     sock.set_nodelay(true).map_err(net)?;
     // Short reads, so a stop is seen; idleness is counted across them.
     sock.set_read_timeout(Some(Duration::from_millis(100))).map_err(net)?;
     let mut w = &sock;
-    wire::send(&mut w, &Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch })?;
+    wire::send(&mut w, &Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch }).map_err(Ended::Retry)?;
     let mut r = std::io::BufReader::with_capacity(1 << 20, &sock);
     let mut body = Vec::new();
     let mut idle = Duration::ZERO;
-    let mut next = |r: &mut std::io::BufReader<&TcpStream>, body: &mut Vec<u8>| -> Result<Option<Msg>> {
+    let mut next = |r: &mut std::io::BufReader<&TcpStream>, body: &mut Vec<u8>| -> std::result::Result<_, Ended> {
         loop {
             if stop.load(Ordering::Acquire) {
                 return Ok(None);
@@ -207,12 +218,13 @@ fn session(opts: &BackupOptions, disk: &mut Disk, status: &Status, stop: &Atomic
                 Ok([]) => return Ok(None),
                 Ok(_) => {
                     idle = Duration::ZERO;
-                    return wire::recv(r, body);
+                    return wire::recv(r, body).map_err(Ended::Retry);
                 }
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                     idle += Duration::from_millis(100);
                     if idle >= opts.idle_timeout {
-                        return Err(Error::Replication(format!("no word from the primary for {idle:?}")));
+                        let e = Error::Replication(format!("no word from the primary for {idle:?}"));
+                        return Err(Ended::Retry(e));
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -225,12 +237,14 @@ fn session(opts: &BackupOptions, disk: &mut Disk, status: &Status, stop: &Atomic
             disk.take_manifest(&manifest)?;
             streams as usize
         }
-        Some(Msg::Refuse { reason }) => return Err(Error::Replication(format!("refused by the primary: {reason}"))),
-        Some(other) => return Err(bad(format!("expected a welcome, got {other:?}"))),
+        Some(Msg::Refuse { reason }) => {
+            return Err(Error::Replication(format!("refused by the primary: {reason}")).into())
+        }
+        Some(other) => return Err(bad(format!("expected a welcome, got {other:?}")).into()),
         None => return Ok(()),
     };
     if streams == 0 {
-        return Err(bad("a primary with no log streams".into()));
+        return Err(bad("a primary with no log streams".into()).into());
     }
     status.connected.store(true, Ordering::Release);
     ::log::info!("backup: connected to {addr} at epoch {} ({streams} streams)", disk.pepoch);
@@ -242,11 +256,11 @@ fn session(opts: &BackupOptions, disk: &mut Disk, status: &Status, stop: &Atomic
         match msg {
             Msg::Block { stream, lo, hi, block } => {
                 if stream as usize >= streams {
-                    return Err(bad(format!("a block of stream {stream} of {streams}")));
+                    return Err(bad(format!("a block of stream {stream} of {streams}")).into());
                 }
                 let epochs = frame::check_block(&block).map_err(bad)?;
                 if epochs != (lo, hi) {
-                    return Err(bad(format!("a block said to hold {lo}..={hi} holds {epochs:?}")));
+                    return Err(bad(format!("a block said to hold {lo}..={hi} holds {epochs:?}")).into());
                 }
                 disk.log.append(&disk.store.io, &block, lo, hi)?;
             }
@@ -256,7 +270,7 @@ fn session(opts: &BackupOptions, disk: &mut Disk, status: &Status, stop: &Atomic
                 heard[stream as usize] = true;
             }
             Msg::Manifest { manifest } => disk.take_manifest(&manifest)?,
-            other => return Err(bad(format!("unexpected message {other:?}"))),
+            other => return Err(bad(format!("unexpected message {other:?}")).into()),
         }
         // Persist once the socket has nothing more buffered: one sync for
         // a burst of seals.
@@ -264,7 +278,7 @@ fn session(opts: &BackupOptions, disk: &mut Disk, status: &Status, stop: &Atomic
         if r.buffer().is_empty() && heard.iter().all(|&h| h) && low > disk.pepoch {
             disk.persist(low)?;
             status.persisted.store(low, Ordering::Release);
-            wire::send(&mut w, &Msg::Ack { pepoch: low })?;
+            wire::send(&mut w, &Msg::Ack { pepoch: low }).map_err(Ended::Retry)?;
         }
     }
     Ok(())

@@ -379,8 +379,7 @@ fn ack_loop(
             Some(Msg::Ack { pepoch }) => {
                 peer.acked.fetch_max(pepoch, Ordering::AcqRel);
                 *lock(&peer.last_ack) = Instant::now();
-                if !peer.in_sync.load(Ordering::Acquire) && pepoch >= durable.pepoch() {
-                    peer.in_sync.store(true, Ordering::Release);
+                if !peer.in_sync.load(Ordering::Acquire) && join(peer, pepoch, hub, durable) {
                     ::log::info!("replication: backup {} in sync at epoch {pepoch}", peer.addr);
                 }
                 update_limit(hub, durable);
@@ -389,6 +388,20 @@ fn ack_loop(
         }
     }
     Ok(())
+}
+
+/// Makes `peer`, which acknowledged `acked`, count for release if it has
+/// everything released. The limit is lowered to `acked` before the check,
+/// so no release can pass `acked` between the check and the join.
+fn join(peer: &Peer, acked: u64, hub: &Hub, durable: &Durable) -> bool {
+    let _st = lock(&hub.state);
+    if hub.opts.safety != Safety::Async {
+        // (`update_limit` raises it again right after.)
+        durable.set_limit(durable.limit().min(acked));
+    }
+    let joined = durable.pepoch() <= acked;
+    peer.in_sync.store(joined, Ordering::Release);
+    joined
 }
 
 /// The release limit the safety mode asks for, from the in-sync backups.

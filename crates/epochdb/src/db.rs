@@ -17,6 +17,8 @@ use crate::epoch::{Advancer, EpochSlot, Epochs};
 use crate::error::{AbortReason, Error, Result};
 use crate::gc::{self, Cleanup, Garbage, Retired};
 use crate::options::{Options, MAX_KEY_LEN};
+use crate::record::Record;
+use crate::replication::standby::{Freshness, ReadView};
 use crate::replication::{Primary, ReplicationStatus};
 use crate::snapshot::SnapshotTxn;
 use crate::sync::{AtomicU64, Ordering};
@@ -45,6 +47,9 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     /// The disk side (empty with durability off).
     pub store: Arc<Store>,
+    /// On a hot standby: its read view (snapshots read at it, never
+    /// beyond what the primary released).
+    pub view: Option<Arc<ReadView>>,
 }
 
 impl Drop for Shared {
@@ -125,11 +130,6 @@ impl Database {
         let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
         let opened = durability::open(&options, tag, progress, false)?;
         let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, opened.first_epoch));
-        let advancer = Advancer::start(epochs.clone(), options.epoch_interval).map_err(|source| Error::Io {
-            op: "start the epoch thread",
-            path: Default::default(),
-            source,
-        })?;
         let store = Arc::new(opened.store);
         // The shipper taps the loggers before their first block.
         let primary = match (&options.primary, &store.durable) {
@@ -142,26 +142,62 @@ impl Database {
         let loggers = store.start_loggers(opened.pepoch_file, &epochs, &options)?;
         let tables = Arc::new(Tables::new(opened.tables));
         let checkpointer = store.start_checkpointer(&epochs, &tables, &options)?;
-        let shared = Arc::new(Shared {
-            options,
-            tag,
-            epochs,
-            tables,
-            global_tid: Padded::default(),
-            orphans: Mutex::new(Garbage::default()),
-            has_orphans: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            store,
-        });
         let handle = Handle {
-            shared,
             _checkpointer: checkpointer,
-            _advancer: advancer,
+            _advancer: start_advancer(&epochs, &options)?,
             _loggers: loggers,
             primary,
             _locks: opened.locks,
+            shared: Arc::new(Shared::new(options, tag, epochs, tables, store, None)),
         };
         Ok(Database { handle: Arc::new(handle) })
+    }
+
+    /// A hot standby's database (replication's backup): its directory
+    /// recovered into memory, keeping the log's tail above pepoch for the
+    /// primary to judge. Clients may only read (snapshots at `view`);
+    /// replay writes through [`crate::replication::standby`]. Returns the
+    /// pepoch file, which the backup's receiver keeps.
+    pub(crate) fn open_standby(
+        options: Options,
+        view: Arc<ReadView>,
+    ) -> Result<(Database, durability::logger::PepochFile)> {
+        options.validate()?;
+        let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
+        let opened = durability::open(&options, tag, &|_| {}, true)?;
+        let pepoch_file = opened.pepoch_file.ok_or(Error::ReadOnly)?;
+        let epochs = Arc::new(Epochs::standby(options.snapshot_epochs, opened.first_epoch));
+        let store = Arc::new(opened.store);
+        let tables = Arc::new(Tables::new(opened.tables));
+        let options = Options { read_only: true, primary: None, ..options };
+        let handle = Handle {
+            _checkpointer: None,
+            _advancer: start_advancer(&epochs, &options)?,
+            _loggers: None,
+            primary: None,
+            _locks: opened.locks,
+            shared: Arc::new(Shared::new(options, tag, epochs, tables, store, Some(view))),
+        };
+        Ok((Database { handle: Arc::new(handle) }, pepoch_file))
+    }
+
+    /// Adds the tables of `manifest` this database lacks (a standby
+    /// following its primary's catalog).
+    pub(crate) fn extend_catalog(&self, manifest: &durability::manifest::Manifest) {
+        let shared = self.shared();
+        let mut tables = shared.tables.write();
+        let have = tables.len();
+        let new = durability::recovery::tables_of(manifest, shared.tag).into_iter().skip(have);
+        tables.extend(new.map(Arc::new));
+    }
+
+    /// The disk side, for replication's backup.
+    pub(crate) fn store(&self) -> &Arc<Store> {
+        &self.shared().store
+    }
+
+    pub(crate) fn epochs(&self) -> &Epochs {
+        &self.shared().epochs
     }
 
     /// A handle to the table at `index` of this database's catalog, for
@@ -642,6 +678,38 @@ impl Database {
     }
 }
 
+impl Shared {
+    fn new(
+        options: Options,
+        tag: u32,
+        epochs: Arc<Epochs>,
+        tables: Arc<Tables>,
+        store: Arc<Store>,
+        view: Option<Arc<ReadView>>,
+    ) -> Shared {
+        Shared {
+            options,
+            tag,
+            epochs,
+            tables,
+            global_tid: Padded::default(),
+            orphans: Mutex::new(Garbage::default()),
+            has_orphans: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            store,
+            view,
+        }
+    }
+}
+
+fn start_advancer(epochs: &Arc<Epochs>, options: &Options) -> Result<Advancer> {
+    Advancer::start(epochs.clone(), options.epoch_interval).map_err(|source| Error::Io {
+        op: "start the epoch thread",
+        path: Default::default(),
+        source,
+    })
+}
+
 /// Tags of databases opened in this process: each gets its own, so a
 /// table handle knows its database.
 static NEXT_TAG: AtomicU32 = AtomicU32::new(1);
@@ -780,10 +848,53 @@ impl Worker {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn snapshot(&mut self) -> Result<SnapshotTxn<'_>> {
+        self.snapshot_fresh(Freshness::Any)
+    }
+
+    /// Begins a snapshot transaction whose state is at least as fresh as
+    /// `freshness` asks, or returns [`Error::Stale`]. On a hot standby
+    /// (see [`crate::Backup::database`]) the snapshot is the read view:
+    /// everything replayed and released by the primary, never more. Use
+    /// [`Freshness::AtLeast`] with a commit's epoch from the primary to
+    /// read your own writes there.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Freshness, Options, TableOptions};
+    /// # use std::time::Duration;
+    /// # let db = Database::open(Options::default())?;
+    /// # let t = db.create_table("t", TableOptions::new())?;
+    /// # let mut w = db.worker()?;
+    /// let ((), info) = w.run_with_info(|txn| txn.put(t, b"k", b"v"))?;
+    /// let wait = Duration::from_secs(5);
+    /// let mut snap = w.snapshot_fresh(Freshness::AtLeast { epoch: info.epoch, wait })?;
+    /// assert_eq!(snap.get(t, b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
+    pub fn snapshot_fresh(&mut self, freshness: Freshness) -> Result<SnapshotTxn<'_>> {
+        let shared = self.shared.clone();
+        let view = shared.view.as_deref();
+        crate::replication::standby::check_fresh(&shared.epochs, view, &shared.options, freshness, &shared.closed)?;
         // Read at exactly the `se_w` that reclamation sees.
         let (_, se) = self.enter()?;
+        if view.is_some_and(|v| v.view() == 0) {
+            self.leave();
+            return Err(Error::Stale {
+                view: 0,
+                wanted: "a read view (the standby has not heard its primary yet)".into(),
+            });
+        }
         self.stats.snapshots += 1;
         Ok(SnapshotTxn::new(self, se))
+    }
+
+    /// Copies the locked record's current version (TID word `old`) into a
+    /// new immutable record linked as its previous version, for snapshots;
+    /// freed once no snapshot reads below `snap_epoch` (Silo §4.9).
+    pub(crate) fn keep_old_version(&mut self, rec: &Record, old: u64, snap_epoch: u64) {
+        rec.copy_value(&mut self.scratch);
+        let copy = Record::alloc(&[], &self.scratch, 0, old & !(tid::LOCK_BIT | tid::LATEST_BIT), rec.prev());
+        rec.set_prev(copy.as_ptr());
+        self.garbage.retire_version(snap_epoch, 0, Retired::Record(copy));
     }
 
     /// Runs `f` in a transaction and commits it, retrying aborts with
@@ -924,7 +1035,7 @@ impl Worker {
 
     /// The position of the table numbered `index`, refreshing the
     /// catalog copy when it is newer than this worker's.
-    fn table_slot(&mut self, index: u32) -> Option<usize> {
+    pub(crate) fn table_slot(&mut self, index: u32) -> Option<usize> {
         let i = index as usize;
         if i >= self.tables.len() {
             let tables = self.shared.tables.read();
@@ -934,7 +1045,7 @@ impl Worker {
     }
 
     /// Marks this worker active; returns `(e_w, se_w)`.
-    fn enter(&mut self) -> Result<(u64, u64)> {
+    pub(crate) fn enter(&mut self) -> Result<(u64, u64)> {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }

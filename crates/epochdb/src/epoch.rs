@@ -66,6 +66,10 @@ pub struct Epochs {
     tree_bound: AtomicU64,
     snapshot_bound: AtomicU64,
     k: u64,
+    /// On a hot standby `SE` follows the replayed, released view
+    /// ([`Epochs::drive_snapshot`]), not `E`, which there only paces
+    /// reclamation.
+    driven: bool,
     slots: Mutex<Vec<Arc<EpochSlot>>>,
 }
 
@@ -86,8 +90,25 @@ impl Epochs {
             tree_bound: AtomicU64::new(0),
             snapshot_bound: AtomicU64::new(0),
             k,
+            driven: false,
             slots: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Epochs of a hot standby: `E` starts at `first` (above every epoch
+    /// on disk) and paces reclamation; `SE` starts at 1 (nothing visible)
+    /// and moves only by [`Epochs::drive_snapshot`].
+    pub fn standby(k: u64, first: u64) -> Epochs {
+        let mut e = Epochs::starting_at(k, first);
+        e.snapshot = Padded(AtomicU64::new(1));
+        e.driven = true;
+        e
+    }
+
+    /// On a standby: snapshots now read every epoch `< se` (never lowers).
+    pub fn drive_snapshot(&self, se: u64) {
+        debug_assert!(self.driven);
+        self.snapshot.0.fetch_max(se, Ordering::SeqCst);
     }
 
     /// The global epoch `E`.
@@ -168,8 +189,10 @@ impl Epochs {
         if self.global.0.compare_exchange(e, e + 1, Ordering::SeqCst, Ordering::SeqCst).is_err() {
             return true; // another caller advanced it past e
         }
-        let se_new = self.snap((e + 1).saturating_sub(self.k));
-        self.snapshot.0.fetch_max(se_new, Ordering::SeqCst);
+        if !self.driven {
+            let se_new = self.snap((e + 1).saturating_sub(self.k));
+            self.snapshot.0.fetch_max(se_new, Ordering::SeqCst);
+        }
         true
     }
 }

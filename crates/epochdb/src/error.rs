@@ -85,6 +85,15 @@ pub enum Error {
     /// Replication failed or refused: a malformed stream, a lost or refused
     /// connection, a backup too far behind its primary.
     Replication(String),
+    /// A snapshot could not be as fresh as asked
+    /// ([`Worker::snapshot_fresh`](crate::Worker::snapshot_fresh)): a hot
+    /// standby behind its primary, or one that has not heard from it yet.
+    Stale {
+        /// The epoch the read view is at (0: none yet).
+        view: u64,
+        /// What the read asked for.
+        wanted: String,
+    },
     /// Recovery found damage it will not pass over: `what` names the file,
     /// the offset and the problem. `salvage` says what
     /// [`Options::salvage`](crate::Options::salvage) would recover instead
@@ -171,6 +180,7 @@ impl fmt::Display for Error {
             }
             Error::Durability(m) => write!(f, "durability failed, database is read-only until reopened: {m}"),
             Error::Replication(m) => write!(f, "replication: {m}"),
+            Error::Stale { view, wanted } => write!(f, "stale: the read view is at epoch {view}; wanted {wanted}"),
             Error::Corrupt { what, salvage } => {
                 write!(f, "recovery stopped: {what}")?;
                 match salvage {

@@ -51,7 +51,9 @@ pub use durability::inspect::{inspect, CheckpointSummary, FileSummary, Inspectio
 pub use durability::recovery::{Phase, Progress, RecoveryReport};
 pub use error::{AbortReason, Error, Result};
 pub use options::{Durability, Options, MAX_KEY_LEN};
-pub use replication::{Backup, BackupOptions, BackupState, PrimaryOptions, ReplicationStatus, Safety};
+pub use replication::{
+    Backup, BackupOptions, BackupState, Freshness, PrimaryOptions, ReplicationStatus, Safety, StandbyStatus,
+};
 pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};
 pub use txn::{CommitInfo, Range, Txn};

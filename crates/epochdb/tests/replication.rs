@@ -14,6 +14,10 @@ fn dir(name: &str) -> PathBuf {
 }
 
 fn primary(data: &Path, safety: Safety, ack_timeout: Duration) -> Database {
+    primary_logging(data, safety, ack_timeout, Durability::Log)
+}
+
+fn primary_logging(data: &Path, safety: Safety, ack_timeout: Duration, durability: Durability) -> Database {
     let p = PrimaryOptions {
         listen: "127.0.0.1:0".parse().expect("parse"),
         safety,
@@ -21,7 +25,7 @@ fn primary(data: &Path, safety: Safety, ack_timeout: Duration) -> Database {
         ..PrimaryOptions::default()
     };
     let options = Options {
-        durability: Durability::Log,
+        durability,
         data_dir: Some(data.to_path_buf()),
         epoch_interval: Duration::from_millis(5),
         log_dirs: vec![data.join("log-a"), data.join("log-b")], // two streams
@@ -122,10 +126,10 @@ fn a_silent_backup_holds_sync_release_for_the_ack_timeout_only() {
     let db = primary(&pdir, Safety::Sync, timeout);
     let t = db.create_table("t", TableOptions::new()).expect("create table");
     let mut sock = std::net::TcpStream::connect(addr(&db)).expect("replication test step");
-    // Hello, version 1, pepoch 0 (FORMAT.md, "Replication stream").
+    // Hello, version 2, pepoch 0 (FORMAT.md, "Replication stream").
     let mut body = vec![1u8];
     body.extend_from_slice(b"EPOCHREP");
-    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&2u16.to_le_bytes());
     body.extend_from_slice(&0u64.to_le_bytes());
     let frame = |body: &[u8]| {
         let mut f = (body.len() as u32).to_le_bytes().to_vec();
@@ -224,6 +228,223 @@ fn a_restarted_backup_resumes_and_a_foreign_one_is_refused() {
     assert_eq!(n, 3 * 51);
     drop((w, promoted));
     for d in [pdir, bdir, odir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+/// The backup is a hot standby. Its snapshots never show part of an epoch
+/// (a bank's total and a churned table's row count stay constant while
+/// transfers, growing values, inserts and deletes run on the primary),
+/// never an epoch the primary has not released, and never go back; a read
+/// can ask for a write's epoch to see it. Writes are refused, and a
+/// standby cut off from its primary answers a bounded read with `Stale`.
+#[test]
+fn a_hot_standby_serves_consistent_released_snapshots() {
+    use epochdb::{Error, Freshness};
+    const ACCOUNTS: u64 = 100;
+    const CHURN: u64 = 50;
+    let (pdir, bdir) = (dir("standby-p"), dir("standby-b"));
+    let db = primary(&pdir, Safety::Async, Duration::from_secs(5));
+    let bank = db.create_table("bank", TableOptions::new()).expect("create table");
+    let churn = db.create_table("churn", TableOptions::new()).expect("create table");
+    // A balance, padded to a length that changes with it: updates both
+    // overwrite in place and outgrow their record.
+    let encode = |b: u64| format!("{b}:{}", "x".repeat((b % 29) as usize)).into_bytes();
+    let decode = |v: &[u8]| -> u64 {
+        let s = std::str::from_utf8(v).expect("utf-8");
+        s.split(':').next().expect("balance").parse().expect("a number")
+    };
+    let mut w = db.worker().expect("worker");
+    w.run(|txn| {
+        for a in 0..ACCOUNTS {
+            txn.put(bank, &a.to_be_bytes(), &encode(1000))?;
+        }
+        for k in 0..CHURN {
+            txn.put(churn, &k.to_be_bytes(), b"row")?;
+        }
+        Ok(())
+    })
+    .expect("load");
+    let backup = Backup::start(BackupOptions::new(&bdir, addr(&db))).expect("start the backup");
+    wait_until("the standby has a read view", || backup.read_view() > 0);
+    let standby = backup.database().clone();
+    let (sbank, schurn) = (standby.table("bank").expect("table"), standby.table("churn").expect("table"));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let checks = std::thread::scope(|s| {
+        let mut writers = Vec::new();
+        for t in 0..2u64 {
+            let (db, encode, decode) = (&db, &encode, &decode);
+            writers.push(s.spawn(move || {
+                let mut w = db.worker().expect("worker");
+                for i in 0..1500u64 {
+                    let (from, to) = ((i * 7 + t) % ACCOUNTS, (i * 13 + 5 + t) % ACCOUNTS);
+                    w.run(|txn| {
+                        let a = decode(txn.get(bank, &from.to_be_bytes())?.expect("account"));
+                        let b = decode(txn.get(bank, &to.to_be_bytes())?.expect("account"));
+                        if from != to && a > 0 {
+                            let amount = 1 + i % a.min(40);
+                            txn.put(bank, &from.to_be_bytes(), &encode(a - amount))?;
+                            txn.put(bank, &to.to_be_bytes(), &encode(b + amount))?;
+                        }
+                        // Move one churn row to a new key: the count stays.
+                        let mut victim = None;
+                        txn.scan(churn, .., 1, |k, _| {
+                            victim = Some(k.to_vec());
+                            false
+                        })?;
+                        if let Some(k) = victim {
+                            txn.delete(churn, &k)?;
+                            txn.put(churn, &(1_000_000_000 + t * 1_000_000 + i).to_be_bytes(), b"moved")?;
+                        }
+                        Ok(())
+                    })
+                    .expect("transfer");
+                }
+            }));
+        }
+        let reader = s.spawn(|| {
+            let mut w = standby.worker().expect("standby worker");
+            let (mut checks, mut last_view) = (0u64, 0u64);
+            while !done.load(std::sync::atomic::Ordering::Acquire) || checks < 10 {
+                let view = backup.read_view();
+                assert!(view >= last_view, "the read view went back from {last_view} to {view}");
+                // Read the primary's released epoch after the view: it only grows.
+                assert!(view <= db.durable_epoch(), "view {view} shows epochs the primary has not released");
+                last_view = view;
+                let mut snap = w.snapshot().expect("snapshot");
+                let (mut total, mut accounts, mut rows) = (0, 0, 0);
+                snap.scan(sbank, .., usize::MAX, |_, v| {
+                    total += decode(v);
+                    accounts += 1;
+                    true
+                })
+                .expect("scan");
+                snap.scan(schurn, .., usize::MAX, |_, _| {
+                    rows += 1;
+                    true
+                })
+                .expect("scan");
+                drop(snap);
+                assert_eq!((accounts, total), (ACCOUNTS, ACCOUNTS * 1000), "a snapshot saw part of an epoch");
+                assert_eq!(rows, CHURN, "a snapshot saw a delete without its insert");
+                checks += 1;
+            }
+            checks
+        });
+        writers.into_iter().for_each(|t| t.join().expect("writer"));
+        done.store(true, std::sync::atomic::Ordering::Release);
+        reader.join().expect("reader")
+    });
+    assert!(checks >= 10);
+    eprintln!("{checks} consistent snapshots on the standby");
+    // Read your writes: a commit's epoch, asked of the standby.
+    let ((), info) = w.run_with_info(|txn| txn.put(bank, b"marker", b"m")).expect("put");
+    let mut sw = standby.worker().expect("standby worker");
+    let fresh = Freshness::AtLeast { epoch: info.epoch, wait: Duration::from_secs(20) };
+    let mut snap = sw.snapshot_fresh(fresh).expect("a fresh snapshot");
+    assert_eq!(snap.get(sbank, b"marker").expect("get"), Some(&b"m"[..]));
+    drop(snap);
+    let too_new = Freshness::AtLeast { epoch: info.epoch + 1_000_000, wait: Duration::from_millis(50) };
+    assert!(matches!(sw.snapshot_fresh(too_new), Err(Error::Stale { .. })));
+    assert!(matches!(sw.run(|txn| txn.put(sbank, b"x", b"y")), Err(Error::ReadOnly)));
+    assert!(sw.snapshot_fresh(Freshness::Within(Duration::from_secs(5))).is_ok());
+    // Cut off from its primary, the standby's view ages.
+    drop((w, db));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(matches!(sw.snapshot_fresh(Freshness::Within(Duration::from_millis(200))), Err(Error::Stale { .. })));
+    let st = backup.status();
+    assert!(!st.connected && st.replay_error.is_none() && st.view > 0, "{st:?}");
+    drop((sw, standby));
+    backup.stop().expect("stop");
+    // Restarted without its primary, it has no view to show yet.
+    let again = Backup::start(BackupOptions::new(&bdir, "127.0.0.1:1")).expect("restart the backup");
+    let mut w = again.database().worker().expect("worker");
+    assert!(matches!(w.snapshot(), Err(Error::Stale { view: 0, .. })));
+    drop(w);
+    again.stop().expect("stop");
+    for d in [pdir, bdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+/// A primary that logs deltas (Gawain): the standby merges each delta into
+/// the row as of the entry before it and ends with the primary's rows.
+#[test]
+fn a_standby_of_a_delta_logging_primary_merges_columns() {
+    use epochdb::{Column, Freshness, Schema};
+    let schema = || {
+        let columns = vec![Column::fixed("a", 8), Column::var("b", 24), Column::var("c", 64)];
+        Schema::new(columns).expect("schema")
+    };
+    let (pdir, bdir) = (dir("delta-p"), dir("delta-b"));
+    let db = primary_logging(&pdir, Safety::Async, Duration::from_secs(5), Durability::Delta);
+    let t = db.create_table("rows", TableOptions::new().schema(schema())).expect("create table");
+    let backup = Backup::start(BackupOptions::new(&bdir, addr(&db))).expect("start the backup");
+    let row = |i: u64, c: &[u8]| schema().encode(&[&i.to_le_bytes(), format!("b{i}").as_bytes(), c]).expect("row");
+    let last = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let db = &db;
+                s.spawn(move || {
+                    let mut worker = db.worker().expect("worker");
+                    let mut last = 0;
+                    for i in 0..600u64 {
+                        let key = ((i * 7 + w) % 20).to_be_bytes();
+                        let (_, info) = worker
+                            .run_with_info(|txn| {
+                                let s = schema();
+                                let new = match txn.get(t, &key)?.map(<[u8]>::to_vec) {
+                                    // Change one column: a delta of it alone.
+                                    Some(old) if i % 3 == 0 => {
+                                        let (a, c) = (s.column(&old, 0)?.to_vec(), s.column(&old, 2)?.to_vec());
+                                        s.encode(&[&a, format!("w{w}i{i}").as_bytes(), &c])?
+                                    }
+                                    Some(old) => {
+                                        let (a, b) = (s.column(&old, 0)?.to_vec(), s.column(&old, 1)?.to_vec());
+                                        s.encode(&[&a, &b, &vec![b'c'; (i % 64) as usize]])?
+                                    }
+                                    None => row(i, b"new"),
+                                };
+                                txn.put(t, &key, &new)
+                            })
+                            .expect("update");
+                        last = last.max(info.epoch);
+                    }
+                    last
+                })
+            })
+            .collect();
+        writers.into_iter().map(|w| w.join().expect("writer")).max().unwrap_or(0)
+    });
+    let mut w = db.worker().expect("worker");
+    let mut primary_rows = Vec::new();
+    w.run(|txn| {
+        primary_rows.clear();
+        txn.scan(t, .., usize::MAX, |k, v| {
+            primary_rows.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .map(|_| ())
+    })
+    .expect("scan");
+    let standby = backup.database();
+    let mut sw = standby.worker().expect("worker");
+    let fresh = Freshness::AtLeast { epoch: last, wait: Duration::from_secs(20) };
+    let mut snap = sw.snapshot_fresh(fresh).expect("a fresh snapshot");
+    let st = standby.table("rows").expect("table");
+    let mut standby_rows = Vec::new();
+    snap.scan(st, .., usize::MAX, |k, v| {
+        standby_rows.push((k.to_vec(), v.to_vec()));
+        true
+    })
+    .expect("scan");
+    drop(snap);
+    assert_eq!(standby_rows.len(), 20);
+    assert_eq!(standby_rows, primary_rows);
+    assert!(backup.status().replay_error.is_none());
+    drop((sw, w, db));
+    backup.stop().expect("stop");
+    for d in [pdir, bdir] {
         std::fs::remove_dir_all(d).ok();
     }
 }

@@ -451,7 +451,7 @@ fn replay_all(
 }
 
 /// Empty tables for the manifest's catalog, with handles tagged `tag`.
-fn tables_of(m: &Manifest, tag: u32) -> Vec<Table> {
+pub(crate) fn tables_of(m: &Manifest, tag: u32) -> Vec<Table> {
     (m.tables.iter().enumerate())
         .map(|(i, t)| Table {
             id: TableId::new(tag, i as u32),

@@ -8,13 +8,19 @@
 //! `epochdb recover` (or `Database::open`) on it is a promotion by hand.
 //! The tail above the backup's pepoch is kept when it restarts (the primary
 //! sends those epochs again, or names them void in its manifest).
+//!
+//! The backup is also a hot standby: its directory is recovered into a
+//! read-only [`Database`], and `standby.rs` replays each persisted,
+//! released epoch into it for snapshot reads.
 
+use super::standby::{ReadView, Replay, Replayer, StandbyStatus};
 use super::wire::{self, Msg};
+use crate::db::Database;
 use crate::durability::frame;
 use crate::durability::log::lock;
 use crate::durability::logger::{LogFile, PepochFile, Rotation};
 use crate::durability::manifest::Manifest;
-use crate::durability::{self, datadir::Locks, Store};
+use crate::durability::Store;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
 use std::io::BufRead;
@@ -58,6 +64,11 @@ pub struct Backup {
     status: Arc<Status>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<()>>>,
+    view: Arc<ReadView>,
+    replay: Arc<Replay>,
+    // Stopped before the database it replays into is dropped.
+    _replayer: Replayer,
+    db: Database,
 }
 
 #[derive(Default)]
@@ -69,12 +80,13 @@ struct Status {
 
 /// What the receiver writes with.
 struct Disk {
-    store: Store,
+    db: Database,
+    store: Arc<Store>,
     log: LogFile,
     pepoch_file: PepochFile,
     pepoch: u64,
     rotate: Rotation,
-    _locks: Locks,
+    replay: Arc<Replay>,
 }
 
 impl Backup {
@@ -85,13 +97,16 @@ impl Backup {
     pub fn start(opts: BackupOptions) -> Result<Backup> {
         let options =
             Options { durability: Durability::Log, data_dir: Some(opts.data_dir.clone()), ..Options::default() };
-        let opened = durability::open(&options, 0, &|_| {}, true)?;
-        let pepoch_file = opened.pepoch_file.ok_or(Error::ReadOnly)?;
-        let store = opened.store;
+        let view = Arc::new(ReadView::default());
+        let (db, pepoch_file) = Database::open_standby(options.clone(), view.clone())?;
+        let store = db.store().clone();
         let pepoch = store.recovery.as_ref().map_or(0, |r| r.pepoch);
+        let replay = Arc::new(Replay::default());
+        replay.persisted(pepoch);
+        let replayer = Replayer::start(db.clone(), view.clone(), replay.clone(), pepoch)?;
         let log = LogFile::create(&store.dirs.log[0], &store.io)?;
         let rotate = Rotation::of(&options);
-        let disk = Disk { store, log, pepoch_file, pepoch, rotate, _locks: opened.locks };
+        let disk = Disk { db: db.clone(), store, log, pepoch_file, pepoch, rotate, replay: replay.clone() };
         let status = Arc::new(Status { persisted: AtomicU64::new(pepoch), ..Status::default() });
         let stop = Arc::new(AtomicBool::new(false));
         let (st, s) = (status.clone(), stop.clone());
@@ -99,7 +114,35 @@ impl Backup {
             .name("epochdb-backup".into())
             .spawn(move || receive(opts, disk, &st, &s))
             .map_err(|e| Error::Replication(format!("start the backup thread: {e}")))?;
-        Ok(Backup { status, stop, thread: Some(thread) })
+        Ok(Backup { status, stop, thread: Some(thread), view, replay, _replayer: replayer, db })
+    }
+
+    /// The hot standby: a read-only database that follows the primary.
+    /// Read it with snapshot transactions ([`crate::Worker::snapshot`],
+    /// [`crate::Worker::snapshot_fresh`]): they show the read view, every
+    /// epoch the backup has persisted and replayed and the primary has
+    /// released, and nothing newer. Writes give [`Error::ReadOnly`].
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// The read view: snapshots show every epoch `<=` this (0: none yet).
+    pub fn read_view(&self) -> u64 {
+        self.view.view()
+    }
+
+    /// Where the standby stands: persisted, released and read-view epochs,
+    /// replay backlog and staleness.
+    pub fn status(&self) -> StandbyStatus {
+        StandbyStatus {
+            persisted: self.persisted_epoch(),
+            released: self.replay.released_epoch(),
+            view: self.view.view(),
+            pending_bytes: self.replay.pending_bytes(),
+            staleness: self.view.staleness(),
+            connected: self.is_connected(),
+            replay_error: self.replay.error(),
+        }
     }
 
     /// The largest epoch this backup has on disk and acknowledged.
@@ -263,7 +306,9 @@ fn session(
                     return Err(bad(format!("a block said to hold {lo}..={hi} holds {epochs:?}")).into());
                 }
                 disk.log.append(&disk.store.io, &block, lo, hi)?;
+                disk.replay.push(lo, hi, block, stop);
             }
+            Msg::Released { epoch } => disk.replay.released(epoch),
             Msg::Seal { stream, epoch } => {
                 let s = sealed.get_mut(stream as usize).ok_or_else(|| bad(format!("a seal of stream {stream}")))?;
                 *s = (*s).max(epoch);
@@ -279,6 +324,7 @@ fn session(
             disk.persist(low)?;
             status.persisted.store(low, Ordering::Release);
             wire::send(&mut w, &Msg::Ack { pepoch: low }).map_err(Ended::Retry)?;
+            disk.replay.persisted(low);
         }
     }
     Ok(())
@@ -297,7 +343,9 @@ impl Disk {
         }
         next.tables = theirs.tables;
         next.voids = theirs.voids;
-        self.store.store_manifest(&mut ours, next)
+        self.store.store_manifest(&mut ours, next)?;
+        self.db.extend_catalog(&ours);
+        Ok(())
     }
 
     /// Syncs the log, then records `pepoch` in the pepoch file.

@@ -10,11 +10,13 @@
 
 mod backup;
 mod primary;
+pub(crate) mod standby;
 pub(crate) mod wire;
 
 pub use backup::{Backup, BackupOptions};
 pub use primary::BackupState;
 pub(crate) use primary::Primary;
+pub use standby::{Freshness, StandbyStatus};
 
 use crate::error::{Error, Result};
 use std::net::SocketAddr;

@@ -41,6 +41,11 @@ pub struct BackupState {
 pub(crate) struct Hub {
     opts: PrimaryOptions,
     state: Mutex<State>,
+    /// The released epoch, which each sender passes on to its backup.
+    released: AtomicU64,
+    /// The senders to wake when it grows. A leaf lock: release happens
+    /// under `state` (the limit is set there), so it cannot take `state`.
+    senders: Mutex<Vec<std::thread::Thread>>,
 }
 
 struct State {
@@ -176,8 +181,14 @@ impl Primary {
             manifest,
             peers: Vec::new(),
         };
-        let hub = Arc::new(Hub { opts, state: Mutex::new(state) });
+        let released = AtomicU64::new(durable.pepoch());
+        let hub = Arc::new(Hub { opts, state: Mutex::new(state), released, senders: Mutex::new(Vec::new()) });
         durable.set_tap(hub.clone());
+        let h = hub.clone();
+        durable.listen(Box::new(move |epoch| {
+            h.released.fetch_max(epoch, Ordering::AcqRel);
+            lock(&h.senders).iter().for_each(|t| t.unpark());
+        }));
         if hub.opts.safety == Safety::VerySafe {
             durable.set_limit(durable.pepoch()); // nothing more until every backup is in
         }
@@ -319,18 +330,20 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         st.peers.push(peer.clone());
     }
     ::log::info!("replication: backup {addr} connected at epoch {pepoch}");
-    let p = peer.clone();
+    let (p, h) = (peer.clone(), hub.clone());
     let sender = std::thread::Builder::new()
         .name("epochdb-repl-send".into())
-        .spawn(move || send_loop(&p))
+        .spawn(move || send_loop(&p, &h.released))
         .map_err(|e| Error::Replication(format!("start a sender thread: {e}")))?;
     let _ = peer.sender.set(sender.thread().clone());
+    lock(&hub.senders).push(sender.thread().clone());
     let result = ack_loop(&peer, &mut reader, &mut body, hub, durable, stop);
     peer.kill(match &result {
         Ok(()) => "it closed the connection",
         Err(_) => "its acknowledgements stopped",
     });
     lock(&hub.state).peers.retain(|p| !Arc::ptr_eq(p, &peer));
+    lock(&hub.senders).retain(|t| t.id() != sender.thread().id());
     update_limit(hub, durable);
     let _ = sender.join();
     result
@@ -343,14 +356,25 @@ fn refuse(sock: &TcpStream, reason: String) -> Result<()> {
     Err(Error::Replication(format!("refused: {reason}")))
 }
 
-fn send_loop(peer: &Peer) {
+/// Writes `peer`'s queue to its socket, then the released epoch when it
+/// grew (after the blocks: a backup never learns of a release before the
+/// blocks that hold it were queued to it).
+fn send_loop(peer: &Peer, released: &AtomicU64) {
     let mut w = &peer.sock;
     let mut batch = Vec::new();
+    let mut sent_release = 0;
     while !peer.dead.load(Ordering::Acquire) {
         {
             let mut q = lock(&peer.queue);
             batch.extend(q.0.drain(..));
             q.1 = 0;
+        }
+        let r = released.load(Ordering::Acquire);
+        if r > sent_release {
+            let mut frame = Vec::new();
+            Msg::Released { epoch: r }.encode(&mut frame);
+            batch.push(Arc::new(frame));
+            sent_release = r;
         }
         if batch.is_empty() {
             std::thread::park_timeout(Duration::from_millis(50));

@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 /// The first bytes of a backup's hello.
 pub const MAGIC: &[u8; 8] = b"EPOCHREP";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// The largest frame body: the largest log block and its header. Bodies
 /// are read as their bytes arrive, so a length alone allocates nothing.
 pub const MAX_FRAME: usize = crate::durability::frame::MAX_PAYLOAD + 64;
@@ -36,6 +36,9 @@ pub enum Msg {
     Manifest { manifest: Vec<u8> },
     /// Backup to primary: every epoch `<= pepoch` is on its disk.
     Ack { pepoch: u64 },
+    /// Primary to backup: commits of epochs `<= epoch` have been released
+    /// (reported to clients). A hot standby shows nothing newer.
+    Released { epoch: u64 },
 }
 
 const HELLO: u8 = 1;
@@ -45,6 +48,7 @@ const BLOCK: u8 = 4;
 const SEAL: u8 = 5;
 const MANIFEST: u8 = 6;
 const ACK: u8 = 7;
+const RELEASED: u8 = 8;
 
 fn protocol(what: impl Into<String>) -> Error {
     Error::Replication(what.into())
@@ -84,6 +88,10 @@ impl Msg {
                 out.push(ACK);
                 out.extend_from_slice(&pepoch.to_le_bytes());
             }
+            Msg::Released { epoch } => {
+                out.push(RELEASED);
+                out.extend_from_slice(&epoch.to_le_bytes());
+            }
         }
         finish(out, start);
     }
@@ -109,6 +117,7 @@ impl Msg {
             SEAL => Msg::Seal { stream: f.u16()?, epoch: f.u64()? },
             MANIFEST => Msg::Manifest { manifest: f.rest() },
             ACK => Msg::Ack { pepoch: f.u64()? },
+            RELEASED => Msg::Released { epoch: f.u64()? },
             _ => return Err(protocol(format!("unknown frame kind {kind}"))),
         };
         if !f.rest.is_empty() {
@@ -236,6 +245,7 @@ mod tests {
             Msg::Seal { stream: 0, epoch: 12 },
             Msg::Manifest { manifest: vec![] },
             Msg::Ack { pepoch: u64::MAX },
+            Msg::Released { epoch: 41 },
         ]
     }
 

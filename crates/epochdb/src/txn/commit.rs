@@ -192,7 +192,7 @@ impl Txn<'_> {
         match w.kind {
             WriteKind::Delete => {
                 if keep_old {
-                    self.keep_old_version(rec, old, snap_epoch);
+                    self.w.keep_old_version(rec, old, snap_epoch);
                 }
                 rec.tid.unlock_to(new_word | ABSENT_BIT);
                 if self.w.shared.options.durability == crate::Durability::DeltaAndCheckpoint {
@@ -215,7 +215,7 @@ impl Txn<'_> {
             }
             WriteKind::Put if (w.value_len as usize) <= rec.capacity() => {
                 if keep_old {
-                    self.keep_old_version(rec, old, snap_epoch);
+                    self.w.keep_old_version(rec, old, snap_epoch);
                 }
                 rec.write_value(self.w.sets.value(&w));
                 rec.tid.unlock_to(new_word);
@@ -235,15 +235,6 @@ impl Txn<'_> {
                 }
             }
         }
-    }
-
-    /// Copies the locked record's current version into a new immutable
-    /// record linked as its previous version.
-    fn keep_old_version(&mut self, rec: &Record, old: u64, snap_epoch: u64) {
-        rec.copy_value(&mut self.w.scratch);
-        let copy = Record::alloc(&[], &self.w.scratch, 0, old & !(LOCK_BIT | LATEST_BIT), rec.prev());
-        rec.set_prev(copy.as_ptr());
-        self.w.garbage.retire_version(snap_epoch, 0, Retired::Record(copy));
     }
 
     /// Ends the transaction without installing anything: placeholders this

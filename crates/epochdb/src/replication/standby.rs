@@ -1,0 +1,441 @@
+//! Hot standby (Query Fresh §3.2, §3.4.3): a backup replays what it has
+//! persisted into memory and serves snapshot reads at its read view.
+//!
+//! The receiver hands each block to the [`Replay`] queue after appending
+//! it, and tells the queue the epochs it persisted and the epochs the
+//! primary released. The replayer thread applies, in TID order, every
+//! entry of epochs `(view, target]` with `target = min(persisted,
+//! released)` (replay pipelining: nothing is replayed before it is on the
+//! backup's disk, nothing is shown before the primary released it), then
+//! publishes `view = target`: snapshots read epochs `< view + 1`.
+//!
+//! Readers never see a half-replayed epoch: a version the replayer
+//! overwrites that a reader at the current view may need (its epoch is
+//! `<= view`) is kept as the record's previous version, exactly as a
+//! committer keeps one for Silo's snapshots, and freed through the same
+//! epoch-based lists once the snapshot bound passes the new version's
+//! epoch. Replay applies entries in TID order, so the largest TID wins and
+//! a delta (Gawain) merges into the row as of the entry before it.
+//!
+//! Replay arrays (§3.4.1, keeping only where the newest version lives
+//! until a reader needs it) were not built: one replayer thread installs
+//! values directly, which keeps the in-memory state an ordinary epochdb
+//! table that Silo's snapshot reads already handle.
+
+use crate::catalog::Schema;
+use crate::db::{Database, Worker};
+use crate::durability::log::{self, lock, Entry, Write};
+use crate::durability::{columns, frame};
+use crate::epoch::Epochs;
+use crate::error::{Error, Result};
+use crate::gc::{Cleanup, Retired};
+use crate::options::Options;
+use crate::record::Record;
+use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How fresh a snapshot must be ([`Worker::snapshot_fresh`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Freshness {
+    /// Whatever the snapshot (or a standby's read view) holds.
+    #[default]
+    Any,
+    /// Every commit of epochs `<= epoch` (for example a write's
+    /// `CommitInfo::epoch` on the primary: read your own writes); waits up
+    /// to `wait` for it.
+    AtLeast {
+        /// The epoch the snapshot must include.
+        epoch: u64,
+        /// How long to wait for it before [`Error::Stale`].
+        wait: Duration,
+    },
+    /// At most this far behind: on a standby, it shows everything its
+    /// primary had released this long ago; on a primary, the snapshot
+    /// epoch trails the current one by at most this (in epoch intervals).
+    Within(Duration),
+}
+
+/// A hot standby's state ([`crate::Backup::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StandbyStatus {
+    /// Every epoch `<=` this is on the backup's disk (and acknowledged).
+    pub persisted: u64,
+    /// The largest epoch the primary said it released.
+    pub released: u64,
+    /// The read view: snapshots show every epoch `<=` this and nothing
+    /// newer. 0 until the first release covering what was recovered.
+    pub view: u64,
+    /// Bytes received and not yet replayed.
+    pub pending_bytes: u64,
+    /// How long ago the primary had released everything the view shows
+    /// (`None` before the first view).
+    pub staleness: Option<Duration>,
+    /// Whether it is connected to its primary.
+    pub connected: bool,
+    /// Why replay stopped, if it did.
+    pub replay_error: Option<String>,
+}
+
+/// Where snapshot reads on a standby stand.
+#[derive(Debug, Default)]
+pub(crate) struct ReadView {
+    view: AtomicU64,
+    /// When the newest release the view covers was heard.
+    fresh_at: Mutex<Option<Instant>>,
+}
+
+impl ReadView {
+    /// Every epoch `<=` this is replayed and released; 0 before the first.
+    pub fn view(&self) -> u64 {
+        self.view.load(Ordering::Acquire)
+    }
+
+    pub fn staleness(&self) -> Option<Duration> {
+        lock(&self.fresh_at).map(|t| t.elapsed())
+    }
+}
+
+/// Checks `freshness` before a snapshot begins: on a standby against its
+/// read view, else against the snapshot epoch.
+pub(crate) fn check_fresh(
+    epochs: &Epochs,
+    view: Option<&ReadView>,
+    options: &Options,
+    freshness: Freshness,
+    closed: &AtomicBool,
+) -> Result<()> {
+    // The largest epoch a snapshot begun now shows in full.
+    let shows = || view.map_or(epochs.snapshot().saturating_sub(1), ReadView::view);
+    match freshness {
+        Freshness::Any => Ok(()),
+        Freshness::AtLeast { epoch, wait } => {
+            let deadline = Instant::now() + wait;
+            while shows() < epoch {
+                if closed.load(Ordering::Acquire) {
+                    return Err(Error::Closed);
+                }
+                if Instant::now() >= deadline {
+                    return Err(Error::Stale { view: shows(), wanted: format!("epoch {epoch} within {wait:?}") });
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        }
+        Freshness::Within(bound) => {
+            let behind = match view {
+                Some(v) => v.staleness(),
+                None => {
+                    let epochs_behind = epochs.current().saturating_sub(epochs.snapshot()) as u32;
+                    Some(options.epoch_interval * epochs_behind)
+                }
+            };
+            match behind {
+                Some(b) if b <= bound => Ok(()),
+                _ => Err(Error::Stale { view: shows(), wanted: format!("at most {bound:?} behind (is {behind:?})") }),
+            }
+        }
+    }
+}
+
+/// Replay stops taking blocks past this many unreplayed bytes: the
+/// receiver waits, and a primary whose queue to it fills drops it.
+const MAX_PENDING: usize = 256 << 20;
+
+/// The queue between the receiver and the replayer.
+#[derive(Default)]
+pub(crate) struct Replay {
+    q: Mutex<Queue>,
+    cv: Condvar,
+    pending_bytes: AtomicU64,
+    released: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    blocks: VecDeque<Arc<Block>>,
+    bytes: usize,
+    persisted: u64,
+    released: u64,
+    /// Releases heard, oldest first, with when: the view's freshness.
+    heard: VecDeque<(u64, Instant)>,
+    stop: bool,
+}
+
+/// A received block of epochs `lo..=hi`.
+struct Block {
+    lo: u64,
+    hi: u64,
+    bytes: Vec<u8>,
+}
+
+impl Replay {
+    /// A block the receiver appended (not yet persisted). Waits while
+    /// replay is too far behind, unless `stop` is set.
+    pub fn push(&self, lo: u64, hi: u64, bytes: Vec<u8>, stop: &AtomicBool) {
+        let mut q = lock(&self.q);
+        while q.bytes > MAX_PENDING && !q.stop && !stop.load(Ordering::Acquire) {
+            q = self.cv.wait_timeout(q, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        q.bytes += bytes.len();
+        self.pending_bytes.store(q.bytes as u64, Ordering::Relaxed);
+        q.blocks.push_back(Arc::new(Block { lo, hi, bytes }));
+    }
+
+    /// Every epoch `<= epoch` is on the backup's disk.
+    pub fn persisted(&self, epoch: u64) {
+        let mut q = lock(&self.q);
+        q.persisted = q.persisted.max(epoch);
+        self.cv.notify_all();
+    }
+
+    /// The primary released every epoch `<= epoch`.
+    pub fn released(&self, epoch: u64) {
+        let mut q = lock(&self.q);
+        if epoch > q.released {
+            q.released = epoch;
+            q.heard.push_back((epoch, Instant::now()));
+            self.released.store(epoch, Ordering::Release);
+            self.cv.notify_all();
+        }
+    }
+
+    pub fn pending_bytes(&self) -> u64 {
+        self.pending_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn released_epoch(&self) -> u64 {
+        self.released.load(Ordering::Acquire)
+    }
+
+    pub fn error(&self) -> Option<String> {
+        lock(&self.error).clone()
+    }
+
+    fn stop(&self) {
+        lock(&self.q).stop = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits for a target above the view (and at least `applied`, what
+    /// memory already holds), then takes the blocks that overlap it: the
+    /// target, the blocks, and when the newest release it covers was heard.
+    fn next(&self, view: u64, applied: u64) -> Option<(u64, Vec<Arc<Block>>, Option<Instant>)> {
+        let mut q = lock(&self.q);
+        loop {
+            if q.stop {
+                return None;
+            }
+            let target = q.persisted.min(q.released);
+            if target > view && target >= applied {
+                let batch: Vec<_> = q.blocks.iter().filter(|b| b.lo <= target).cloned().collect();
+                let mut freed = 0;
+                q.blocks.retain(|b| {
+                    let keep = b.hi > target;
+                    freed += if keep { 0 } else { b.bytes.len() };
+                    keep
+                });
+                q.bytes -= freed;
+                self.pending_bytes.store(q.bytes as u64, Ordering::Relaxed);
+                let mut at = None;
+                while q.heard.front().is_some_and(|(e, _)| *e <= target) {
+                    at = q.heard.pop_front().map(|(_, t)| t);
+                }
+                self.cv.notify_all(); // room for the receiver
+                return Some((target, batch, at));
+            }
+            q = self.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The replayer thread; stopped on drop.
+pub(crate) struct Replayer {
+    replay: Arc<Replay>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Replayer {
+    /// Replays into `db` (a standby) from `replay`; memory already holds
+    /// every epoch `<= applied` (recovery).
+    pub fn start(db: Database, view: Arc<ReadView>, replay: Arc<Replay>, applied: u64) -> Result<Replayer> {
+        let r = replay.clone();
+        let thread = std::thread::Builder::new()
+            .name("epochdb-replay".into())
+            .spawn(move || {
+                if let Err(e) = run(&db, &view, &r, applied) {
+                    ::log::error!("standby replay stopped: {e}");
+                    *lock(&r.error) = Some(e.to_string());
+                }
+            })
+            .map_err(|e| Error::Replication(format!("start the replay thread: {e}")))?;
+        Ok(Replayer { replay, thread: Some(thread) })
+    }
+}
+
+impl Drop for Replayer {
+    fn drop(&mut self) {
+        self.replay.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Result<()> {
+    let mut w = db.worker()?;
+    let mut s = Scratch::default();
+    while let Some((target, batch, heard_at)) = replay.next(view.view(), applied) {
+        if target > applied {
+            apply(db, &mut w, &batch, applied, target, &mut s)?;
+            applied = target;
+        }
+        // The versions of epochs <= target are all in place: show them.
+        db.epochs().drive_snapshot(target + 1);
+        view.view.store(target, Ordering::Release);
+        if heard_at.is_some() {
+            *lock(&view.fresh_at) = heard_at;
+        }
+    }
+    Ok(())
+}
+
+/// Buffers reused across entries.
+#[derive(Default)]
+struct Scratch {
+    old: Vec<u8>,
+    row: Vec<u8>,
+    merge: columns::MergeScratch,
+}
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::Replication(format!("replay: {what}"))
+}
+
+/// Applies every entry of epochs `(from, to]` in `batch`, in TID order.
+fn apply(db: &Database, w: &mut Worker, batch: &[Arc<Block>], from: u64, to: u64, s: &mut Scratch) -> Result<()> {
+    let manifest = lock(&db.store().manifest).clone();
+    let mut entries: Vec<Entry<'_>> = Vec::new();
+    for b in batch {
+        // Checked by the receiver: a header, then the payload.
+        let payload = b.bytes.get(frame::BLOCK_HEADER_LEN..).unwrap_or_default();
+        log::decode(payload, |e| {
+            let epoch = e.tid.epoch();
+            if epoch > from && epoch <= to && !manifest.is_void(epoch) {
+                entries.push(e);
+            }
+        })
+        .map_err(bad)?;
+    }
+    entries.sort_unstable_by_key(|e| e.tid);
+    w.enter()?;
+    let mut result = Ok(());
+    for e in &entries {
+        let Some(ti) = w.table_slot(e.table) else {
+            result = Err(bad(format!("an entry of table {}, which the catalog lacks", e.table)));
+            break;
+        };
+        let schema = manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
+        if let Err(what) = install(w, ti, schema, e, from, s) {
+            result = Err(bad(format!("table {}, key {:02x?}: {what}", e.table, e.key)));
+            break;
+        }
+    }
+    w.leave();
+    result
+}
+
+/// Installs one entry. Readers may be at any view `<= view`: a version
+/// they can see (epoch `<= view`) is kept behind the new one.
+fn install(
+    w: &mut Worker,
+    ti: usize,
+    schema: Option<&Schema>,
+    e: &Entry<'_>,
+    view: u64,
+    s: &mut Scratch,
+) -> Result<(), String> {
+    let (tid, key) = (e.tid, e.key);
+    let epoch = tid.epoch();
+    let table = w.tables[ti].clone();
+    let tree = &table.tree;
+    let new_word = tid.raw() | LATEST_BIT | if e.write == Write::Delete { ABSENT_BIT } else { 0 };
+    loop {
+        let Some(rec) = tree.lookup(key).record else {
+            let value = match e.write {
+                Write::Delete => return Ok(()), // never here: nothing to delete
+                Write::Delta(_) => return Err("a delta for a row this standby lacks".into()),
+                Write::Value(v) => v,
+            };
+            let fresh = Record::alloc(key, value, 0, new_word, std::ptr::null_mut());
+            match tree.insert_if_absent(key, fresh) {
+                crate::index::Insert::Inserted { .. } => return Ok(()),
+                // SAFETY: never published.
+                crate::index::Insert::Existing(_) => unsafe { Record::free(fresh) },
+            }
+            continue;
+        };
+        // SAFETY: found in the index inside our epoch: live.
+        let r = unsafe { rec.as_ref() };
+        let old = r.tid.lock();
+        if !tid::is_latest(old) {
+            r.tid.unlock_to(old); // replaced under us: look again
+            continue;
+        }
+        let old_tid = Tid::of_word(old);
+        if old_tid >= tid {
+            r.tid.unlock_to(old); // recovered already
+            return Ok(());
+        }
+        let value: &[u8] = match e.write {
+            Write::Value(v) => v,
+            Write::Delete => &[],
+            Write::Delta(_) => {
+                let Some(schema) = schema.filter(|_| !tid::is_absent(old)) else {
+                    r.tid.unlock_to(old);
+                    return Err("a delta for a deleted row, or a table without a schema".into());
+                };
+                r.copy_value(&mut s.old);
+                let mut v = columns::uniform(schema.columns().len(), old_tid.raw(), false);
+                if let Err(what) = columns::merge(schema, &s.old, &mut v, tid.raw(), e.write, &mut s.merge, &mut s.row)
+                {
+                    r.tid.unlock_to(old);
+                    return Err(what);
+                }
+                &s.row
+            }
+        };
+        let keep_old = old_tid != Tid::ZERO && old_tid.epoch() <= view;
+        if e.write == Write::Delete || value.len() <= r.capacity() {
+            if keep_old {
+                w.keep_old_version(r, old, epoch);
+            }
+            if e.write != Write::Delete {
+                r.write_value(value);
+            }
+            r.tid.unlock_to(new_word);
+            if e.write == Write::Delete {
+                let c = Cleanup { snap_epoch: epoch, table: e.table, key: key.into(), word: new_word };
+                w.garbage.defer_cleanup(c);
+            }
+        } else {
+            // Does not fit: a new record takes the key's place.
+            let prev = if keep_old { rec.as_ptr() } else { r.prev() };
+            let grown = Record::alloc(key, value, 0, new_word, prev);
+            let replaced = tree.replace(key, rec, grown);
+            debug_assert!(replaced, "a locked latest record is in its index");
+            r.tid.unlock_to(old & !LATEST_BIT);
+            let stamp = w.shared.epochs.current();
+            if keep_old {
+                w.garbage.retire_version(epoch, stamp, Retired::Record(rec));
+            } else {
+                w.garbage.retire(stamp, Retired::Record(rec));
+            }
+        }
+        return Ok(());
+    }
+}

@@ -1,6 +1,7 @@
 //! `epochdb bench ycsb` and `epochdb bench tpcc`.
 
 use crate::args::{durability_name, failed, CliError, CliResult, DurabilityArgs, Output, RunArgs};
+use crate::replicas::{ReplicaBenchArgs, Replicas};
 use crate::say;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
@@ -8,7 +9,7 @@ use epochdb::{Durability, Options};
 use epochdb_workloads::driver;
 use epochdb_workloads::engine::{Engine, EpochDb, Variant};
 use epochdb_workloads::report::{
-    BenchReport, CheckpointReport, DurabilityReport, DurableLatency, TpccReport, YcsbReport,
+    BenchReport, CheckpointReport, DurabilityReport, DurableLatency, ReplicationReport, TpccReport, YcsbReport,
 };
 use epochdb_workloads::ycsb::{self, Config, Distribution, Ycsb};
 use std::collections::BTreeMap;
@@ -21,6 +22,8 @@ pub struct YcsbArgs {
     run: RunArgs,
     #[command(flatten)]
     durability: DurabilityArgs,
+    #[command(flatten)]
+    replication: ReplicaBenchArgs,
     /// Rows loaded
     #[arg(long, value_name = "N", default_value_t = 4_000_000, value_parser = clap::value_parser!(u64).range(2..=1 << 40))]
     keys: u64,
@@ -45,6 +48,8 @@ pub struct TpccArgs {
     run: RunArgs,
     #[command(flatten)]
     durability: DurabilityArgs,
+    #[command(flatten)]
+    replication: ReplicaBenchArgs,
     /// Warehouses (about 140 MB of memory each); thread t's home is t % N + 1 [default: = threads]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     warehouses: Option<u32>,
@@ -152,12 +157,13 @@ fn finish(
     check: bool,
     consistency: String,
     title: &str,
+    replication: Option<ReplicationReport>,
     fill: impl FnOnce(&mut BenchReport),
 ) -> CliResult<ExitCode> {
     let durability = durability_report(engine, m);
     if let Some(out) = &run.json {
         let mut r = BenchReport::new(name, engine.name(), run.settings().threads, m);
-        (r.warmup_s, r.load_s, r.durability) = (run.warmup, load_s, durability);
+        (r.warmup_s, r.load_s, r.durability, r.replication) = (run.warmup, load_s, durability, replication);
         r.consistency = consistency.clone();
         fill(&mut r);
         crate::write_report(out, &r)?;
@@ -176,9 +182,10 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
         return Err("TPC-C needs transactions: use memsilo or global-tid".into());
     }
     check_memory(&format!("{warehouses} warehouses"), warehouses as u64 * WAREHOUSE_BYTES)?;
-    let options = a.durability.options()?;
+    let options = a.replication.apply(a.durability.options()?)?;
     let mut engine = open(variant, options)?;
     engine.snapshot_reads = a.snapshot_reads;
+    let mut replicas = Replicas::start(&a.replication, engine.database())?;
     let load_start = std::time::Instant::now();
     let spinner = epochdb_workloads::progress::spinner(settings.progress, format!("loading {warehouses} warehouses"));
     let tpcc = Tpcc::load(&engine, warehouses, settings.threads).map_err(failed)?;
@@ -188,7 +195,11 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     if a.snapshot_reads {
         engine.wait_for_snapshot_of_now().map_err(failed)?;
     }
+    if let Some(r) = &mut replicas {
+        r.sample(engine.database());
+    }
     let (m, terminals) = driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(failed)?;
+    let replication = replicas.map(Replicas::finish);
     let mut inputs = InputStats::default();
     for t in &terminals {
         inputs.add(&t.stats);
@@ -213,7 +224,7 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     }
     say!("  consistency: {consistency}");
     let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, engine.name());
-    finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, |r| {
+    finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, replication, |r| {
         r.transactions = TRANSACTIONS.iter().map(|n| n.to_string()).zip(inputs.by_type).collect();
         let read_only_as_snapshots = a.snapshot_reads;
         r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots, input_checks });
@@ -234,8 +245,9 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
         return Err("the kv variant has only gets and puts: use a mix without inserts or scans".into());
     }
     check_memory(&format!("{keys} rows"), keys.saturating_mul(ROW_OVERHEAD_BYTES + config.value_len() as u64))?;
-    let options = a.durability.options()?;
+    let options = a.replication.apply(a.durability.options()?)?;
     let engine = open(variant, options)?;
+    let mut replicas = Replicas::start(&a.replication, engine.database())?;
     let rss_before = rss_bytes();
     let load_start = std::time::Instant::now();
     let spinner = epochdb_workloads::progress::spinner(settings.progress, format!("loading {keys} rows"));
@@ -244,7 +256,11 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
     let load_s = load_start.elapsed().as_secs_f64();
     let load_rss = rss_bytes().saturating_sub(rss_before);
     log::info!("loaded {keys} rows in {load_s:.1} s ({:.1} MB resident)", load_rss as f64 / 1e6);
+    if let Some(r) = &mut replicas {
+        r.sample(engine.database());
+    }
     let (m, clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(failed)?;
+    let replication = replicas.map(Replicas::finish);
     let transactions = (ycsb::KINDS.iter().enumerate())
         .map(|(i, kind)| (kind.to_string(), clients.iter().map(|c| c.counts[i]).sum()))
         .collect();
@@ -262,7 +278,7 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
         say!("  consistency: {consistency}");
     }
     let title = format!("YCSB {mix}, {keys} keys, {} threads, {}", settings.threads, engine.name());
-    finish("ycsb", &engine, &a.run, &m, load_s, a.check, consistency, &title, |r| {
+    finish("ycsb", &engine, &a.run, &m, load_s, a.check, consistency, &title, replication, |r| {
         r.transactions = transactions;
         r.ycsb = Some(YcsbReport {
             mix: mix.into(),

@@ -19,6 +19,7 @@ mod bench;
 mod churn;
 mod datacmd;
 mod nvm;
+mod replicas;
 mod serve;
 
 use args::{failed, CliError, CliResult, Output};

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// Backups that must be in sync for --safety very-safe
     #[arg(long, default_value_t = 1, requires = "replicate_listen")]
     pub backups: usize,
+    /// Shared secret backups must prove they hold (required to listen beyond loopback); prefer the environment
+    /// variable, which `ps` does not show
+    #[arg(long, value_name = "SECRET", env = "EPOCHDB_REPLICATION_SECRET", hide_env_values = true)]
+    pub replication_secret: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -79,6 +83,16 @@ pub enum SafetyArg {
     VerySafe,
 }
 
+impl SafetyArg {
+    pub fn safety(self) -> Safety {
+        match self {
+            SafetyArg::Async => Safety::Async,
+            SafetyArg::Sync => Safety::Sync,
+            SafetyArg::VerySafe => Safety::VerySafe,
+        }
+    }
+}
+
 /// A replication backup: a data directory that receives a primary's log
 #[derive(Debug, Args)]
 pub struct ReplicaArgs {
@@ -88,11 +102,21 @@ pub struct ReplicaArgs {
     /// The primary's replication address (its `serve --replicate-listen`)
     #[arg(long, value_name = "HOST:PORT")]
     pub primary: String,
+    /// The primary's shared secret (its `serve --replication-secret`); prefer the environment variable
+    #[arg(long, value_name = "SECRET", env = "EPOCHDB_REPLICATION_SECRET", hide_env_values = true)]
+    pub replication_secret: Option<String>,
+    /// Run on this CPU only (all of the backup's threads)
+    #[arg(long, value_name = "CPU")]
+    pub cpu: Option<usize>,
 }
 
 /// Receives until killed; stops with an error if the primary refuses it.
 pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
-    let backup = Backup::start(BackupOptions::new(&a.data_dir, &a.primary)).map_err(|e| failed(e.to_string()))?;
+    if let Some(cpu) = a.cpu {
+        crate::replicas::pin_to_cpu(cpu)?;
+    }
+    let opts = BackupOptions { secret: a.replication_secret, ..BackupOptions::new(&a.data_dir, &a.primary) };
+    let backup = Backup::start(opts).map_err(|e| failed(e.to_string()))?;
     crate::say!("epochdb replica: backing up {} into {}", a.primary, a.data_dir.display());
     let mut last = None;
     while !backup.is_finished() {
@@ -124,12 +148,9 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
     let options = epochdb::Options {
         primary: a.replicate_listen.map(|listen| PrimaryOptions {
             listen,
-            safety: match a.safety {
-                SafetyArg::Async => Safety::Async,
-                SafetyArg::Sync => Safety::Sync,
-                SafetyArg::VerySafe => Safety::VerySafe,
-            },
+            safety: a.safety.safety(),
             backups: a.backups,
+            secret: a.replication_secret,
             ..PrimaryOptions::default()
         }),
         ..options

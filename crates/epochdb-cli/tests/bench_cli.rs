@@ -251,3 +251,56 @@ fn durable_tpcc_recovers_consistent() {
     assert!(!out.status.success(), "a directory epochdb did not write is never emptied");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--replicas 1 --safety sync`: the benchmark starts a backup process,
+/// reports its lag, and the backup's directory recovers to a TPC-C state
+/// that passes the consistency checks.
+#[test]
+fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
+    let dir = std::env::temp_dir().join(format!("epochdb-cli-replica-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.to_string_lossy().into_owned();
+    let json = dir.with_extension("json");
+    let out = epochdb(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--durability",
+        "log",
+        "--data-dir",
+        &data,
+        "--replicas",
+        "1",
+        "--safety",
+        "sync",
+        "--json",
+        json.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: BenchReport = read(&json);
+    let rep = r.replication.expect("replication fields");
+    assert_eq!((rep.replicas, rep.safety.as_str()), (1, "Sync"));
+    assert!(rep.samples > 0 && rep.backup_cores > 0.0, "{rep:?}");
+    // Under sync the backup persisted every released epoch.
+    assert_eq!(rep.persist_lag_epochs.max, 0, "{rep:?}");
+    let backup = format!("{data}.replica-0");
+    let out = epochdb(&["recover", "--data-dir", &backup, "--check", "tpcc", "--quiet"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("consistency: ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = epochdb(&["bench", "ycsb", "--replicas", "1", "--duration", "0.2"]);
+    assert_eq!(out.status.code(), Some(2), "--replicas without --durability is a usage error");
+    for d in [dir.clone(), backup.into()] {
+        std::fs::remove_dir_all(d).ok();
+    }
+    std::fs::remove_file(json).ok();
+}

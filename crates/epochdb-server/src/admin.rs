@@ -772,9 +772,11 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
                     );
                     let _ = write!(
                         out,
-                        "epochdb_backup{i}:acked_epoch={},lag_epochs={},ack_age_ms={},queued_bytes={}\r\n",
+                        "epochdb_backup{i}:acked_epoch={},replayed_epoch={},lag_epochs={},replay_lag_epochs={},ack_age_ms={},queued_bytes={}\r\n",
                         b.acked,
+                        b.replayed,
                         st.local.saturating_sub(b.acked),
+                        st.released.saturating_sub(b.replayed),
                         b.since_ack.as_millis(),
                         b.queued_bytes
                     );

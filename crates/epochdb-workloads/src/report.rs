@@ -53,10 +53,54 @@ pub struct BenchReport {
     /// What durability cost (runs with `--durability` other than `off` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub durability: Option<DurabilityReport>,
+    /// How far the hot standbys trailed (runs with `--replicas` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<ReplicationReport>,
     /// `ok`, `not checked`, or the failed conditions.
     pub consistency: String,
     /// Where and when it ran.
     pub run: Provenance,
+}
+
+/// The backups of a run with `--replicas`, sampled every 20 ms while it
+/// was measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReplicationReport {
+    /// Backup processes.
+    pub replicas: u32,
+    /// `Async`, `Sync` or `VerySafe`.
+    pub safety: String,
+    /// Samples taken (one per backup every 20 ms).
+    pub samples: usize,
+    /// Released epoch minus a backup's acknowledged (persisted) epoch.
+    pub persist_lag_epochs: Quantiles,
+    /// Released epoch minus a backup's read view (replayed and visible).
+    pub replay_lag_epochs: Quantiles,
+    /// The primary's epoch length in milliseconds, to read lags as time.
+    pub epoch_ms: f64,
+    /// CPU the backup processes used while the run was measured, in cores
+    /// (CPU seconds per second; receiving, syncing and replaying).
+    pub backup_cores: f64,
+}
+
+/// Quantiles of sampled values.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Quantiles {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+impl Quantiles {
+    /// The quantiles of `v`.
+    pub fn of(mut v: Vec<u64>) -> Quantiles {
+        v.sort_unstable();
+        let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
+        Quantiles { p50: at(0.5), p99: at(0.99), max: v.last().copied().unwrap_or(0) }
+    }
 }
 
 /// Latency percentiles from an HDR histogram, in microseconds.
@@ -331,6 +375,7 @@ impl BenchReport {
             ycsb: None,
             tpcc: None,
             durability: None,
+            replication: None,
             consistency: "not checked".into(),
             run: Provenance::now(),
         }
@@ -428,6 +473,7 @@ mod tests {
             durable_latency_us: DurableLatency::default(),
             checkpoint: CheckpointReport::default(),
         });
+        r.replication = Some(ReplicationReport::default());
         let rec = RecoverReport {
             pepoch: 1,
             recorded_pepoch: Some(1),

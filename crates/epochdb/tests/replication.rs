@@ -126,17 +126,33 @@ fn a_silent_backup_holds_sync_release_for_the_ack_timeout_only() {
     let db = primary(&pdir, Safety::Sync, timeout);
     let t = db.create_table("t", TableOptions::new()).expect("create table");
     let mut sock = std::net::TcpStream::connect(addr(&db)).expect("replication test step");
-    // Hello, version 2, pepoch 0 (FORMAT.md, "Replication stream").
-    let mut body = vec![1u8];
-    body.extend_from_slice(b"EPOCHREP");
-    body.extend_from_slice(&2u16.to_le_bytes());
-    body.extend_from_slice(&0u64.to_le_bytes());
     let frame = |body: &[u8]| {
         let mut f = (body.len() as u32).to_le_bytes().to_vec();
         f.extend_from_slice(body);
         f.extend_from_slice(&epochdb::crc32c::checksum(body).to_le_bytes());
         f
     };
+    // The handshake, from FORMAT.md ("Replication stream"): a challenge
+    // (4 + 1 + 8 + 2 + 32 + 4 bytes), then our hello with pepoch 0.
+    let mut challenge = [0u8; 51];
+    sock.read_exact(&mut challenge).expect("read the challenge");
+    assert_eq!(challenge[4], 9, "a challenge");
+    let primary_nonce = &challenge[15..47];
+    let nonce = [7u8; 32];
+    let proof = {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"").expect("any key length");
+        mac.update(b"epochdb backup\0");
+        mac.update(primary_nonce);
+        mac.update(&nonce);
+        mac.finalize().into_bytes()
+    };
+    let mut body = vec![1u8];
+    body.extend_from_slice(b"EPOCHREP");
+    body.extend_from_slice(&2u16.to_le_bytes());
+    body.extend_from_slice(&0u64.to_le_bytes());
+    body.extend_from_slice(&nonce);
+    body.extend_from_slice(&proof);
     sock.write_all(&frame(&body)).expect("write all");
     let mut first = [0u8; 5];
     sock.read_exact(&mut first).expect("read exact");
@@ -444,6 +460,50 @@ fn a_standby_of_a_delta_logging_primary_merges_columns() {
     assert!(backup.status().replay_error.is_none());
     drop((sw, w, db));
     backup.stop().expect("stop");
+    for d in [pdir, bdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+/// Backups prove they hold the primary's secret, and the primary proves it
+/// to them; a wrong or missing secret is refused and stops the backup. A
+/// primary listening beyond loopback without a secret does not open.
+#[test]
+fn replication_needs_the_shared_secret() {
+    use epochdb::Error;
+    let (pdir, bdir) = (dir("secret-p"), dir("secret-b"));
+    let mut p = PrimaryOptions {
+        listen: "127.0.0.1:0".parse().expect("parse"),
+        secret: Some("open sesame".into()),
+        ..PrimaryOptions::default()
+    };
+    let options = |p: &PrimaryOptions| Options {
+        durability: Durability::Log,
+        data_dir: Some(pdir.clone()),
+        epoch_interval: Duration::from_millis(5),
+        primary: Some(p.clone()),
+        ..Options::default()
+    };
+    let db = Database::open(options(&p)).expect("open the primary");
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    for wrong in [None, Some("guess".to_string())] {
+        let opts = BackupOptions { secret: wrong, ..BackupOptions::new(&bdir, addr(&db)) };
+        let backup = Backup::start(opts).expect("start the backup");
+        wait_until("the backup is refused", || backup.is_finished());
+        let e = backup.stop().expect_err("refused");
+        assert!(e.to_string().contains("authentication failed"), "{e}");
+    }
+    let opts = BackupOptions { secret: Some("open sesame".into()), ..BackupOptions::new(&bdir, addr(&db)) };
+    let backup = Backup::start(opts).expect("start the backup");
+    let mut w = db.worker().expect("worker");
+    let ((), info) = w.run_with_info(|txn| txn.put(t, b"k", b"v")).expect("put");
+    wait_until("the backup has the write", || backup.persisted_epoch() >= info.epoch);
+    backup.stop().expect("stop");
+    drop((w, db));
+    // Beyond loopback, a secret is required.
+    p.listen = "0.0.0.0:0".parse().expect("parse");
+    p.secret = None;
+    assert!(matches!(Database::open(options(&p)), Err(Error::InvalidOptions(_))));
     for d in [pdir, bdir] {
         std::fs::remove_dir_all(d).ok();
     }

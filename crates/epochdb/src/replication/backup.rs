@@ -44,6 +44,8 @@ pub struct BackupOptions {
     /// With no message for this long, the primary is taken for gone and
     /// the backup connects again (the primary seals every epoch).
     pub idle_timeout: Duration,
+    /// The primary's shared secret ([`crate::PrimaryOptions::secret`]).
+    pub secret: Option<String>,
 }
 
 impl BackupOptions {
@@ -54,6 +56,7 @@ impl BackupOptions {
             primary: primary.into(),
             retry: Duration::from_millis(200),
             idle_timeout: Duration::from_secs(5),
+            secret: None,
         }
     }
 }
@@ -87,6 +90,7 @@ struct Disk {
     pepoch: u64,
     rotate: Rotation,
     replay: Arc<Replay>,
+    view: Arc<ReadView>,
 }
 
 impl Backup {
@@ -106,7 +110,16 @@ impl Backup {
         let replayer = Replayer::start(db.clone(), view.clone(), replay.clone(), pepoch)?;
         let log = LogFile::create(&store.dirs.log[0], &store.io)?;
         let rotate = Rotation::of(&options);
-        let disk = Disk { db: db.clone(), store, log, pepoch_file, pepoch, rotate, replay: replay.clone() };
+        let disk = Disk {
+            db: db.clone(),
+            store,
+            log,
+            pepoch_file,
+            pepoch,
+            rotate,
+            replay: replay.clone(),
+            view: view.clone(),
+        };
         let status = Arc::new(Status { persisted: AtomicU64::new(pepoch), ..Status::default() });
         let stop = Arc::new(AtomicBool::new(false));
         let (st, s) = (status.clone(), stop.clone());
@@ -246,7 +259,6 @@ fn session(
     // Short reads, so a stop is seen; idleness is counted across them.
     sock.set_read_timeout(Some(Duration::from_millis(100))).map_err(net)?;
     let mut w = &sock;
-    wire::send(&mut w, &Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch }).map_err(Ended::Retry)?;
     let mut r = std::io::BufReader::with_capacity(1 << 20, &sock);
     let mut body = Vec::new();
     let mut idle = Duration::ZERO;
@@ -275,8 +287,26 @@ fn session(
             }
         }
     };
+    let theirs = match next(&mut r, &mut body)? {
+        Some(Msg::Challenge { version: wire::VERSION, nonce }) => nonce,
+        Some(Msg::Challenge { version, .. }) => {
+            let e = format!("the primary speaks protocol version {version}; this backup speaks {}", wire::VERSION);
+            return Err(Error::Replication(e).into());
+        }
+        Some(other) => return Err(bad(format!("expected a challenge, got {other:?}")).into()),
+        None => return Ok(()),
+    };
+    let secret = opts.secret.as_deref().unwrap_or_default().as_bytes();
+    let ours = wire::nonce()?;
+    let proof = wire::proof(secret, wire::Side::Backup, &theirs, &ours);
+    let hello = Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch, nonce: ours, proof };
+    wire::send(&mut w, &hello).map_err(Ended::Retry)?;
     let streams = match next(&mut r, &mut body)? {
-        Some(Msg::Welcome { streams, manifest }) => {
+        Some(Msg::Welcome { streams, proof, manifest }) => {
+            if !wire::verify(secret, wire::Side::Primary, &theirs, &ours, &proof) {
+                let e = "authentication failed: the primary does not hold this backup's secret";
+                return Err(Error::Replication(e.into()).into());
+            }
             disk.take_manifest(&manifest)?;
             streams as usize
         }
@@ -292,6 +322,7 @@ fn session(
     status.connected.store(true, Ordering::Release);
     ::log::info!("backup: connected to {addr} at epoch {} ({streams} streams)", disk.pepoch);
     let mut sealed = vec![disk.pepoch; streams];
+    let mut told_view = 0;
     // Streams with nothing on their connection yet: a seal from each is
     // needed before the minimum means anything.
     let mut heard = vec![false; streams];
@@ -325,6 +356,11 @@ fn session(
             status.persisted.store(low, Ordering::Release);
             wire::send(&mut w, &Msg::Ack { pepoch: low }).map_err(Ended::Retry)?;
             disk.replay.persisted(low);
+        }
+        let view = disk.view.view();
+        if view > told_view && r.buffer().is_empty() {
+            wire::send(&mut w, &Msg::Replayed { epoch: view }).map_err(Ended::Retry)?;
+            told_view = view;
         }
     }
     Ok(())

@@ -53,6 +53,10 @@ pub struct PrimaryOptions {
     pub backlog_bytes: usize,
     /// A backup with no acknowledgement for this long is disconnected.
     pub ack_timeout: Duration,
+    /// The shared secret backups must prove they hold (and that the
+    /// primary proves to them) in the handshake; required to listen on a
+    /// non-loopback address. Never sent over the wire.
+    pub secret: Option<String>,
 }
 
 impl Default for PrimaryOptions {
@@ -63,6 +67,7 @@ impl Default for PrimaryOptions {
             backups: 1,
             backlog_bytes: 64 << 20,
             ack_timeout: Duration::from_secs(2),
+            secret: None,
         }
     }
 }
@@ -74,6 +79,12 @@ impl PrimaryOptions {
         }
         if self.ack_timeout < Duration::from_millis(10) || self.ack_timeout > Duration::from_secs(3600) {
             return Err(Error::InvalidOptions("replication ack_timeout must be between 10 ms and 1 hour".into()));
+        }
+        if !self.listen.ip().is_loopback() && self.secret.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::InvalidOptions(format!(
+                "replication listens on {}, beyond this machine: set a secret",
+                self.listen
+            )));
         }
         if self.safety == Safety::VerySafe && self.backups == 0 {
             return Err(Error::InvalidOptions("very-safe replication needs at least one backup".into()));

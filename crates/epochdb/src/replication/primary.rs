@@ -29,6 +29,9 @@ pub struct BackupState {
     pub addr: SocketAddr,
     /// The last epoch it acknowledged as persisted.
     pub acked: u64,
+    /// Its hot standby's read view: every epoch `<=` this is replayed and
+    /// visible to its readers.
+    pub replayed: u64,
     /// Whether it counts for release (it has caught up).
     pub in_sync: bool,
     /// Bytes queued to it and not yet written to its socket.
@@ -74,6 +77,7 @@ struct Peer {
     sock: TcpStream,
     queue: Mutex<(VecDeque<Frame>, usize)>,
     acked: AtomicU64,
+    replayed: AtomicU64,
     in_sync: AtomicBool,
     dead: AtomicBool,
     last_ack: Mutex<Instant>,
@@ -214,6 +218,7 @@ impl Primary {
             .map(|p| BackupState {
                 addr: p.addr,
                 acked: p.acked.load(Ordering::Acquire),
+                replayed: p.replayed.load(Ordering::Acquire),
                 in_sync: p.in_sync.load(Ordering::Acquire),
                 queued_bytes: lock(&p.queue).1 as u64,
                 since_ack: lock(&p.last_ack).elapsed(),
@@ -281,11 +286,19 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     sock.set_write_timeout(Some(hub.opts.ack_timeout)).map_err(io)?;
     let mut reader = std::io::BufReader::new(sock.try_clone().map_err(io)?);
     let mut body = Vec::new();
-    let pepoch = match wire::recv(&mut reader, &mut body)? {
-        Some(Msg::Hello { version: wire::VERSION, pepoch }) => pepoch,
-        Some(Msg::Hello { version, .. }) => {
+    let ours = wire::nonce()?;
+    wire::send(&mut &sock, &Msg::Challenge { version: wire::VERSION, nonce: ours })?;
+    let secret = hub.opts.secret.as_deref().unwrap_or_default().as_bytes();
+    let (pepoch, theirs) = match wire::recv(&mut reader, &mut body)? {
+        Some(Msg::Hello { version, .. }) if version != wire::VERSION => {
             let reason = format!("protocol version {version}; this primary speaks {}", wire::VERSION);
             return refuse(&sock, reason);
+        }
+        Some(Msg::Hello { pepoch, nonce, proof, .. }) => {
+            if !wire::verify(secret, wire::Side::Backup, &ours, &nonce, &proof) {
+                return refuse(&sock, "authentication failed: the backup does not hold this primary's secret".into());
+            }
+            (pepoch, nonce)
         }
         other => return Err(Error::Replication(format!("expected a hello, got {other:?}"))),
     };
@@ -294,6 +307,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         sock: sock.try_clone().map_err(io)?,
         queue: Mutex::new((VecDeque::new(), 0)),
         acked: AtomicU64::new(pepoch),
+        replayed: AtomicU64::new(0),
         in_sync: AtomicBool::new(false),
         dead: AtomicBool::new(false),
         last_ack: Mutex::new(Instant::now()),
@@ -313,7 +327,8 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
             return refuse(&sock, reason);
         }
         let mut welcome = Vec::new();
-        Msg::Welcome { streams: st.backlog.len() as u16, manifest: st.manifest.clone() }.encode(&mut welcome);
+        let proof = wire::proof(secret, wire::Side::Primary, &ours, &theirs);
+        Msg::Welcome { streams: st.backlog.len() as u16, proof, manifest: st.manifest.clone() }.encode(&mut welcome);
         let mut q = lock(&peer.queue);
         let mut add = |f: &Frame| {
             q.1 += f.len();
@@ -407,6 +422,9 @@ fn ack_loop(
                     ::log::info!("replication: backup {} in sync at epoch {pepoch}", peer.addr);
                 }
                 update_limit(hub, durable);
+            }
+            Some(Msg::Replayed { epoch }) => {
+                peer.replayed.fetch_max(epoch, Ordering::AcqRel);
             }
             Some(other) => return Err(Error::Replication(format!("unexpected message from a backup: {other:?}"))),
         }

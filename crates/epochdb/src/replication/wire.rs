@@ -5,6 +5,11 @@
 //! checks the length against [`MAX_FRAME`] before allocating and the CRC
 //! before decoding, so a hostile or damaged stream is a typed error, never
 //! a panic or an oversized allocation.
+//!
+//! The handshake proves both ends hold the same shared secret without
+//! sending it: each side sends a fresh random nonce and answers the other's
+//! with an HMAC-SHA256 over both nonces ([`proof`]), so a recorded
+//! handshake cannot be replayed. (The stream itself is not encrypted.)
 
 use crate::error::{Error, Result};
 use std::io::{Read, Write};
@@ -17,14 +22,21 @@ pub const VERSION: u16 = 2;
 /// are read as their bytes arrive, so a length alone allocates nothing.
 pub const MAX_FRAME: usize = crate::durability::frame::MAX_PAYLOAD + 64;
 
+/// A handshake nonce or proof.
+pub type Nonce = [u8; 32];
+
 /// One message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Msg {
-    /// Backup to primary, first: who it is and what it has persisted.
-    Hello { version: u16, pepoch: u64 },
+    /// Primary to backup, first: its protocol version and a nonce.
+    Challenge { version: u16, nonce: Nonce },
+    /// Backup to primary, the answer: its version, what it has persisted,
+    /// its own nonce, and its proof of the secret over both nonces.
+    Hello { version: u16, pepoch: u64, nonce: Nonce, proof: Nonce },
     /// Primary to backup, the answer to a hello it accepts: how many log
-    /// streams follow, and the manifest (catalog and void epochs).
-    Welcome { streams: u16, manifest: Vec<u8> },
+    /// streams follow, its own proof of the secret, and the manifest
+    /// (catalog and void epochs).
+    Welcome { streams: u16, proof: Nonce, manifest: Vec<u8> },
     /// Primary to backup: why it will not serve this backup; then it closes.
     Refuse { reason: String },
     /// A sealed log block of `stream`, as the primary wrote it, holding
@@ -36,6 +48,8 @@ pub enum Msg {
     Manifest { manifest: Vec<u8> },
     /// Backup to primary: every epoch `<= pepoch` is on its disk.
     Ack { pepoch: u64 },
+    /// Backup to primary: its read view reached `epoch` (for lag reports).
+    Replayed { epoch: u64 },
     /// Primary to backup: commits of epochs `<= epoch` have been released
     /// (reported to clients). A hot standby shows nothing newer.
     Released { epoch: u64 },
@@ -49,6 +63,8 @@ const SEAL: u8 = 5;
 const MANIFEST: u8 = 6;
 const ACK: u8 = 7;
 const RELEASED: u8 = 8;
+const CHALLENGE: u8 = 9;
+const REPLAYED: u8 = 10;
 
 fn protocol(what: impl Into<String>) -> Error {
     Error::Replication(what.into())
@@ -59,15 +75,24 @@ impl Msg {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = begin(out);
         match self {
-            Msg::Hello { version, pepoch } => {
+            Msg::Challenge { version, nonce } => {
+                out.push(CHALLENGE);
+                out.extend_from_slice(MAGIC);
+                out.extend_from_slice(&version.to_le_bytes());
+                out.extend_from_slice(nonce);
+            }
+            Msg::Hello { version, pepoch, nonce, proof } => {
                 out.push(HELLO);
                 out.extend_from_slice(MAGIC);
                 out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(&pepoch.to_le_bytes());
+                out.extend_from_slice(nonce);
+                out.extend_from_slice(proof);
             }
-            Msg::Welcome { streams, manifest } => {
+            Msg::Welcome { streams, proof, manifest } => {
                 out.push(WELCOME);
                 out.extend_from_slice(&streams.to_le_bytes());
+                out.extend_from_slice(proof);
                 out.extend_from_slice(manifest);
             }
             Msg::Refuse { reason } => {
@@ -92,6 +117,10 @@ impl Msg {
                 out.push(RELEASED);
                 out.extend_from_slice(&epoch.to_le_bytes());
             }
+            Msg::Replayed { epoch } => {
+                out.push(REPLAYED);
+                out.extend_from_slice(&epoch.to_le_bytes());
+            }
         }
         finish(out, start);
     }
@@ -101,13 +130,18 @@ impl Msg {
         let (&kind, rest) = body.split_first().ok_or_else(|| protocol("an empty frame"))?;
         let mut f = Fields { kind, rest };
         let msg = match kind {
-            HELLO => {
+            CHALLENGE | HELLO => {
                 if f.take(8)? != MAGIC {
-                    return Err(protocol("not an epochdb replication hello"));
+                    return Err(protocol("not an epochdb replication handshake"));
                 }
-                Msg::Hello { version: f.u16()?, pepoch: f.u64()? }
+                let version = f.u16()?;
+                if kind == CHALLENGE {
+                    Msg::Challenge { version, nonce: f.nonce()? }
+                } else {
+                    Msg::Hello { version, pepoch: f.u64()?, nonce: f.nonce()?, proof: f.nonce()? }
+                }
             }
-            WELCOME => Msg::Welcome { streams: f.u16()?, manifest: f.rest() },
+            WELCOME => Msg::Welcome { streams: f.u16()?, proof: f.nonce()?, manifest: f.rest() },
             REFUSE => Msg::Refuse { reason: String::from_utf8_lossy(&f.rest()).into_owned() },
             BLOCK => {
                 let stream = f.u16()?;
@@ -118,6 +152,7 @@ impl Msg {
             MANIFEST => Msg::Manifest { manifest: f.rest() },
             ACK => Msg::Ack { pepoch: f.u64()? },
             RELEASED => Msg::Released { epoch: f.u64()? },
+            REPLAYED => Msg::Replayed { epoch: f.u64()? },
             _ => return Err(protocol(format!("unknown frame kind {kind}"))),
         };
         if !f.rest.is_empty() {
@@ -149,6 +184,10 @@ impl<'a> Fields<'a> {
 
     fn u64(&mut self) -> Result<u64> {
         self.take(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    }
+
+    fn nonce(&mut self) -> Result<Nonce> {
+        self.take(32).map(|b| b.try_into().unwrap_or([0; 32]))
     }
 
     /// The remaining bytes, owned.
@@ -186,6 +225,53 @@ pub fn block_frame(stream: u16, lo: u64, hi: u64, block: &[u8]) -> Vec<u8> {
     block_body(&mut out, stream, lo, hi, block);
     finish(&mut out, start);
     out
+}
+
+/// A fresh random nonce (getrandom(2)).
+pub fn nonce() -> Result<Nonce> {
+    let mut n = [0u8; 32];
+    let mut got = 0;
+    while got < n.len() {
+        // SAFETY: writes at most `n.len() - got` bytes into `n[got..]`.
+        let r = unsafe { libc::getrandom(n[got..].as_mut_ptr().cast(), n.len() - got, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(protocol(format!("getrandom: {e}")));
+            }
+        } else {
+            got += r as usize;
+        }
+    }
+    Ok(n)
+}
+
+/// Which side a proof is from: a backup's proof cannot pass for a
+/// primary's.
+#[derive(Debug, Clone, Copy)]
+pub enum Side {
+    Primary,
+    Backup,
+}
+
+/// `HMAC-SHA256(secret, side || primary nonce || backup nonce)`.
+pub fn proof(secret: &[u8], side: Side, primary: &Nonce, backup: &Nonce) -> Nonce {
+    use hmac::{Mac, SimpleHmac};
+    let mut mac = <SimpleHmac<sha2::Sha256> as Mac>::new_from_slice(secret)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    mac.update(match side {
+        Side::Primary => b"epochdb primary",
+        Side::Backup => b"epochdb backup\0",
+    });
+    mac.update(primary);
+    mac.update(backup);
+    mac.finalize().into_bytes().into()
+}
+
+/// Whether `given` is the proof expected (compared in constant time).
+pub fn verify(secret: &[u8], side: Side, primary: &Nonce, backup: &Nonce, given: &Nonce) -> bool {
+    let want = proof(secret, side, primary, backup);
+    want.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// Writes one message.
@@ -238,14 +324,16 @@ mod tests {
 
     fn all() -> Vec<Msg> {
         vec![
-            Msg::Hello { version: VERSION, pepoch: 7 },
-            Msg::Welcome { streams: 2, manifest: vec![1, 2, 3] },
+            Msg::Challenge { version: VERSION, nonce: [3; 32] },
+            Msg::Hello { version: VERSION, pepoch: 7, nonce: [1; 32], proof: [2; 32] },
+            Msg::Welcome { streams: 2, proof: [4; 32], manifest: vec![1, 2, 3] },
             Msg::Refuse { reason: "behind".into() },
             Msg::Block { stream: 1, lo: 3, hi: 4, block: vec![9; 100] },
             Msg::Seal { stream: 0, epoch: 12 },
             Msg::Manifest { manifest: vec![] },
             Msg::Ack { pepoch: u64::MAX },
             Msg::Released { epoch: 41 },
+            Msg::Replayed { epoch: 40 },
         ]
     }
 

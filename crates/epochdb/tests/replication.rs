@@ -508,3 +508,97 @@ fn replication_needs_the_shared_secret() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+/// A backup new to a primary whose backlog no longer holds its history
+/// catches up from the primary's installed checkpoint and log files while
+/// writes go on, and ends with the primary's rows (deleted ones stay
+/// deleted), in memory and in its directory.
+#[test]
+fn a_new_backup_bootstraps_from_the_checkpoint_and_logs() {
+    use epochdb::Freshness;
+    let (pdir, bdir) = (dir("boot-p"), dir("boot-b"));
+    let p = PrimaryOptions {
+        listen: "127.0.0.1:0".parse().expect("parse"),
+        backlog_bytes: 1 << 20,
+        ..PrimaryOptions::default()
+    };
+    let db = Database::open(Options {
+        durability: Durability::LogAndCheckpoint,
+        data_dir: Some(pdir.clone()),
+        epoch_interval: Duration::from_millis(5),
+        checkpoint_interval: Duration::from_millis(50),
+        log_rotate_epochs: 2, // so the checkpoint's e_l leaves old logs to delete
+        log_dirs: vec![pdir.join("log-a"), pdir.join("log-b")],
+        primary: Some(p),
+        ..Options::default()
+    })
+    .expect("open the primary");
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let mut w = db.worker().expect("worker");
+    // Several MiB of history, some of it deleted, all before any backup.
+    for i in 0..6000u64 {
+        w.run(|txn| txn.put(t, &i.to_be_bytes(), &[i as u8; 600])).expect("put");
+    }
+    for i in (0..6000u64).step_by(3) {
+        w.run(|txn| txn.delete(t, &i.to_be_bytes()).map(|_| ())).expect("delete");
+    }
+    // A checkpoint begun after the load, so the load's logs are deleted.
+    let installed = db.checkpoint_stats().installed;
+    wait_until("a checkpoint is installed", || db.checkpoint_stats().installed >= installed + 2);
+    let backup = Backup::start(BackupOptions::new(&bdir, addr(&db))).expect("start the backup");
+    let last = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut w = db.worker().expect("worker");
+            let mut last = 0;
+            for i in 6000..7000u64 {
+                let (_, info) = w.run_with_info(|txn| txn.put(t, &i.to_be_bytes(), b"late")).expect("put");
+                last = info.epoch;
+            }
+            last
+        });
+        writer.join().expect("writer")
+    });
+    let rows = |txn_rows: &mut Vec<(Vec<u8>, Vec<u8>)>, k: &[u8], v: &[u8]| {
+        txn_rows.push((k.to_vec(), v.to_vec()));
+        true
+    };
+    let mut want = Vec::new();
+    w.run(|txn| {
+        want.clear();
+        txn.scan(t, .., usize::MAX, |k, v| rows(&mut want, k, v)).map(|_| ())
+    })
+    .expect("scan");
+    assert_eq!(want.len(), 4000 + 1000);
+    let standby = backup.database();
+    let mut sw = standby.worker().expect("worker");
+    let fresh = Freshness::AtLeast { epoch: last, wait: Duration::from_secs(60) };
+    let mut snap = sw.snapshot_fresh(fresh).unwrap_or_else(|e| panic!("{e}: {:?}", backup.status()));
+    let st = standby.table("t").expect("table");
+    let mut got = Vec::new();
+    snap.scan(st, .., usize::MAX, |k, v| rows(&mut got, k, v)).expect("scan");
+    drop(snap);
+    assert!(got == want, "the standby has {} rows, the primary {}", got.len(), want.len());
+    wait_until("the backup persisted the last write", || backup.persisted_epoch() >= last);
+    drop((sw, w, db));
+    backup.stop().expect("stop");
+    let promoted = Database::open(Options {
+        durability: Durability::Log,
+        data_dir: Some(bdir.clone()),
+        read_only: true,
+        ..Options::default()
+    })
+    .expect("open the backup's directory");
+    let mut pw = promoted.worker().expect("worker");
+    let pt = promoted.table("t").expect("table");
+    let mut recovered = Vec::new();
+    pw.run(|txn| {
+        recovered.clear();
+        txn.scan(pt, .., usize::MAX, |k, v| rows(&mut recovered, k, v)).map(|_| ())
+    })
+    .expect("scan");
+    assert!(recovered == want, "the backup's directory has {} rows, the primary {}", recovered.len(), want.len());
+    drop((pw, promoted));
+    for d in [pdir, bdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

@@ -217,14 +217,17 @@ fn checkpoint(cx: &Checkpointing, stop: &AtomicBool) -> Result<Option<Checkpoint
     }
     {
         let mut m = lock(&cx.store.manifest);
-        let previous = m.checkpoint.replace(CheckpointInfo { e_l, e_h, files });
+        let mut next = m.clone();
+        let previous = next.checkpoint.replace(CheckpointInfo { e_l, e_h, files });
         match previous {
-            Some(p) if since.is_some() => m.chain.push(p),
-            _ => m.chain.clear(),
+            Some(p) if since.is_some() => next.chain.push(p),
+            _ => next.chain.clear(),
         }
-        stats.chain = m.chain.len() + 1;
-        m.voids.retain(|v| v.1 >= e_l);
-        m.store(&cx.store.dirs.data, &cx.store.io)?;
+        stats.chain = next.chain.len() + 1;
+        next.voids.retain(|v| v.1 >= e_l);
+        // Through the store: a primary's backups catch up from the
+        // checkpoint the manifest names.
+        cx.store.store_manifest(&mut m, next)?;
     }
     remove_obsolete(cx, e_l, stop)?;
     let before = lock(&cx.store.checkpoint_stats).clone();

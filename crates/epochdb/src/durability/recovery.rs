@@ -496,6 +496,50 @@ fn log_files(dirs: &[PathBuf], e_l: u64, exists: bool) -> Result<Vec<Source>> {
     Ok(files.into_iter().map(|f| f.0).collect())
 }
 
+/// A file a primary sends, block by block, to a backup that is behind its
+/// backlog: a checkpoint file, or a log file of stream `stream`.
+pub(crate) struct Shipped {
+    pub stream: usize,
+    pub reader: BlockReader,
+    /// A `data.log` a logger may be appending to: damage at its end is the
+    /// block being written, not corruption.
+    pub current: bool,
+}
+
+/// Opens, now, every file a backup that persisted `pepoch` needs to catch
+/// up: with nothing persisted, the installed checkpoints (chain first) and
+/// the logs from their `e_l`; else the logs holding epochs above `pepoch`.
+/// Logs come oldest first in each directory (stream). Open handles keep a
+/// file readable if a checkpoint deletes it meanwhile. `Err` says why the
+/// backup cannot be caught up.
+pub(crate) fn open_for_catch_up(dirs: &Dirs, manifest: &Manifest, pepoch: u64) -> Result<Vec<Shipped>, String> {
+    let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
+    if pepoch > 0 && pepoch + 1 < e_l {
+        return Err(format!(
+            "the backup has persisted epoch {pepoch}, but this primary's log now starts at its checkpoint's epoch {e_l}: \
+             start the backup from an empty data directory"
+        ));
+    }
+    let mut out = Vec::new();
+    let what = |p: &Path, d: Damage| format!("{}: {d}", p.display());
+    if pepoch == 0 {
+        for c in manifest.checkpoints() {
+            for f in &c.files {
+                let path = f.path(&dirs.checkpoint);
+                let reader = BlockReader::open(&path, CHECKPOINT_MAGIC).map_err(|d| what(&path, d))?;
+                out.push(Shipped { stream: 0, reader, current: false });
+            }
+        }
+    }
+    let logs = log_files(&dirs.log, e_l.max(pepoch + 1), true).map_err(|e| e.to_string())?;
+    for f in logs.iter().rev() {
+        let stream = dirs.log.iter().position(|d| f.path.parent() == Some(d.as_path())).unwrap_or(0);
+        let reader = BlockReader::open(&f.path, LOG_MAGIC).map_err(|d| what(&f.path, d))?;
+        out.push(Shipped { stream, reader, current: f.kind == Kind::Log { current: true } });
+    }
+    Ok(out)
+}
+
 /// With an unreadable pepoch file: one less than the highest epoch every
 /// log directory reached (the lowest of their highest epochs), and at
 /// least the installed checkpoints' `e_h` (installed only once durable).

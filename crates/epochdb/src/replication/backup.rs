@@ -378,7 +378,13 @@ impl Disk {
             return Err(bad("the primary's catalog is not an extension of this backup's: another database?".into()));
         }
         next.tables = theirs.tables;
-        next.voids = theirs.voids;
+        // A primary forgets voids below its checkpoint; this log may still
+        // hold those epochs, so the backup keeps every void it was told.
+        for v in theirs.voids {
+            if !next.voids.contains(&v) {
+                next.voids.push(v);
+            }
+        }
         self.store.store_manifest(&mut ours, next)?;
         self.db.extend_catalog(&ours);
         Ok(())

@@ -9,11 +9,17 @@
 //! session thread that did the handshake and then reads acknowledgements.
 //! Under `Sync` and `VerySafe` the session updates the release limit
 //! ([`Durable::set_limit`]) from the in-sync backups' acknowledged epochs.
+//! A backup behind the backlog (or new) catches up from the primary's
+//! checkpoint and log files first (`send_files`; ARCHITECTURE.md,
+//! "Catching up from files").
 
 use super::wire::{self, Msg};
 use super::{PrimaryOptions, Safety};
+use crate::durability::datadir::Dirs;
 use crate::durability::log::lock;
 use crate::durability::logger::{Durable, Tap};
+use crate::durability::manifest::Manifest;
+use crate::durability::{frame, recovery};
 use crate::error::{Error, Result};
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -43,6 +49,9 @@ pub struct BackupState {
 /// The shipper, shared by the loggers (as the tap) and the threads below.
 pub(crate) struct Hub {
     opts: PrimaryOptions,
+    /// The primary's directories: a backup behind the backlog catches up
+    /// from their files.
+    dirs: Dirs,
     state: Mutex<State>,
     /// The released epoch, which each sender passes on to its backup.
     released: AtomicU64,
@@ -173,7 +182,8 @@ impl Primary {
     /// Listens for backups and taps `durable`'s loggers (`streams` of them).
     /// `manifest` is the current manifest's encoding; `pepoch` the local
     /// pepoch recovery left, below which nothing is in the backlog.
-    pub fn start(opts: PrimaryOptions, durable: Arc<Durable>, streams: usize, manifest: Vec<u8>) -> Result<Primary> {
+    pub fn start(opts: PrimaryOptions, durable: Arc<Durable>, dirs: Dirs, manifest: Vec<u8>) -> Result<Primary> {
+        let streams = dirs.log.len();
         let listener = TcpListener::bind(opts.listen)
             .map_err(|e| Error::Replication(format!("listen on {} for backups: {e}", opts.listen)))?;
         let addr = listener.local_addr().map_err(|e| Error::Replication(format!("listen address: {e}")))?;
@@ -186,7 +196,7 @@ impl Primary {
             peers: Vec::new(),
         };
         let released = AtomicU64::new(durable.pepoch());
-        let hub = Arc::new(Hub { opts, state: Mutex::new(state), released, senders: Mutex::new(Vec::new()) });
+        let hub = Arc::new(Hub { opts, dirs, state: Mutex::new(state), released, senders: Mutex::new(Vec::new()) });
         durable.set_tap(hub.clone());
         let h = hub.clone();
         durable.listen(Box::new(move |epoch| {
@@ -313,36 +323,61 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         last_ack: Mutex::new(Instant::now()),
         sender: OnceLock::new(),
     });
-    {
-        // Under the hub's lock, so no block falls between the backlog and
-        // the live stream.
-        let mut st = lock(&hub.state);
-        if let Some(b) = st.backlog.iter().find(|b| b.evicted > pepoch) {
-            let reason = format!(
-                "the backup has persisted epoch {pepoch}, but this primary's backlog starts after epoch {}; \
-                 bootstrapping a backup from checkpoints and log files is not built yet (issue #18)",
-                b.evicted
-            );
-            drop(st);
-            return refuse(&sock, reason);
+    // Under the hub's lock, so no block falls between the backlog (or the
+    // files) and the live stream.
+    let mut st = lock(&hub.state);
+    let proof = wire::proof(secret, wire::Side::Primary, &ours, &theirs);
+    let mut welcome = Vec::new();
+    Msg::Welcome { streams: st.backlog.len() as u16, proof, manifest: st.manifest.clone() }.encode(&mut welcome);
+    let behind = st.backlog.iter().any(|b| b.evicted > pepoch);
+    let files = if behind {
+        // Too far behind (or new): from the files, opened now; every block
+        // tapped from here on is queued, and a block in both is harmless.
+        let opened = Manifest::decode_current(&st.manifest)
+            .ok_or_else(|| "the primary's manifest does not decode".to_string())
+            .and_then(|m| recovery::open_for_catch_up(&hub.dirs, &m, pepoch));
+        match opened {
+            Ok(files) => Some(files),
+            Err(reason) => {
+                drop(st);
+                return refuse(&sock, reason);
+            }
         }
-        let mut welcome = Vec::new();
-        let proof = wire::proof(secret, wire::Side::Primary, &ours, &theirs);
-        Msg::Welcome { streams: st.backlog.len() as u16, proof, manifest: st.manifest.clone() }.encode(&mut welcome);
+    } else {
+        None
+    };
+    {
         let mut q = lock(&peer.queue);
         let mut add = |f: &Frame| {
             q.1 += f.len();
             q.0.push_back(f.clone());
         };
-        add(&Arc::new(welcome));
-        for b in &st.backlog {
-            b.frames.iter().filter(|(hi, _)| *hi > pepoch).for_each(|(_, f)| add(f));
+        if files.is_none() {
+            add(&Arc::new(welcome.clone()));
+            for b in &st.backlog {
+                b.frames.iter().filter(|(hi, _)| *hi > pepoch).for_each(|(_, f)| add(f));
+            }
         }
         for s in st.sealed.iter().flatten() {
             add(s);
         }
-        drop(q);
-        st.peers.push(peer.clone());
+    }
+    st.peers.push(peer.clone());
+    drop(st);
+    if let Some(files) = files {
+        // Before the sender starts: the welcome, then the files, then the
+        // queue.
+        let sent = std::io::Write::write_all(&mut &sock, &welcome)
+            .map_err(|e| Error::Replication(format!("send: {e}")))
+            .and_then(|()| send_files(&sock, files, pepoch));
+        match sent {
+            Ok(bytes) => ::log::info!("replication: backup {addr} caught up from files ({bytes} bytes)"),
+            Err(e) => {
+                peer.kill(&format!("catching up from files: {e}"));
+                lock(&hub.state).peers.retain(|p| !Arc::ptr_eq(p, &peer));
+                return Err(e);
+            }
+        }
     }
     ::log::info!("replication: backup {addr} connected at epoch {pepoch}");
     let (p, h) = (peer.clone(), hub.clone());
@@ -362,6 +397,35 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     update_limit(hub, durable);
     let _ = sender.join();
     result
+}
+
+/// Sends the blocks of `files` holding epochs above `pepoch`, each framed
+/// as its stream's Block (re-sealed from its payload, so any readable file
+/// version ships as the current block format). Returns the bytes sent.
+fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>, pepoch: u64) -> Result<u64> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, sock);
+    let (mut payload, mut sent) = (Vec::new(), 0u64);
+    for mut f in files {
+        loop {
+            match f.reader.next_block(&mut payload) {
+                Ok(Some((_, lo, hi))) if hi > pepoch => {
+                    let mut block = frame::new_block(frame::BLOCK_HEADER_LEN + payload.len());
+                    block.extend_from_slice(&payload);
+                    frame::seal(&mut block, lo, hi);
+                    let bytes = wire::block_frame(f.stream as u16, lo, hi, &block);
+                    std::io::Write::write_all(&mut w, &bytes).map_err(|e| Error::Replication(format!("send: {e}")))?;
+                    sent += bytes.len() as u64;
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                // The block a logger is writing now: it is in the queue.
+                Err(_) if f.current => break,
+                Err(d) => return Err(Error::Replication(format!("a damaged file: {d}"))),
+            }
+        }
+    }
+    std::io::Write::flush(&mut w).map_err(|e| Error::Replication(format!("send: {e}")))?;
+    Ok(sent)
 }
 
 fn refuse(sock: &TcpStream, reason: String) -> Result<()> {

@@ -163,6 +163,8 @@ struct Queue {
     released: u64,
     /// Releases heard, oldest first, with when: the view's freshness.
     heard: VecDeque<(u64, Instant)>,
+    /// The last target handed to the replayer.
+    taken: u64,
     stop: bool,
 }
 
@@ -175,10 +177,13 @@ struct Block {
 
 impl Replay {
     /// A block the receiver appended (not yet persisted). Waits while
-    /// replay is too far behind, unless `stop` is set.
+    /// replay is too far behind with work it can do (not while it waits
+    /// for a seal or a release: a backup catching up from files receives
+    /// everything before its first seal), unless `stop` is set.
     pub fn push(&self, lo: u64, hi: u64, bytes: Vec<u8>, stop: &AtomicBool) {
         let mut q = lock(&self.q);
-        while q.bytes > MAX_PENDING && !q.stop && !stop.load(Ordering::Acquire) {
+        while q.bytes > MAX_PENDING && q.persisted.min(q.released) > q.taken && !q.stop && !stop.load(Ordering::Acquire)
+        {
             q = self.cv.wait_timeout(q, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
         }
         q.bytes += bytes.len();
@@ -232,6 +237,7 @@ impl Replay {
             }
             let target = q.persisted.min(q.released);
             if target > view && target >= applied {
+                q.taken = target;
                 let batch: Vec<_> = q.blocks.iter().filter(|b| b.lo <= target).cloned().collect();
                 let mut freed = 0;
                 q.blocks.retain(|b| {

@@ -299,7 +299,8 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     let ours = wire::nonce()?;
     wire::send(&mut &sock, &Msg::Challenge { version: wire::VERSION, nonce: ours })?;
     let secret = hub.opts.secret.as_deref().unwrap_or_default().as_bytes();
-    let (pepoch, theirs) = match wire::recv(&mut reader, &mut body)? {
+    // Unauthenticated yet: a hello is small, and nothing larger is read.
+    let (pepoch, theirs) = match wire::recv_at_most(&mut reader, &mut body, wire::MAX_HANDSHAKE)? {
         Some(Msg::Hello { version, .. }) if version != wire::VERSION => {
             let reason = format!("protocol version {version}; this primary speaks {}", wire::VERSION);
             return refuse(&sock, reason);

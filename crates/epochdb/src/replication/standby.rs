@@ -186,6 +186,9 @@ impl Replay {
         {
             q = self.cv.wait_timeout(q, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
         }
+        if q.stop {
+            return; // replay stopped (or failed): keep nothing in memory
+        }
         q.bytes += bytes.len();
         self.pending_bytes.store(q.bytes as u64, Ordering::Relaxed);
         q.blocks.push_back(Arc::new(Block { lo, hi, bytes }));
@@ -276,6 +279,7 @@ impl Replayer {
                 if let Err(e) = run(&db, &view, &r, applied) {
                     ::log::error!("standby replay stopped: {e}");
                     *lock(&r.error) = Some(e.to_string());
+                    r.stop(); // the receiver goes on persisting
                 }
             })
             .map_err(|e| Error::Replication(format!("start the replay thread: {e}")))?;

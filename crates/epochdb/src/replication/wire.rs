@@ -283,13 +283,21 @@ pub fn send(w: &mut impl Write, msg: &Msg) -> Result<()> {
 
 /// Reads one message; `Ok(None)` at a clean end of stream (between frames).
 pub fn recv(r: &mut impl Read, body: &mut Vec<u8>) -> Result<Option<Msg>> {
+    recv_at_most(r, body, MAX_FRAME)
+}
+
+/// The largest handshake frame: a peer not yet authenticated gets no more.
+pub const MAX_HANDSHAKE: usize = 256;
+
+/// [`recv`] of a frame of at most `max` bytes (a handshake's).
+pub fn recv_at_most(r: &mut impl Read, body: &mut Vec<u8>, max: usize) -> Result<Option<Msg>> {
     let mut len = [0u8; 4];
     if !read_exact_or_end(r, &mut len)? {
         return Ok(None);
     }
     let len = u32::from_le_bytes(len) as usize;
-    if len == 0 || len > MAX_FRAME {
-        return Err(protocol(format!("a frame of {len} bytes (at most {MAX_FRAME})")));
+    if len == 0 || len > max {
+        return Err(protocol(format!("a frame of {len} bytes (at most {max})")));
     }
     body.clear();
     let got = r.take(len as u64 + 4).read_to_end(body).map_err(|e| protocol(format!("receive: {e}")))?;
@@ -384,5 +392,23 @@ mod tests {
             let _ = recv(&mut &bytes[..], &mut body);
             let _ = Msg::decode(&bytes);
         }
+    }
+
+    #[test]
+    fn a_handshake_frame_is_small_and_proofs_bind_secret_side_and_nonces() {
+        let mut big = Vec::new();
+        Msg::Manifest { manifest: vec![0; MAX_HANDSHAKE] }.encode(&mut big);
+        let mut body = Vec::new();
+        assert!(recv_at_most(&mut &big[..], &mut body, MAX_HANDSHAKE).is_err());
+        let mut hello = Vec::new();
+        Msg::Hello { version: VERSION, pepoch: 1, nonce: [1; 32], proof: [2; 32] }.encode(&mut hello);
+        assert!(recv_at_most(&mut &hello[..], &mut body, MAX_HANDSHAKE).is_ok_and(|m| m.is_some()));
+        let (p, b) = ([3u8; 32], [4u8; 32]);
+        let good = proof(b"s", Side::Backup, &p, &b);
+        assert!(verify(b"s", Side::Backup, &p, &b, &good));
+        assert!(!verify(b"t", Side::Backup, &p, &b, &good), "another secret");
+        assert!(!verify(b"s", Side::Primary, &p, &b, &good), "the other side's proof");
+        assert!(!verify(b"s", Side::Backup, &b, &p, &good), "other nonces");
+        assert_ne!(nonce().expect("nonce"), nonce().expect("nonce"));
     }
 }

@@ -135,7 +135,7 @@ impl Database {
         let primary = match (&options.primary, &store.durable) {
             (Some(p), Some(d)) => {
                 let manifest = log::lock(&store.manifest).encode();
-                Some(Primary::start(p.clone(), d.clone(), store.dirs.clone(), manifest)?)
+                Some(Primary::start(p.clone(), d.clone(), store.dirs.clone(), store.retention.clone(), manifest)?)
             }
             _ => None,
         };

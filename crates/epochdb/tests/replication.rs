@@ -117,23 +117,20 @@ fn a_sync_backup_has_every_acknowledged_commit() {
     }
 }
 
-/// A fake backup that acknowledges once and then goes silent holds `Sync`
-/// releases back, until the ack timeout drops it; then the primary goes on.
-#[test]
-fn a_silent_backup_holds_sync_release_for_the_ack_timeout_only() {
-    let pdir = dir("silent");
-    let timeout = Duration::from_millis(600);
-    let db = primary(&pdir, Safety::Sync, timeout);
-    let t = db.create_table("t", TableOptions::new()).expect("create table");
-    let mut sock = std::net::TcpStream::connect(addr(&db)).expect("replication test step");
-    let frame = |body: &[u8]| {
-        let mut f = (body.len() as u32).to_le_bytes().to_vec();
-        f.extend_from_slice(body);
-        f.extend_from_slice(&epochdb::crc32c::checksum(body).to_le_bytes());
-        f
-    };
-    // The handshake, from FORMAT.md ("Replication stream"): a challenge
-    // (4 + 1 + 8 + 2 + 32 + 4 bytes), then our hello with pepoch 0.
+/// A frame of `body` (FORMAT.md, "Replication stream").
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as u32).to_le_bytes().to_vec();
+    f.extend_from_slice(body);
+    f.extend_from_slice(&epochdb::crc32c::checksum(body).to_le_bytes());
+    f
+}
+
+/// A backup written from FORMAT.md alone: connects, answers the
+/// challenge (4 + 1 + 8 + 2 + 32 + 4 bytes) with a hello that says it
+/// persisted `pepoch`, with the proof for the empty secret, and returns
+/// the socket, where the welcome comes next.
+fn fake_backup(addr: &str, pepoch: u64) -> std::net::TcpStream {
+    let mut sock = std::net::TcpStream::connect(addr).expect("connect");
     let mut challenge = [0u8; 51];
     sock.read_exact(&mut challenge).expect("read the challenge");
     assert_eq!(challenge[4], 9, "a challenge");
@@ -150,10 +147,22 @@ fn a_silent_backup_holds_sync_release_for_the_ack_timeout_only() {
     let mut body = vec![1u8];
     body.extend_from_slice(b"EPOCHREP");
     body.extend_from_slice(&2u16.to_le_bytes());
-    body.extend_from_slice(&0u64.to_le_bytes());
+    body.extend_from_slice(&pepoch.to_le_bytes());
     body.extend_from_slice(&nonce);
     body.extend_from_slice(&proof);
-    sock.write_all(&frame(&body)).expect("write all");
+    sock.write_all(&frame(&body)).expect("send the hello");
+    sock
+}
+
+/// A fake backup that acknowledges once and then goes silent holds `Sync`
+/// releases back, until the ack timeout drops it; then the primary goes on.
+#[test]
+fn a_silent_backup_holds_sync_release_for_the_ack_timeout_only() {
+    let pdir = dir("silent");
+    let timeout = Duration::from_millis(600);
+    let db = primary(&pdir, Safety::Sync, timeout);
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let mut sock = fake_backup(&addr(&db), 0);
     let mut first = [0u8; 5];
     sock.read_exact(&mut first).expect("read exact");
     assert_eq!(first[4], 2, "a welcome");
@@ -601,4 +610,64 @@ fn a_new_backup_bootstraps_from_the_checkpoint_and_logs() {
     for d in [pdir, bdir] {
         std::fs::remove_dir_all(d).ok();
     }
+}
+
+/// Old log files a connected backup still needs survive the checkpoints
+/// that would delete them (up to `retain_bytes`), and go once it leaves.
+#[test]
+fn log_files_a_connected_backup_needs_are_kept() {
+    let pdir = dir("retain-p");
+    let p = PrimaryOptions {
+        listen: "127.0.0.1:0".parse().expect("parse"),
+        backlog_bytes: 1 << 20,
+        ack_timeout: Duration::from_secs(600),
+        ..PrimaryOptions::default()
+    };
+    let db = Database::open(Options {
+        durability: Durability::LogAndCheckpoint,
+        data_dir: Some(pdir.clone()),
+        epoch_interval: Duration::from_millis(5),
+        checkpoint_interval: Duration::from_millis(20),
+        log_rotate_epochs: 2,
+        primary: Some(p),
+        ..Options::default()
+    })
+    .expect("open the primary");
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let mut w = db.worker().expect("worker");
+    let mut write = |from: u64| {
+        for i in from..from + 3000 {
+            w.run(|txn| txn.put(t, &i.to_be_bytes(), &[1; 500])).expect("put");
+        }
+    };
+    write(0);
+    // A backup that says it has epoch 1, takes everything the primary
+    // sends and never acknowledges more: it needs every file above epoch 1.
+    let sock = fake_backup(&addr(&db), 1);
+    let mut drain = sock.try_clone().expect("clone");
+    let reader = std::thread::spawn(move || std::io::copy(&mut drain, &mut std::io::sink()));
+    let old_files = |pdir: &Path| -> Vec<u64> {
+        let names = std::fs::read_dir(pdir.join("log")).expect("log dir");
+        let mut his: Vec<u64> = names
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("old_data.")?.split('.').next()?.parse().ok())
+            .collect();
+        his.sort_unstable();
+        his
+    };
+    let installed = db.checkpoint_stats().installed;
+    write(3000);
+    wait_until("two more checkpoints", || db.checkpoint_stats().installed >= installed + 2);
+    let held = old_files(&pdir);
+    assert!(held.iter().any(|&hi| hi > 1 && hi < 10), "the files the backup needs were deleted: {held:?}");
+    // Once it leaves, the next checkpoint deletes them.
+    sock.shutdown(std::net::Shutdown::Both).expect("shutdown");
+    let _ = reader.join();
+    wait_until("the backup is gone", || db.replication_status().expect("status").backups.is_empty());
+    let installed = db.checkpoint_stats().installed;
+    write(6000);
+    wait_until("two more checkpoints", || db.checkpoint_stats().installed >= installed + 2);
+    let left = old_files(&pdir);
+    assert!(!left.iter().any(|&hi| hi < 10), "files no backup needs were kept: {left:?}");
+    drop((w, db));
+    std::fs::remove_dir_all(pdir).ok();
 }

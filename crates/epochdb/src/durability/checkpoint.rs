@@ -487,22 +487,47 @@ fn remove_uninstalled(cx: &Checkpointing, gradually: bool) -> Result<()> {
 /// Recovery never reads them (it goes by the manifest and by the epoch in
 /// a log file's name), so a crash halfway leaves nothing it could trip on;
 /// the next checkpoint removes what is left. On `stop`, the rest waits.
+/// Files a connected backup still needs (`Retention::hold`) stay, the
+/// newest first, up to `Retention::cap` bytes.
 fn remove_obsolete(cx: &Checkpointing, e_l: u64, stop: &AtomicBool) -> Result<()> {
     remove_uninstalled(cx, true)?;
+    let retention = &cx.store.retention;
+    let hold = retention.hold.load(Ordering::Acquire);
+    let mut obsolete = Vec::new();
     for dir in &cx.store.dirs.log {
         for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
             let name = entry.ctx("read directory", dir)?.file_name().to_string_lossy().into_owned();
             if name == CURRENT_LOG || !name.starts_with(OLD_LOG_PREFIX) {
                 continue;
             }
-            if stop.load(Ordering::Acquire) {
-                return Ok(());
-            }
             let path = dir.join(&name);
             if super::recovery::below_checkpoint(&name, e_l) && datadir::is_log_file(&path)? {
-                cx.store.io.remove_gradually(&path)?;
+                let hi = super::recovery::old_log_epoch(&name).unwrap_or(0);
+                obsolete.push((hi, path));
             }
         }
+    }
+    // Newest first: what a backup needs last is kept longest.
+    obsolete.sort_by_key(|f| std::cmp::Reverse(f.0));
+    let (mut kept, cap) = (0u64, retention.cap.load(Ordering::Acquire));
+    for (hi, path) in obsolete {
+        if stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+        if hi > hold && kept + len <= cap {
+            kept += len;
+            continue;
+        }
+        if hi > hold {
+            ::log::warn!("replication: a backup at epoch {hold} needs {}, past the retention cap", path.display());
+        }
+        // Before the file goes: a catch-up opened after this point must
+        // not count on it.
+        retention.deleted_through.fetch_max(hi, Ordering::AcqRel);
+        cx.store.io.remove_gradually(&path)?;
+    }
+    for dir in &cx.store.dirs.log {
         cx.store.io.sync_dir(dir)?;
     }
     Ok(())

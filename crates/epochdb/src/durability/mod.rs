@@ -43,6 +43,7 @@ use fsio::Io;
 use logger::{Durable, Loggers, PepochFile, Rotation};
 use manifest::Manifest;
 use recovery::{Progress, RecoveryReport};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 /// A database's disk state, shared by the database, its workers and the
@@ -61,6 +62,27 @@ pub(crate) struct Store {
     pub deletions: Deletions,
     /// What recovery did at open.
     pub recovery: Option<RecoveryReport>,
+    /// Old log files kept for a primary's backups.
+    pub retention: Arc<Retention>,
+}
+
+/// Old log files (below the installed checkpoint's `e_l`) a primary keeps
+/// because a connected backup still needs them (Query Fresh §3.4.4): set
+/// by replication, obeyed by the checkpointer's cleanup.
+#[derive(Debug)]
+pub(crate) struct Retention {
+    /// Old files holding an epoch above this stay (`u64::MAX`: none held).
+    pub hold: AtomicU64,
+    /// At most this many bytes of them; beyond it the oldest go anyway.
+    pub cap: AtomicU64,
+    /// Log files holding only epochs `<=` this may be gone.
+    pub deleted_through: AtomicU64,
+}
+
+impl Default for Retention {
+    fn default() -> Retention {
+        Retention { hold: AtomicU64::new(u64::MAX), cap: AtomicU64::new(0), deleted_through: AtomicU64::new(0) }
+    }
 }
 
 /// A data directory opened and recovered, before the database runs.
@@ -113,8 +135,19 @@ pub(crate) fn open(
     let mut r = recovery::recover(options, &dirs, manifest, tag, progress)?;
     let pepoch_file = if writing { Some(r.commit(&dirs, &io, keep_tail)?) } else { None };
     let durable = pepoch_file.as_ref().map(|_| Arc::new(Durable::new(dirs.log.len(), r.report.pepoch)));
-    let store =
-        Store { dirs, io, durable, manifest: Mutex::new(r.manifest), recovery: Some(r.report), ..Store::default() };
+    // Files below the checkpoint may be gone (a cleanup may have run).
+    let e_l = r.manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
+    let retention =
+        Arc::new(Retention { deleted_through: AtomicU64::new(e_l.saturating_sub(1)), ..Retention::default() });
+    let store = Store {
+        dirs,
+        io,
+        durable,
+        manifest: Mutex::new(r.manifest),
+        recovery: Some(r.report),
+        retention,
+        ..Store::default()
+    };
     Ok(Opened { store, tables: r.tables, first_epoch: r.first_epoch, locks, pepoch_file })
 }
 

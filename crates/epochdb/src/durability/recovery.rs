@@ -508,18 +508,18 @@ pub(crate) struct Shipped {
 
 /// Opens, now, every file a backup that persisted `pepoch` needs to catch
 /// up: with nothing persisted, the installed checkpoints (chain first) and
-/// the logs from their `e_l`; else the logs holding epochs above `pepoch`.
+/// the logs from their `e_l`; else the logs holding epochs above `pepoch`,
+/// which must all still be there (none deleted above `deleted_through`).
 /// Logs come oldest first in each directory (stream). Open handles keep a
 /// file readable if a checkpoint deletes it meanwhile. `Err` says why the
 /// backup cannot be caught up.
-pub(crate) fn open_for_catch_up(dirs: &Dirs, manifest: &Manifest, pepoch: u64) -> Result<Vec<Shipped>, String> {
+pub(crate) fn open_for_catch_up(
+    dirs: &Dirs,
+    manifest: &Manifest,
+    pepoch: u64,
+    deleted_through: &AtomicU64,
+) -> Result<Vec<Shipped>, String> {
     let e_l = manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
-    if pepoch > 0 && pepoch + 1 < e_l {
-        return Err(format!(
-            "the backup has persisted epoch {pepoch}, but this primary's log now starts at its checkpoint's epoch {e_l}: \
-             start the backup from an empty data directory"
-        ));
-    }
     let mut out = Vec::new();
     let what = |p: &Path, d: Damage| format!("{}: {d}", p.display());
     if pepoch == 0 {
@@ -531,11 +531,22 @@ pub(crate) fn open_for_catch_up(dirs: &Dirs, manifest: &Manifest, pepoch: u64) -
             }
         }
     }
-    let logs = log_files(&dirs.log, e_l.max(pepoch + 1), true).map_err(|e| e.to_string())?;
+    let from = if pepoch == 0 { e_l.max(1) } else { pepoch + 1 };
+    let logs = log_files(&dirs.log, from, true).map_err(|e| e.to_string())?;
     for f in logs.iter().rev() {
         let stream = dirs.log.iter().position(|d| f.path.parent() == Some(d.as_path())).unwrap_or(0);
         let reader = BlockReader::open(&f.path, LOG_MAGIC).map_err(|d| what(&f.path, d))?;
         out.push(Shipped { stream, reader, current: f.kind == Kind::Log { current: true } });
+    }
+    // Checked after listing and opening: a cleanup raises it before it
+    // deletes, so a file missing from the listing shows here; files opened
+    // stay readable if deleted now.
+    let deleted_through = deleted_through.load(Ordering::Acquire);
+    if pepoch > 0 && pepoch < deleted_through {
+        return Err(format!(
+            "the backup has persisted epoch {pepoch}, but this primary has deleted its log files through epoch \
+             {deleted_through}: start the backup from an empty data directory"
+        ));
     }
     Ok(out)
 }
@@ -568,7 +579,7 @@ fn logs_reach(logs: &[Source], e_h: u64) -> u64 {
 }
 
 /// The largest epoch in an `old_data.<e>[.n]` file, from its name.
-fn old_log_epoch(name: &str) -> Option<u64> {
+pub(crate) fn old_log_epoch(name: &str) -> Option<u64> {
     name.strip_prefix(OLD_LOG_PREFIX)?.split('.').next()?.parse().ok()
 }
 

@@ -53,6 +53,11 @@ pub struct PrimaryOptions {
     pub backlog_bytes: usize,
     /// A backup with no acknowledgement for this long is disconnected.
     pub ack_timeout: Duration,
+    /// Bytes of old log files (below the installed checkpoint) kept while
+    /// a connected backup still needs them, so it can catch up from them;
+    /// beyond this the oldest are deleted and a backup that needed them
+    /// must start over from an empty directory.
+    pub retain_bytes: u64,
     /// The shared secret backups must prove they hold (and that the
     /// primary proves to them) in the handshake; required to listen on a
     /// non-loopback address. Never sent over the wire.
@@ -67,6 +72,7 @@ impl Default for PrimaryOptions {
             backups: 1,
             backlog_bytes: 64 << 20,
             ack_timeout: Duration::from_secs(2),
+            retain_bytes: 1 << 30,
             secret: None,
         }
     }

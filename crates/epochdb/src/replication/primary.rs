@@ -19,7 +19,7 @@ use crate::durability::datadir::Dirs;
 use crate::durability::log::lock;
 use crate::durability::logger::{Durable, Tap};
 use crate::durability::manifest::Manifest;
-use crate::durability::{frame, recovery};
+use crate::durability::{frame, recovery, Retention};
 use crate::error::{Error, Result};
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -52,6 +52,8 @@ pub(crate) struct Hub {
     /// The primary's directories: a backup behind the backlog catches up
     /// from their files.
     dirs: Dirs,
+    /// Which old log files the checkpointer keeps for the backups.
+    retention: Arc<Retention>,
     state: Mutex<State>,
     /// The released epoch, which each sender passes on to its backup.
     released: AtomicU64,
@@ -182,7 +184,13 @@ impl Primary {
     /// Listens for backups and taps `durable`'s loggers (`streams` of them).
     /// `manifest` is the current manifest's encoding; `pepoch` the local
     /// pepoch recovery left, below which nothing is in the backlog.
-    pub fn start(opts: PrimaryOptions, durable: Arc<Durable>, dirs: Dirs, manifest: Vec<u8>) -> Result<Primary> {
+    pub fn start(
+        opts: PrimaryOptions,
+        durable: Arc<Durable>,
+        dirs: Dirs,
+        retention: Arc<Retention>,
+        manifest: Vec<u8>,
+    ) -> Result<Primary> {
         let streams = dirs.log.len();
         let listener = TcpListener::bind(opts.listen)
             .map_err(|e| Error::Replication(format!("listen on {} for backups: {e}", opts.listen)))?;
@@ -196,7 +204,9 @@ impl Primary {
             peers: Vec::new(),
         };
         let released = AtomicU64::new(durable.pepoch());
-        let hub = Arc::new(Hub { opts, dirs, state: Mutex::new(state), released, senders: Mutex::new(Vec::new()) });
+        retention.cap.store(opts.retain_bytes, Ordering::Release);
+        let senders = Mutex::new(Vec::new());
+        let hub = Arc::new(Hub { opts, dirs, retention, state: Mutex::new(state), released, senders });
         durable.set_tap(hub.clone());
         let h = hub.clone();
         durable.listen(Box::new(move |epoch| {
@@ -336,7 +346,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         // tapped from here on is queued, and a block in both is harmless.
         let opened = Manifest::decode_current(&st.manifest)
             .ok_or_else(|| "the primary's manifest does not decode".to_string())
-            .and_then(|m| recovery::open_for_catch_up(&hub.dirs, &m, pepoch));
+            .and_then(|m| recovery::open_for_catch_up(&hub.dirs, &m, pepoch, &hub.retention.deleted_through));
         match opened {
             Ok(files) => Some(files),
             Err(reason) => {
@@ -364,6 +374,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         }
     }
     st.peers.push(peer.clone());
+    hold_logs(hub, &st);
     drop(st);
     if let Some(files) = files {
         // Before the sender starts: the welcome, then the files, then the
@@ -511,11 +522,21 @@ fn join(peer: &Peer, acked: u64, hub: &Hub, durable: &Durable) -> bool {
     joined
 }
 
+/// Keeps the old log files every connected backup may still need: those
+/// above the smallest acknowledged epoch (for a backup catching up from
+/// files, the epoch it said it had).
+fn hold_logs(hub: &Hub, st: &State) {
+    let live = st.peers.iter().filter(|p| !p.dead.load(Ordering::Acquire));
+    let hold = live.map(|p| p.acked.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
+    hub.retention.hold.store(hold, Ordering::Release);
+}
+
 /// The release limit the safety mode asks for, from the in-sync backups.
 /// Set under the hub's lock, so a limit from older acknowledgements never
 /// replaces a newer one.
 fn update_limit(hub: &Hub, durable: &Durable) {
     let st = lock(&hub.state);
+    hold_logs(hub, &st);
     let acked: Vec<u64> = (st.peers.iter())
         .filter(|p| p.in_sync.load(Ordering::Acquire) && !p.dead.load(Ordering::Acquire))
         .map(|p| p.acked.load(Ordering::Acquire))

@@ -26,6 +26,7 @@ use crate::tid::{self, Tid, TidGenerator, TidSource};
 use crate::txn::sets::Sets;
 use crate::txn::{CommitInfo, Txn};
 use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex};
 
@@ -885,6 +886,34 @@ impl Worker {
         }
         self.stats.snapshots += 1;
         Ok(SnapshotTxn::new(self, se))
+    }
+
+    /// Puts `grown` (a new record for the same key, made because the new
+    /// value did not fit) in place of the locked latest record `rec` (TID
+    /// word `old`) in the index of table `ti`, and retires `rec`: as the
+    /// previous version snapshots may read (`keep_old`, freed once no
+    /// snapshot reads below `snap_epoch`; `grown` must link it), else once
+    /// no reader can hold it.
+    pub(crate) fn swap_in_grown(
+        &mut self,
+        ti: usize,
+        rec: NonNull<Record>,
+        old: u64,
+        grown: NonNull<Record>,
+        keep_old: bool,
+        snap_epoch: u64,
+    ) {
+        // SAFETY: live and locked by the caller.
+        let r = unsafe { rec.as_ref() };
+        let replaced = self.tables[ti].tree.replace(r.key(), rec, grown);
+        debug_assert!(replaced, "a locked latest record is in its index");
+        r.tid.unlock_to(old & !tid::LATEST_BIT);
+        let stamp = self.shared.epochs.current();
+        if keep_old {
+            self.garbage.retire_version(snap_epoch, stamp, Retired::Record(rec));
+        } else {
+            self.garbage.retire(stamp, Retired::Record(rec));
+        }
     }
 
     /// Copies the locked record's current version (TID word `old`) into a

@@ -47,6 +47,40 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Promotion by hand: the backup's directory opened as a database.
+fn promote(bdir: &Path) -> epochdb::Result<Database> {
+    let options = Options { durability: Durability::Log, data_dir: Some(bdir.to_path_buf()), ..Options::default() };
+    Database::open(Options { read_only: true, ..options })
+}
+
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every row of `t`, read in one transaction.
+fn rows(w: &mut epochdb::Worker, t: epochdb::TableId) -> Rows {
+    let mut out = Vec::new();
+    w.run(|txn| {
+        out.clear();
+        txn.scan(t, .., usize::MAX, |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .map(|_| ())
+    })
+    .expect("scan");
+    out
+}
+
+/// Every row of `t` in a snapshot.
+fn snapshot_rows(snap: &mut epochdb::SnapshotTxn<'_>, t: epochdb::TableId) -> Rows {
+    let mut out = Vec::new();
+    snap.scan(t, .., usize::MAX, |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        true
+    })
+    .expect("scan");
+    out
+}
+
 fn in_sync(db: &Database, n: usize) -> bool {
     db.replication_status().expect("replication status").backups.iter().filter(|b| b.in_sync).count() == n
 }
@@ -97,13 +131,7 @@ fn a_sync_backup_has_every_acknowledged_commit() {
     assert!(backup.persisted_epoch() >= db.durable_epoch());
     backup.stop().expect("stop");
     // Promote by hand: the backup's directory is a database.
-    let promoted = Database::open(Options {
-        durability: Durability::Log,
-        data_dir: Some(bdir.clone()),
-        read_only: true,
-        ..Options::default()
-    })
-    .expect("open the backup's directory");
+    let promoted = promote(&bdir).expect("open the backup's directory");
     let mut w = promoted.worker().expect("worker");
     let (e2, l2) = (promoted.table("early").expect("table"), promoted.table("late").expect("table"));
     for k in acked.iter().flatten() {
@@ -240,13 +268,7 @@ fn a_restarted_backup_resumes_and_a_foreign_one_is_refused() {
     wait_until("the foreign backup stops", || foreign.is_finished());
     assert!(foreign.stop().is_err());
     drop((w, db));
-    let promoted = Database::open(Options {
-        durability: Durability::Log,
-        data_dir: Some(bdir.clone()),
-        read_only: true,
-        ..Options::default()
-    })
-    .expect("replication test step");
+    let promoted = promote(&bdir).expect("replication test step");
     let t = promoted.table("t").expect("table");
     let mut w = promoted.worker().expect("worker");
     let n = w.run(|txn| txn.scan(t, .., usize::MAX, |_, _| true)).expect("run");
@@ -442,27 +464,13 @@ fn a_standby_of_a_delta_logging_primary_merges_columns() {
         writers.into_iter().map(|w| w.join().expect("writer")).max().unwrap_or(0)
     });
     let mut w = db.worker().expect("worker");
-    let mut primary_rows = Vec::new();
-    w.run(|txn| {
-        primary_rows.clear();
-        txn.scan(t, .., usize::MAX, |k, v| {
-            primary_rows.push((k.to_vec(), v.to_vec()));
-            true
-        })
-        .map(|_| ())
-    })
-    .expect("scan");
+    let primary_rows = rows(&mut w, t);
     let standby = backup.database();
     let mut sw = standby.worker().expect("worker");
     let fresh = Freshness::AtLeast { epoch: last, wait: Duration::from_secs(20) };
     let mut snap = sw.snapshot_fresh(fresh).expect("a fresh snapshot");
     let st = standby.table("rows").expect("table");
-    let mut standby_rows = Vec::new();
-    snap.scan(st, .., usize::MAX, |k, v| {
-        standby_rows.push((k.to_vec(), v.to_vec()));
-        true
-    })
-    .expect("scan");
+    let standby_rows = snapshot_rows(&mut snap, st);
     drop(snap);
     assert_eq!(standby_rows.len(), 20);
     assert_eq!(standby_rows, primary_rows);
@@ -567,44 +575,23 @@ fn a_new_backup_bootstraps_from_the_checkpoint_and_logs() {
         });
         writer.join().expect("writer")
     });
-    let rows = |txn_rows: &mut Vec<(Vec<u8>, Vec<u8>)>, k: &[u8], v: &[u8]| {
-        txn_rows.push((k.to_vec(), v.to_vec()));
-        true
-    };
-    let mut want = Vec::new();
-    w.run(|txn| {
-        want.clear();
-        txn.scan(t, .., usize::MAX, |k, v| rows(&mut want, k, v)).map(|_| ())
-    })
-    .expect("scan");
+    let want = rows(&mut w, t);
     assert_eq!(want.len(), 4000 + 1000);
     let standby = backup.database();
     let mut sw = standby.worker().expect("worker");
     let fresh = Freshness::AtLeast { epoch: last, wait: Duration::from_secs(60) };
     let mut snap = sw.snapshot_fresh(fresh).unwrap_or_else(|e| panic!("{e}: {:?}", backup.status()));
     let st = standby.table("t").expect("table");
-    let mut got = Vec::new();
-    snap.scan(st, .., usize::MAX, |k, v| rows(&mut got, k, v)).expect("scan");
+    let got = snapshot_rows(&mut snap, st);
     drop(snap);
     assert!(got == want, "the standby has {} rows, the primary {}", got.len(), want.len());
     wait_until("the backup persisted the last write", || backup.persisted_epoch() >= last);
     drop((sw, w, db));
     backup.stop().expect("stop");
-    let promoted = Database::open(Options {
-        durability: Durability::Log,
-        data_dir: Some(bdir.clone()),
-        read_only: true,
-        ..Options::default()
-    })
-    .expect("open the backup's directory");
+    let promoted = promote(&bdir).expect("open the backup's directory");
     let mut pw = promoted.worker().expect("worker");
     let pt = promoted.table("t").expect("table");
-    let mut recovered = Vec::new();
-    pw.run(|txn| {
-        recovered.clear();
-        txn.scan(pt, .., usize::MAX, |k, v| rows(&mut recovered, k, v)).map(|_| ())
-    })
-    .expect("scan");
+    let recovered = rows(&mut pw, pt);
     assert!(recovered == want, "the backup's directory has {} rows, the primary {}", recovered.len(), want.len());
     drop((pw, promoted));
     for d in [pdir, bdir] {

@@ -55,8 +55,6 @@ pub(crate) struct Hub {
     /// Which old log files the checkpointer keeps for the backups.
     retention: Arc<Retention>,
     state: Mutex<State>,
-    /// The released epoch, which each sender passes on to its backup.
-    released: AtomicU64,
     /// The senders to wake when it grows. A leaf lock: release happens
     /// under `state` (the limit is set there), so it cannot take `state`.
     senders: Mutex<Vec<std::thread::Thread>>,
@@ -203,16 +201,13 @@ impl Primary {
             manifest,
             peers: Vec::new(),
         };
-        let released = AtomicU64::new(durable.pepoch());
         retention.cap.store(opts.retain_bytes, Ordering::Release);
         let senders = Mutex::new(Vec::new());
-        let hub = Arc::new(Hub { opts, dirs, retention, state: Mutex::new(state), released, senders });
+        let hub = Arc::new(Hub { opts, dirs, retention, state: Mutex::new(state), senders });
         durable.set_tap(hub.clone());
         let h = hub.clone();
-        durable.listen(Box::new(move |epoch| {
-            h.released.fetch_max(epoch, Ordering::AcqRel);
-            lock(&h.senders).iter().for_each(|t| t.unpark());
-        }));
+        // Each growth of the released epoch wakes the senders, which pass it on.
+        durable.listen(Box::new(move |_| lock(&h.senders).iter().for_each(|t| t.unpark())));
         if hub.opts.safety == Safety::VerySafe {
             durable.set_limit(durable.pepoch()); // nothing more until every backup is in
         }
@@ -392,10 +387,10 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         }
     }
     ::log::info!("replication: backup {addr} connected at epoch {pepoch}");
-    let (p, h) = (peer.clone(), hub.clone());
+    let (p, d) = (peer.clone(), durable.clone());
     let sender = std::thread::Builder::new()
         .name("epochdb-repl-send".into())
-        .spawn(move || send_loop(&p, &h.released))
+        .spawn(move || send_loop(&p, &d))
         .map_err(|e| Error::Replication(format!("start a sender thread: {e}")))?;
     let _ = peer.sender.set(sender.thread().clone());
     lock(&hub.senders).push(sender.thread().clone());
@@ -450,7 +445,7 @@ fn refuse(sock: &TcpStream, reason: String) -> Result<()> {
 /// Writes `peer`'s queue to its socket, then the released epoch when it
 /// grew (after the blocks: a backup never learns of a release before the
 /// blocks that hold it were queued to it).
-fn send_loop(peer: &Peer, released: &AtomicU64) {
+fn send_loop(peer: &Peer, durable: &Durable) {
     let mut w = &peer.sock;
     let mut batch = Vec::new();
     let mut sent_release = 0;
@@ -460,7 +455,7 @@ fn send_loop(peer: &Peer, released: &AtomicU64) {
             batch.extend(q.0.drain(..));
             q.1 = 0;
         }
-        let r = released.load(Ordering::Acquire);
+        let r = durable.pepoch();
         if r > sent_release {
             let mut frame = Vec::new();
             Msg::Released { epoch: r }.encode(&mut frame);

@@ -28,7 +28,7 @@ use crate::durability::log::{self, lock, Entry, Write};
 use crate::durability::{columns, frame};
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
-use crate::gc::{Cleanup, Retired};
+use crate::gc::Cleanup;
 use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
@@ -150,8 +150,6 @@ const MAX_PENDING: usize = 256 << 20;
 pub(crate) struct Replay {
     q: Mutex<Queue>,
     cv: Condvar,
-    pending_bytes: AtomicU64,
-    released: AtomicU64,
     error: Mutex<Option<String>>,
 }
 
@@ -190,7 +188,6 @@ impl Replay {
             return; // replay stopped (or failed): keep nothing in memory
         }
         q.bytes += bytes.len();
-        self.pending_bytes.store(q.bytes as u64, Ordering::Relaxed);
         q.blocks.push_back(Arc::new(Block { lo, hi, bytes }));
     }
 
@@ -207,17 +204,16 @@ impl Replay {
         if epoch > q.released {
             q.released = epoch;
             q.heard.push_back((epoch, Instant::now()));
-            self.released.store(epoch, Ordering::Release);
             self.cv.notify_all();
         }
     }
 
     pub fn pending_bytes(&self) -> u64 {
-        self.pending_bytes.load(Ordering::Relaxed)
+        lock(&self.q).bytes as u64
     }
 
     pub fn released_epoch(&self) -> u64 {
-        self.released.load(Ordering::Acquire)
+        lock(&self.q).released
     }
 
     pub fn error(&self) -> Option<String> {
@@ -249,7 +245,6 @@ impl Replay {
                     keep
                 });
                 q.bytes -= freed;
-                self.pending_bytes.store(q.bytes as u64, Ordering::Relaxed);
                 let mut at = None;
                 while q.heard.front().is_some_and(|(e, _)| *e <= target) {
                     at = q.heard.pop_front().map(|(_, t)| t);
@@ -436,15 +431,7 @@ fn install(
             // Does not fit: a new record takes the key's place.
             let prev = if keep_old { rec.as_ptr() } else { r.prev() };
             let grown = Record::alloc(key, value, 0, new_word, prev);
-            let replaced = tree.replace(key, rec, grown);
-            debug_assert!(replaced, "a locked latest record is in its index");
-            r.tid.unlock_to(old & !LATEST_BIT);
-            let stamp = w.shared.epochs.current();
-            if keep_old {
-                w.garbage.retire_version(epoch, stamp, Retired::Record(rec));
-            } else {
-                w.garbage.retire(stamp, Retired::Record(rec));
-            }
+            w.swap_in_grown(ti, rec, old, grown, keep_old, epoch);
         }
         return Ok(());
     }

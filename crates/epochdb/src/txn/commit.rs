@@ -224,15 +224,7 @@ impl Txn<'_> {
                 // Does not fit: a new record takes the key's place in the index.
                 let prev = if keep_old { w.rec.as_ptr() } else { rec.prev() };
                 let grown = Record::alloc(rec.key(), self.w.sets.value(&w), 0, new_word, prev);
-                let replaced = self.w.tables[w.table as usize].tree.replace(rec.key(), w.rec, grown);
-                debug_assert!(replaced, "a locked latest record is in its index");
-                rec.tid.unlock_to(old & !LATEST_BIT);
-                let stamp = self.w.shared.epochs.current();
-                if keep_old {
-                    self.w.garbage.retire_version(snap_epoch, stamp, Retired::Record(w.rec));
-                } else {
-                    self.w.garbage.retire(stamp, Retired::Record(w.rec));
-                }
+                self.w.swap_in_grown(w.table as usize, w.rec, old, grown, keep_old, snap_epoch);
             }
         }
     }

@@ -173,6 +173,12 @@ impl EpochDb {
         Ok(EpochDb { db: Database::open_with_progress(options, progress)?, variant, snapshot_reads: false })
     }
 
+    /// The engine over a database opened elsewhere (a promoted backup, a
+    /// standby).
+    pub fn from_database(variant: Variant, db: Database) -> EpochDb {
+        EpochDb { db, variant, snapshot_reads: false }
+    }
+
     pub fn database(&self) -> &Database {
         &self.db
     }

@@ -28,7 +28,7 @@ use crate::txn::{CommitInfo, Txn};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[repr(align(128))]
 #[derive(Debug, Default)]
@@ -49,8 +49,10 @@ pub(crate) struct Shared {
     /// The disk side (empty with durability off).
     pub store: Arc<Store>,
     /// On a hot standby: its read view (snapshots read at it, never
-    /// beyond what the primary released).
-    pub view: Option<Arc<ReadView>>,
+    /// beyond what the primary released) while `standby` holds.
+    view: Option<Arc<ReadView>>,
+    /// A hot standby not yet promoted: read-only, snapshots at `view`.
+    standby: AtomicBool,
 }
 
 impl Drop for Shared {
@@ -66,14 +68,18 @@ impl Drop for Shared {
 /// Stops the background threads when the last `Database` clone is
 /// dropped: the checkpointer first, then the advancer, then the loggers
 /// (whose final flush makes every commit durable), then replication, then
-/// the lock.
+/// the lock. A standby has only the advancer until it is promoted.
 struct Handle {
     shared: Arc<Shared>,
-    _checkpointer: Option<Checkpointer>,
+    _checkpointer: OnceLock<Checkpointer>,
     _advancer: Advancer,
-    _loggers: Option<Loggers>,
-    primary: Option<Primary>,
+    _loggers: OnceLock<Loggers>,
+    primary: OnceLock<Primary>,
     _locks: Locks,
+}
+
+fn once<T>(value: Option<T>) -> OnceLock<T> {
+    value.map_or_else(OnceLock::new, OnceLock::from)
 }
 
 impl Drop for Handle {
@@ -144,10 +150,10 @@ impl Database {
         let tables = Arc::new(Tables::new(opened.tables));
         let checkpointer = store.start_checkpointer(&epochs, &tables, &options)?;
         let handle = Handle {
-            _checkpointer: checkpointer,
+            _checkpointer: once(checkpointer),
             _advancer: start_advancer(&epochs, &options)?,
-            _loggers: loggers,
-            primary,
+            _loggers: once(loggers),
+            primary: once(primary),
             _locks: opened.locks,
             shared: Arc::new(Shared::new(options, tag, epochs, tables, store, None)),
         };
@@ -158,7 +164,8 @@ impl Database {
     /// recovered into memory, keeping the log's tail above pepoch for the
     /// primary to judge. Clients may only read (snapshots at `view`);
     /// replay writes through [`crate::replication::standby`]. Returns the
-    /// pepoch file, which the backup's receiver keeps.
+    /// pepoch file, which the backup's receiver keeps. `options` are also
+    /// the ones it runs with once promoted ([`Database::promote`]).
     pub(crate) fn open_standby(
         options: Options,
         view: Arc<ReadView>,
@@ -170,16 +177,58 @@ impl Database {
         let epochs = Arc::new(Epochs::standby(options.snapshot_epochs, opened.first_epoch));
         let store = Arc::new(opened.store);
         let tables = Arc::new(Tables::new(opened.tables));
-        let options = Options { read_only: true, primary: None, ..options };
         let handle = Handle {
-            _checkpointer: None,
+            _checkpointer: OnceLock::new(),
             _advancer: start_advancer(&epochs, &options)?,
-            _loggers: None,
-            primary: None,
+            _loggers: OnceLock::new(),
+            primary: OnceLock::new(),
             _locks: opened.locks,
             shared: Arc::new(Shared::new(options, tag, epochs, tables, store, Some(view))),
         };
         Ok((Database { handle: Arc::new(handle) }, pepoch_file))
+    }
+
+    /// Makes a standby a primary in place (failover, Query Fresh §3.4.4).
+    /// Memory holds exactly the epochs `<= pepoch` (the backup persisted
+    /// and replayed them); every later epoch it received or may have
+    /// numbered (up to `top` and the standby's own `E`) is made void,
+    /// durably, before anything new is logged, and `E` jumps above them
+    /// all, so the new term's epochs never meet the old term's tail. Then
+    /// replication (if the options ask), the loggers and the checkpointer
+    /// start, and writes are accepted. Returns the new term's first epoch.
+    pub(crate) fn promote(&self, pepoch: u64, top: u64, pepoch_file: durability::logger::PepochFile) -> Result<u64> {
+        let (shared, handle) = (self.shared(), &self.handle);
+        if !shared.standby.load(Ordering::Acquire) {
+            return Err(Error::Replication("promote: this database is not a standby".into()));
+        }
+        let store = &shared.store;
+        let durable = store.durable.as_ref().ok_or(Error::NotDurable)?;
+        let epochs = &shared.epochs;
+        let first = epochs.boundary_at_or_above(top.max(epochs.current()) + 1);
+        {
+            let mut m = log::lock(&store.manifest);
+            let mut next = m.clone();
+            next.voids.push((pepoch + 1, first - 1));
+            store.store_manifest(&mut m, next)?;
+        }
+        durable.promote(pepoch);
+        epochs.promote(first);
+        let options = &shared.options;
+        // The shipper taps the loggers before their first block.
+        if let Some(p) = &options.primary {
+            let manifest = log::lock(&store.manifest).encode();
+            let dirs = store.dirs.clone();
+            let _ = handle.primary.set(Primary::start(p.clone(), durable.clone(), dirs, store.retention.clone(), manifest)?);
+        }
+        if let Some(l) = store.start_loggers(Some(pepoch_file), epochs, options)? {
+            let _ = handle._loggers.set(l);
+        }
+        if let Some(c) = store.start_checkpointer(epochs, &shared.tables, options)? {
+            let _ = handle._checkpointer.set(c);
+        }
+        shared.standby.store(false, Ordering::Release);
+        ::log::info!("promoted: epochs <= {pepoch} kept, {}..={} void, new epochs from {first}", pepoch + 1, first - 1);
+        Ok(first)
     }
 
     /// Adds the tables of `manifest` this database lacks (a standby
@@ -226,7 +275,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn is_read_only(&self) -> bool {
-        self.shared().options.read_only
+        self.shared().read_only()
     }
 
     /// Blocks until snapshot transactions see every transaction that
@@ -283,7 +332,7 @@ impl Database {
         if let Some(n) = index_names.iter().find(|n| taken(n)) {
             return Err(Error::TableExists(n.clone()));
         }
-        if shared.options.read_only {
+        if shared.read_only() {
             return Err(Error::ReadOnly);
         }
         let id = TableId::new(shared.tag, tables.len() as u32);
@@ -667,7 +716,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn replication_status(&self) -> Option<ReplicationStatus> {
-        let p = self.handle.primary.as_ref()?;
+        let p = self.handle.primary.get()?;
         let d = self.shared().store.durable.as_ref()?;
         Some(ReplicationStatus {
             listen: p.addr(),
@@ -698,8 +747,20 @@ impl Shared {
             has_orphans: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             store,
+            standby: AtomicBool::new(view.is_some()),
             view,
         }
+    }
+
+    /// Whether writes are refused: opened read-only, or a standby.
+    #[inline]
+    pub fn read_only(&self) -> bool {
+        self.options.read_only || self.standby.load(Ordering::Acquire)
+    }
+
+    /// A standby's read view, until it is promoted.
+    fn standby_view(&self) -> Option<&ReadView> {
+        self.view.as_deref().filter(|_| self.standby.load(Ordering::Acquire))
     }
 }
 
@@ -873,7 +934,7 @@ impl Worker {
     /// ```
     pub fn snapshot_fresh(&mut self, freshness: Freshness) -> Result<SnapshotTxn<'_>> {
         let shared = self.shared.clone();
-        let view = shared.view.as_deref();
+        let view = shared.standby_view();
         crate::replication::standby::check_fresh(&shared.epochs, view, &shared.options, freshness, &shared.closed)?;
         // Read at exactly the `se_w` that reclamation sees.
         let (_, se) = self.enter()?;
@@ -1163,7 +1224,7 @@ impl Worker {
     /// ```
     pub fn kv_put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
-        if self.shared.options.read_only {
+        if self.shared.read_only() {
             return Err(Error::ReadOnly);
         }
         let t = self.table_index(table)?;

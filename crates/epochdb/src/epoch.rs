@@ -68,8 +68,8 @@ pub struct Epochs {
     k: u64,
     /// On a hot standby `SE` follows the replayed, released view
     /// ([`Epochs::drive_snapshot`]), not `E`, which there only paces
-    /// reclamation.
-    driven: bool,
+    /// reclamation (until [`Epochs::promote`]).
+    driven: AtomicBool,
     slots: Mutex<Vec<Arc<EpochSlot>>>,
 }
 
@@ -90,7 +90,7 @@ impl Epochs {
             tree_bound: AtomicU64::new(0),
             snapshot_bound: AtomicU64::new(0),
             k,
-            driven: false,
+            driven: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
         }
     }
@@ -101,14 +101,27 @@ impl Epochs {
     pub fn standby(k: u64, first: u64) -> Epochs {
         let mut e = Epochs::starting_at(k, first);
         e.snapshot = Padded(AtomicU64::new(1));
-        e.driven = true;
+        e.driven = AtomicBool::new(true);
         e
     }
 
     /// On a standby: snapshots now read every epoch `< se` (never lowers).
     pub fn drive_snapshot(&self, se: u64) {
-        debug_assert!(self.driven);
+        debug_assert!(self.driven.load(Ordering::Relaxed));
         self.snapshot.0.fetch_max(se, Ordering::SeqCst);
+    }
+
+    /// The first epoch boundary (multiple of `k`) at or above `e`.
+    pub fn boundary_at_or_above(&self, e: u64) -> u64 {
+        e.div_ceil(self.k) * self.k
+    }
+
+    /// A standby becomes a primary: `E` jumps to at least `first` (above
+    /// every epoch it received, so new TIDs exceed them all), and from the
+    /// next tick `SE` follows `E` as on any primary.
+    pub fn promote(&self, first: u64) {
+        self.global.0.fetch_max(first, Ordering::SeqCst);
+        self.driven.store(false, Ordering::SeqCst);
     }
 
     /// The global epoch `E`.
@@ -189,7 +202,7 @@ impl Epochs {
         if self.global.0.compare_exchange(e, e + 1, Ordering::SeqCst, Ordering::SeqCst).is_err() {
             return true; // another caller advanced it past e
         }
-        if !self.driven {
+        if !self.driven.load(Ordering::Relaxed) {
             let se_new = self.snap((e + 1).saturating_sub(self.k));
             self.snapshot.0.fetch_max(se_new, Ordering::SeqCst);
         }

@@ -658,3 +658,70 @@ fn log_files_a_connected_backup_needs_are_kept() {
     drop((w, db));
     std::fs::remove_dir_all(pdir).ok();
 }
+
+/// A backup promoted in place (`Backup::promote`) after its `Sync`
+/// primary is gone has every acknowledged commit, takes writes through
+/// the workers it already had, ships them to a backup of its own, and its
+/// directory recovers the old term and the new one.
+#[test]
+fn a_promoted_backup_keeps_every_acknowledged_commit_and_takes_writes() {
+    use epochdb::Freshness;
+    let (pdir, bdir, cdir) = (dir("promote-p"), dir("promote-b"), dir("promote-c"));
+    let db = primary(&pdir, Safety::Sync, Duration::from_secs(5));
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let mut opts = BackupOptions::new(&bdir, addr(&db));
+    opts.database.epoch_interval = Duration::from_millis(5);
+    opts.database.checkpoint_interval = Duration::from_millis(100);
+    opts.database.primary = Some(PrimaryOptions { listen: "127.0.0.1:0".parse().expect("parse"), ..Default::default() });
+    let backup = Backup::start(opts).expect("start the backup");
+    wait_until("the backup is in sync", || in_sync(&db, 1));
+    // A reader's worker on the standby, from before the promotion.
+    let mut bw = backup.database().worker().expect("worker");
+    let mut w = db.worker().expect("worker");
+    let mut last = 0;
+    for i in 0..400u64 {
+        let ((), info) = w.run_with_info(|txn| txn.put(t, &i.to_be_bytes(), b"old term")).expect("put");
+        last = info.epoch;
+    }
+    w.wait_durable(last).expect("released");
+    let acked = rows(&mut w, t);
+    // Commits after the last acknowledged one, that may or may not survive.
+    for i in 400..450u64 {
+        w.run(|txn| txn.put(t, &i.to_be_bytes(), b"old term")).expect("put");
+    }
+    drop((w, db)); // the primary is gone
+
+    let promoted = backup.promote().expect("promote");
+    assert!(!promoted.is_read_only());
+    let bt = promoted.table("t").expect("table");
+    let have = rows(&mut bw, bt);
+    for row in &acked {
+        assert!(have.contains(row), "acknowledged key {:02x?} lost", row.0);
+    }
+    // The old worker writes, and the new primary releases on its own.
+    let ((), info) = bw.run_with_info(|txn| txn.put(bt, b"new", b"new term")).expect("a write on the promoted");
+    assert!(info.epoch > last);
+    bw.wait_durable(info.epoch).expect("durable on the promoted");
+    let after = rows(&mut bw, bt);
+
+    // A backup of the new primary gets the old term and the new.
+    let backup2 = Backup::start(BackupOptions::new(&cdir, addr(&promoted))).expect("start a backup of the promoted");
+    let standby = backup2.database();
+    let mut cw = standby.worker().expect("worker");
+    let fresh = Freshness::AtLeast { epoch: info.epoch, wait: Duration::from_secs(30) };
+    let mut snap = cw.snapshot_fresh(fresh).unwrap_or_else(|e| panic!("{e}: {:?}", backup2.status()));
+    let got = snapshot_rows(&mut snap, standby.table("t").expect("table"));
+    drop(snap);
+    assert!(got == after, "the new backup has {} rows, the new primary {}", got.len(), after.len());
+    drop((cw, backup2, bw, promoted));
+
+    // The promoted directory recovers both terms, and nothing else.
+    let reopened = promote(&bdir).expect("open the promoted directory");
+    let mut rw = reopened.worker().expect("worker");
+    let recovered = rows(&mut rw, reopened.table("t").expect("table"));
+    assert!(recovered == after, "recovered {} rows, had {}", recovered.len(), after.len());
+    drop((rw, reopened));
+    for d in [pdir, bdir, cdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

@@ -263,6 +263,16 @@ impl Durable {
         self.release();
     }
 
+    /// A promoted standby: every epoch `<= pepoch` is on this disk (its
+    /// receiver persisted them); its loggers go on from there.
+    pub fn promote(&self, pepoch: u64) {
+        for l in &self.loggers {
+            l.durable.fetch_max(pepoch, Ordering::AcqRel);
+        }
+        self.local.fetch_max(pepoch, Ordering::AcqRel);
+        self.release();
+    }
+
     fn release(&self) {
         let g = lock(&self.releasing);
         let released = self.local_pepoch().min(self.limit.load(Ordering::Acquire));
@@ -538,8 +548,6 @@ impl LogFile {
         Ok(())
     }
 
-    /// `data.log` becomes `old_data.<hi>` (trimmed of its preallocated
-    /// tail), and a fresh `data.log` takes its place.
     pub fn sync(&self, io: &Io) -> Result<()> {
         io.sync(&self.out.file)
     }
@@ -554,15 +562,34 @@ impl LogFile {
         Ok(())
     }
 
+    /// `data.log` becomes `old_data.<hi>` (trimmed of its preallocated
+    /// tail), and a fresh `data.log` takes its place.
     fn rotate(&mut self, io: &Io) -> Result<()> {
-        io.truncate(&self.out.file, self.out.written())?;
-        io.sync(&self.out.file)?;
-        let dir = self.dir().to_path_buf();
-        let old = super::recovery::old_log_path(&dir, self.hi);
-        io.rename(&dir.join(CURRENT_LOG), &old)?;
-        ::log::debug!("log rotated: {} (epochs {}..={})", old.display(), self.lo, self.hi);
+        let dir = self.seal(io)?;
         *self = LogFile::create(&dir, io)?;
         Ok(())
+    }
+
+    /// Trims, syncs and renames `data.log` to `old_data.<hi>`, so that a
+    /// logger may start a `data.log` of its own there (an empty file is
+    /// left for it to replace). Returns the directory.
+    pub fn seal(&mut self, io: &Io) -> Result<PathBuf> {
+        let dir = self.dir().to_path_buf();
+        if self.hi == 0 {
+            return Ok(dir);
+        }
+        io.truncate(&self.out.file, self.out.written())?;
+        io.sync(&self.out.file)?;
+        let old = super::recovery::old_log_path(&dir, self.hi);
+        // Durable with the next `data.log`'s own rename (same directory).
+        io.rename(&dir.join(CURRENT_LOG), &old)?;
+        ::log::debug!("log rotated: {} (epochs {}..={})", old.display(), self.lo, self.hi);
+        Ok(dir)
+    }
+
+    /// The largest epoch of a block appended since the file was created.
+    pub fn top(&self) -> u64 {
+        self.hi
     }
 }
 

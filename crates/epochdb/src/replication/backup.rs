@@ -46,6 +46,13 @@ pub struct BackupOptions {
     pub idle_timeout: Duration,
     /// The primary's shared secret ([`crate::PrimaryOptions::secret`]).
     pub secret: Option<String>,
+    /// The standby database's options, which are also those of the
+    /// primary it becomes when promoted ([`Backup::promote`]): its
+    /// durability (not `Off`; checkpoints start at promotion), epochs,
+    /// and `primary` (where its own backups connect once promoted).
+    /// `data_dir` is replaced by the one above. Default: value logging
+    /// with checkpoints.
+    pub database: Options,
 }
 
 impl BackupOptions {
@@ -57,6 +64,7 @@ impl BackupOptions {
             retry: Duration::from_millis(200),
             idle_timeout: Duration::from_secs(5),
             secret: None,
+            database: Options { durability: Durability::LogAndCheckpoint, ..Options::default() },
         }
     }
 }
@@ -66,11 +74,11 @@ impl BackupOptions {
 pub struct Backup {
     status: Arc<Status>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<()>>>,
+    thread: Option<JoinHandle<(Result<()>, Disk)>>,
     view: Arc<ReadView>,
     replay: Arc<Replay>,
     // Stopped before the database it replays into is dropped.
-    _replayer: Replayer,
+    replayer: Option<Replayer>,
     db: Database,
 }
 
@@ -99,8 +107,10 @@ impl Backup {
     /// drops. A primary that refuses this backup stops it: see
     /// [`Backup::error`].
     pub fn start(opts: BackupOptions) -> Result<Backup> {
-        let options =
-            Options { durability: Durability::Log, data_dir: Some(opts.data_dir.clone()), ..Options::default() };
+        let options = Options { data_dir: Some(opts.data_dir.clone()), ..opts.database.clone() };
+        if options.durability == Durability::Off || options.read_only {
+            return Err(Error::InvalidOptions("a backup's database needs durability, and must not be read-only".into()));
+        }
         let view = Arc::new(ReadView::default());
         let (db, pepoch_file) = Database::open_standby(options.clone(), view.clone())?;
         let store = db.store().clone();
@@ -127,7 +137,7 @@ impl Backup {
             .name("epochdb-backup".into())
             .spawn(move || receive(opts, disk, &st, &s))
             .map_err(|e| Error::Replication(format!("start the backup thread: {e}")))?;
-        Ok(Backup { status, stop, thread: Some(thread), view, replay, _replayer: replayer, db })
+        Ok(Backup { status, stop, thread: Some(thread), view, replay, replayer: Some(replayer), db })
     }
 
     /// The hot standby: a read-only database that follows the primary.
@@ -185,12 +195,66 @@ impl Backup {
     }
 
     fn finish(&mut self) -> Result<()> {
+        self.stop_receiving().map_or(Ok(()), |(r, _)| r)
+    }
+
+    /// Stops the receiver; its result and its disk (`None` if stopped
+    /// before).
+    fn stop_receiving(&mut self) -> Option<(Result<()>, Disk)> {
         self.stop.store(true, Ordering::Release);
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(r)) => r,
-            Some(Err(_)) => Err(Error::Replication("the backup thread panicked".into())),
-            None => Ok(()),
+        match self.thread.take()?.join() {
+            Ok(done) => Some(done),
+            Err(_) => {
+                *lock(&self.status.error) = Some("the backup thread panicked".into());
+                None
+            }
         }
+    }
+
+    /// Promotes this standby to a primary, in place, and returns its
+    /// database: the same handle [`Backup::database`] gave, whose workers
+    /// and snapshots go on, now accepting writes.
+    ///
+    /// Receiving stops, and every epoch this backup persisted is replayed,
+    /// including those its primary had not released yet (their clients
+    /// had no answer). What it received above that is made void, durably,
+    /// and the new primary's epochs start above it all. Then the loggers,
+    /// the checkpointer and, if [`BackupOptions::database`] has
+    /// `primary`, a replication primary for backups of its own start.
+    ///
+    /// Under `sync` every released commit is on each in-sync backup, so
+    /// promoting one loses no acknowledged commit; under `async` the last
+    /// epochs the backup had not persisted are lost (compare
+    /// [`Backup::persisted_epoch`] of the backups and promote the highest).
+    /// Nothing fences the old primary yet (issue #18's control plane):
+    /// promote only once it is down for good, or it may go on releasing
+    /// commits alone once this backup stops acknowledging.
+    ///
+    /// A replay that failed cannot be promoted in place ([`Error::Replication`]):
+    /// drop the backup and open its directory with [`Database::open`],
+    /// which recovers it the same way.
+    pub fn promote(mut self) -> Result<Database> {
+        let Some((received, mut disk)) = self.stop_receiving() else {
+            return Err(Error::Replication("promote: the backup's receiver is gone (it panicked)".into()));
+        };
+        if let Err(e) = received {
+            ::log::warn!("promoting a backup whose receiver had stopped: {e}");
+        }
+        let pepoch = disk.pepoch;
+        self.replay.through_persisted();
+        while self.view.view() < pepoch {
+            if let Some(e) = self.replay.error() {
+                return Err(Error::Replication(format!("promote: replay failed ({e}); open the directory instead")));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(self.replayer.take());
+        // The loggers start a `data.log` of their own.
+        let top = disk.log.top();
+        disk.log.seal(&disk.store.io)?;
+        let Disk { pepoch_file, .. } = disk;
+        self.db.promote(pepoch, top, pepoch_file)?;
+        Ok(self.db.clone())
     }
 }
 
@@ -200,8 +264,9 @@ impl Drop for Backup {
     }
 }
 
-/// Connects, receives until the connection drops, and again, until stopped.
-fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBool) -> Result<()> {
+/// Connects, receives until the connection drops, and again, until
+/// stopped. Hands its disk back (for a promotion).
+fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBool) -> (Result<()>, Disk) {
     while !stop.load(Ordering::Acquire) {
         let r = session(&opts, &mut disk, status, stop);
         status.connected.store(false, Ordering::Release);
@@ -210,7 +275,7 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
             Err(Ended::Stop(e)) => {
                 ::log::error!("backup stopped: {e}");
                 *lock(&status.error) = Some(e.to_string());
-                return Err(e);
+                return (Err(e), disk);
             }
             Err(Ended::Retry(e)) => {
                 ::log::warn!("backup: {e}; connecting again");
@@ -222,7 +287,7 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    Ok(())
+    (Ok(()), disk)
 }
 
 /// Why a connection ended.

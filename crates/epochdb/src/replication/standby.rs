@@ -163,6 +163,8 @@ struct Queue {
     heard: VecDeque<(u64, Instant)>,
     /// The last target handed to the replayer.
     taken: u64,
+    /// Promotion: replay every persisted epoch, released or not.
+    promoting: bool,
     stop: bool,
 }
 
@@ -220,6 +222,13 @@ impl Replay {
         lock(&self.error).clone()
     }
 
+    /// For promotion: from now on replay every persisted epoch, whether
+    /// the (gone) primary released it or not.
+    pub fn through_persisted(&self) {
+        lock(&self.q).promoting = true;
+        self.cv.notify_all();
+    }
+
     fn stop(&self) {
         lock(&self.q).stop = true;
         self.cv.notify_all();
@@ -234,7 +243,7 @@ impl Replay {
             if q.stop {
                 return None;
             }
-            let target = q.persisted.min(q.released);
+            let target = if q.promoting { q.persisted } else { q.persisted.min(q.released) };
             if target > view && target >= applied {
                 q.taken = target;
                 let batch: Vec<_> = q.blocks.iter().filter(|b| b.lo <= target).cloned().collect();

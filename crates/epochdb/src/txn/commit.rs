@@ -38,7 +38,7 @@ impl Txn<'_> {
             self.finish_abort(Some(reason));
             return Err(Error::Aborted(reason));
         }
-        if !self.w.sets.write.is_empty() && self.w.shared.options.read_only {
+        if !self.w.sets.write.is_empty() && self.w.shared.read_only() {
             self.finish_abort(None);
             return Err(Error::ReadOnly);
         }

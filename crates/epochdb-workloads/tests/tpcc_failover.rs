@@ -188,7 +188,10 @@ fn no_row_above(db: &epochdb::Database, persisted: u64) {
             Err(epochdb::Error::UnknownTable(_)) => break, // every table done
             max_epoch => {
                 let max_epoch = max_epoch.expect("scan");
-                assert!(max_epoch <= persisted, "table {index}: a row from epoch {max_epoch} > the persisted {persisted}");
+                assert!(
+                    max_epoch <= persisted,
+                    "table {index}: a row from epoch {max_epoch} > the persisted {persisted}"
+                );
             }
         }
     }
@@ -235,11 +238,14 @@ fn failover_loop(mode: &str, default_runs: u64) {
         let view = backup.read_view();
         let db = backup.promote().expect("promote the backup");
         let promoted_in = started.elapsed();
+        // A commit of the new term's first epoch would now be released.
+        db.wait_durable(db.epoch()).expect("the new primary releases");
+        let releasing_in = started.elapsed();
         let engine = EpochDb::from_database(Variant::MemSilo, db);
         (checked, lost) = check(&engine, persisted, &root, mode == "sync");
         eprintln!(
-            "run {run}: primary killed after {life:?}; backup (read view {view}) promoted in {promoted_in:?} at \
-             epoch {persisted}; {lost} of {checked} acknowledgements lost"
+            "run {run}: primary killed after {life:?}; backup (read view {view}) promoted at epoch {persisted} in \
+             {promoted_in:?}, releasing in {releasing_in:?}; {lost} of {checked} acknowledgements lost"
         );
         drop(engine);
         // Its directory recovers the same: what it received above

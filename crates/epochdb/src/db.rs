@@ -209,6 +209,7 @@ impl Database {
             let mut m = log::lock(&store.manifest);
             let mut next = m.clone();
             next.voids.push((pepoch + 1, first - 1));
+            next.promotions.push(durability::manifest::Promotion { kept: pepoch, first });
             store.store_manifest(&mut m, next)?;
         }
         durable.promote(pepoch);
@@ -218,7 +219,13 @@ impl Database {
         if let Some(p) = &options.primary {
             let manifest = log::lock(&store.manifest).encode();
             let dirs = store.dirs.clone();
-            let _ = handle.primary.set(Primary::start(p.clone(), durable.clone(), dirs, store.retention.clone(), manifest)?);
+            let _ = handle.primary.set(Primary::start(
+                p.clone(),
+                durable.clone(),
+                dirs,
+                store.retention.clone(),
+                manifest,
+            )?);
         }
         if let Some(l) = store.start_loggers(Some(pepoch_file), epochs, options)? {
             let _ = handle._loggers.set(l);

@@ -155,8 +155,8 @@ fn frame(body: &[u8]) -> Vec<u8> {
 
 /// A backup written from FORMAT.md alone: connects, answers the
 /// challenge (4 + 1 + 8 + 2 + 32 + 4 bytes) with a hello that says it
-/// persisted `pepoch`, with the proof for the empty secret, and returns
-/// the socket, where the welcome comes next.
+/// persisted `pepoch` in term 0, with the proof for the empty secret, and
+/// returns the socket, where the welcome comes next.
 fn fake_backup(addr: &str, pepoch: u64) -> std::net::TcpStream {
     let mut sock = std::net::TcpStream::connect(addr).expect("connect");
     let mut challenge = [0u8; 51];
@@ -174,8 +174,10 @@ fn fake_backup(addr: &str, pepoch: u64) -> std::net::TcpStream {
     };
     let mut body = vec![1u8];
     body.extend_from_slice(b"EPOCHREP");
-    body.extend_from_slice(&2u16.to_le_bytes());
+    body.extend_from_slice(&3u16.to_le_bytes());
     body.extend_from_slice(&pepoch.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes()); // term
+    body.extend_from_slice(&0u64.to_le_bytes()); // its first epoch
     body.extend_from_slice(&nonce);
     body.extend_from_slice(&proof);
     sock.write_all(&frame(&body)).expect("send the hello");
@@ -672,7 +674,8 @@ fn a_promoted_backup_keeps_every_acknowledged_commit_and_takes_writes() {
     let mut opts = BackupOptions::new(&bdir, addr(&db));
     opts.database.epoch_interval = Duration::from_millis(5);
     opts.database.checkpoint_interval = Duration::from_millis(100);
-    opts.database.primary = Some(PrimaryOptions { listen: "127.0.0.1:0".parse().expect("parse"), ..Default::default() });
+    opts.database.primary =
+        Some(PrimaryOptions { listen: "127.0.0.1:0".parse().expect("parse"), ..Default::default() });
     let backup = Backup::start(opts).expect("start the backup");
     wait_until("the backup is in sync", || in_sync(&db, 1));
     // A reader's worker on the standby, from before the promotion.
@@ -689,9 +692,16 @@ fn a_promoted_backup_keeps_every_acknowledged_commit_and_takes_writes() {
     for i in 400..450u64 {
         w.run(|txn| txn.put(t, &i.to_be_bytes(), b"old term")).expect("put");
     }
-    drop((w, db)); // the primary is gone
-
+    // The backup is promoted while the old primary still runs (nothing
+    // fences it yet), which goes on logging epochs the backup never had.
     let promoted = backup.promote().expect("promote");
+    for i in 450..500u64 {
+        w.run(|txn| txn.put(t, &i.to_be_bytes(), b"old term")).expect("put");
+    }
+    let deposed_epoch = db.epoch();
+    w.wait_durable(deposed_epoch).expect("the deposed primary's own log");
+    drop((w, db));
+
     assert!(!promoted.is_read_only());
     let bt = promoted.table("t").expect("table");
     let have = rows(&mut bw, bt);
@@ -713,7 +723,17 @@ fn a_promoted_backup_keeps_every_acknowledged_commit_and_takes_writes() {
     let got = snapshot_rows(&mut snap, standby.table("t").expect("table"));
     drop(snap);
     assert!(got == after, "the new backup has {} rows, the new primary {}", got.len(), after.len());
-    drop((cw, backup2, bw, promoted));
+    // A backup of the new term restarts and resumes.
+    drop((cw, backup2));
+    let backup2 = Backup::start(BackupOptions::new(&cdir, addr(&promoted))).expect("restart the backup");
+    wait_until("the restarted backup is in sync", || in_sync(&promoted, 1));
+    // The deposed primary cannot follow the new one: its log has epochs
+    // the promotion did not keep.
+    let deposed = Backup::start(BackupOptions::new(&pdir, addr(&promoted))).expect("start the deposed primary");
+    wait_until("the deposed primary is refused", || deposed.is_finished());
+    let e = deposed.error().expect("an error");
+    assert!(e.contains("diverged") && e.contains("move its directory aside"), "{e}");
+    drop((deposed, backup2, bw, promoted));
 
     // The promoted directory recovers both terms, and nothing else.
     let reopened = promote(&bdir).expect("open the promoted directory");

@@ -109,7 +109,9 @@ impl Backup {
     pub fn start(opts: BackupOptions) -> Result<Backup> {
         let options = Options { data_dir: Some(opts.data_dir.clone()), ..opts.database.clone() };
         if options.durability == Durability::Off || options.read_only {
-            return Err(Error::InvalidOptions("a backup's database needs durability, and must not be read-only".into()));
+            return Err(Error::InvalidOptions(
+                "a backup's database needs durability, and must not be read-only".into(),
+            ));
         }
         let view = Arc::new(ReadView::default());
         let (db, pepoch_file) = Database::open_standby(options.clone(), view.clone())?;
@@ -364,7 +366,8 @@ fn session(
     let secret = opts.secret.as_deref().unwrap_or_default().as_bytes();
     let ours = wire::nonce()?;
     let proof = wire::proof(secret, wire::Side::Backup, &theirs, &ours);
-    let hello = Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch, nonce: ours, proof };
+    let (term, term_start) = lock(&disk.store.manifest).term();
+    let hello = Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch, term, term_start, nonce: ours, proof };
     wire::send(&mut w, &hello).map_err(Ended::Retry)?;
     let streams = match next(&mut r, &mut body)? {
         Some(Msg::Welcome { streams, proof, manifest }) => {
@@ -443,6 +446,8 @@ impl Disk {
             return Err(bad("the primary's catalog is not an extension of this backup's: another database?".into()));
         }
         next.tables = theirs.tables;
+        // The primary checked that our history is a prefix of its own.
+        next.promotions = theirs.promotions;
         // A primary forgets voids below its checkpoint; this log may still
         // hold those epochs, so the backup keeps every void it was told.
         for v in theirs.voids {

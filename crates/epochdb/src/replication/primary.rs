@@ -305,16 +305,16 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     wire::send(&mut &sock, &Msg::Challenge { version: wire::VERSION, nonce: ours })?;
     let secret = hub.opts.secret.as_deref().unwrap_or_default().as_bytes();
     // Unauthenticated yet: a hello is small, and nothing larger is read.
-    let (pepoch, theirs) = match wire::recv_at_most(&mut reader, &mut body, wire::MAX_HANDSHAKE)? {
+    let (pepoch, term, theirs) = match wire::recv_at_most(&mut reader, &mut body, wire::MAX_HANDSHAKE)? {
         Some(Msg::Hello { version, .. }) if version != wire::VERSION => {
             let reason = format!("protocol version {version}; this primary speaks {}", wire::VERSION);
             return refuse(&sock, reason);
         }
-        Some(Msg::Hello { pepoch, nonce, proof, .. }) => {
+        Some(Msg::Hello { pepoch, term, term_start, nonce, proof, .. }) => {
             if !wire::verify(secret, wire::Side::Backup, &ours, &nonce, &proof) {
                 return refuse(&sock, "authentication failed: the backup does not hold this primary's secret".into());
             }
-            (pepoch, nonce)
+            (pepoch, (term, term_start), nonce)
         }
         other => return Err(Error::Replication(format!("expected a hello, got {other:?}"))),
     };
@@ -332,6 +332,16 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     // Under the hub's lock, so no block falls between the backlog (or the
     // files) and the live stream.
     let mut st = lock(&hub.state);
+    let Some(manifest) = Manifest::decode_current(&st.manifest) else {
+        drop(st);
+        return refuse(&sock, "the primary's manifest does not decode".into());
+    };
+    // A backup from another history (a deposed primary) never mixes its
+    // epochs with ours.
+    if let Some(reason) = manifest.diverged(term.0, term.1, pepoch) {
+        drop(st);
+        return refuse(&sock, format!("diverged: {reason}"));
+    }
     let proof = wire::proof(secret, wire::Side::Primary, &ours, &theirs);
     let mut welcome = Vec::new();
     Msg::Welcome { streams: st.backlog.len() as u16, proof, manifest: st.manifest.clone() }.encode(&mut welcome);
@@ -339,9 +349,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     let files = if behind {
         // Too far behind (or new): from the files, opened now; every block
         // tapped from here on is queued, and a block in both is harmless.
-        let opened = Manifest::decode_current(&st.manifest)
-            .ok_or_else(|| "the primary's manifest does not decode".to_string())
-            .and_then(|m| recovery::open_for_catch_up(&hub.dirs, &m, pepoch, &hub.retention.deleted_through));
+        let opened = recovery::open_for_catch_up(&hub.dirs, &manifest, pepoch, &hub.retention.deleted_through);
         match opened {
             Ok(files) => Some(files),
             Err(reason) => {

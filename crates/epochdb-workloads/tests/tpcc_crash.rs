@@ -10,8 +10,7 @@
 //! directory.
 
 use epochdb::{Durability, Options, TableId};
-use epochdb_workloads::driver::Terminal;
-use epochdb_workloads::engine::{Engine, EpochDb, TxnError, TxnKind, Variant};
+use epochdb_workloads::engine::{Engine, EpochDb, TxnKind, Variant};
 use epochdb_workloads::keygen::Rng;
 use epochdb_workloads::tpcc::Tpcc;
 use epochdb_workloads::tpcc_rows::{key, Order};
@@ -20,6 +19,8 @@ use std::time::{Duration, Instant};
 
 #[path = "../../epochdb/tests/common/child.rs"]
 mod child;
+#[path = "common/tpcc_child.rs"]
+mod tpcc_child;
 
 const WAREHOUSES: u32 = 2;
 const THREADS: usize = 2;
@@ -90,32 +91,9 @@ fn child_process_entry_point() {
     std::thread::scope(|s| {
         for thread in 0..THREADS {
             let (engine, tpcc) = (&engine, &tpcc);
-            s.spawn(move || run_forever(engine, tpcc, dir, run, thread));
+            s.spawn(move || tpcc_child::run_forever(engine, tpcc, dir, run, thread, THREADS));
         }
     });
-}
-
-/// Runs the mix on one thread and acknowledges what became durable. The
-/// client's thread number makes its HISTORY keys unique across runs and
-/// keeps its home warehouse `thread + 1`.
-fn run_forever(engine: &EpochDb, tpcc: &Tpcc, dir: &Path, run: usize, thread: usize) {
-    let mut acks = child::Acks::open(dir, &format!("{run}.{thread}"));
-    let mut worker = engine.worker().expect("worker");
-    let mut client = tpcc.client(run * THREADS + thread, (run * 100 + thread) as u64);
-    loop {
-        match client.run_one(&mut *worker) {
-            Ok(_) | Err(TxnError::Rollback) => {} // TPC-C's 1% deliberate rollbacks
-            Err(e) => panic!("transaction: {e}"),
-        }
-        let epoch = worker.last_commit_epoch();
-        if let Some((w, d, o)) = client.last.new_order {
-            acks.push(epoch, format!("o {w} {d} {o}"));
-        }
-        for &(w, d, o) in &client.last.delivered {
-            acks.push(epoch, format!("d {w} {d} {o}"));
-        }
-        acks.flush(engine.durable_epoch().expect("durable engine"));
-    }
 }
 
 /// Acknowledged orders and deliveries, from complete lines of the side files.
@@ -168,19 +146,9 @@ fn check(dir: &Path, mode: Durability) -> usize {
         })
         .expect("acknowledgements");
 
-    let mut w = db.worker().expect("worker");
     for name in TABLES {
         let table: TableId = db.table(name).expect("table");
-        let max_epoch = w
-            .run(|txn| {
-                let mut max = 0;
-                txn.scan_versioned(table, .., false, usize::MAX, |_, _, tid| {
-                    max = tid.map_or(max, |t| max.max(t.epoch()));
-                    true
-                })?;
-                Ok(max)
-            })
-            .expect("scan");
+        let max_epoch = tpcc_child::max_epoch(db, table).expect("scan");
         assert!(max_epoch <= pepoch, "{name}: a row from epoch {max_epoch} > pepoch {pepoch}");
     }
     orders.len() + deliveries.len()

@@ -14,9 +14,8 @@
 //! checkpoint and logs), so the loop also covers recovering a promoted
 //! directory and bootstrapping under load.
 
-use epochdb::{Backup, BackupOptions, Durability, Options, PrimaryOptions, Safety, TableId};
-use epochdb_workloads::driver::Terminal;
-use epochdb_workloads::engine::{Engine, EpochDb, TxnError, TxnKind, Variant};
+use epochdb::{Backup, BackupOptions, Durability, Options, PrimaryOptions, Safety};
+use epochdb_workloads::engine::{Engine, EpochDb, TxnKind, Variant};
 use epochdb_workloads::keygen::Rng;
 use epochdb_workloads::tpcc::Tpcc;
 use epochdb_workloads::tpcc_rows::{key, Order};
@@ -25,6 +24,8 @@ use std::time::{Duration, Instant};
 
 #[path = "../../epochdb/tests/common/child.rs"]
 mod child;
+#[path = "common/tpcc_child.rs"]
+mod tpcc_child;
 
 const WAREHOUSES: u32 = 2;
 const THREADS: usize = 2;
@@ -97,30 +98,9 @@ fn child_process_entry_point() {
     std::thread::scope(|s| {
         for thread in 0..THREADS {
             let (engine, tpcc) = (&engine, &tpcc);
-            s.spawn(move || run_forever(engine, tpcc, root, run, thread));
+            s.spawn(move || tpcc_child::run_forever(engine, tpcc, root, run, thread, THREADS));
         }
     });
-}
-
-/// Runs the mix on one thread and acknowledges what was released.
-fn run_forever(engine: &EpochDb, tpcc: &Tpcc, root: &Path, run: usize, thread: usize) {
-    let mut acks = child::Acks::open(root, &format!("{run}.{thread}"));
-    let mut worker = engine.worker().expect("worker");
-    let mut client = tpcc.client(run * THREADS + thread, (run * 100 + thread) as u64);
-    loop {
-        match client.run_one(&mut *worker) {
-            Ok(_) | Err(TxnError::Rollback) => {}
-            Err(e) => panic!("transaction: {e}"),
-        }
-        let epoch = worker.last_commit_epoch();
-        if let Some((w, d, o)) = client.last.new_order {
-            acks.push(epoch, format!("o {w} {d} {o}"));
-        }
-        for &(w, d, o) in &client.last.delivered {
-            acks.push(epoch, format!("d {w} {d} {o}"));
-        }
-        acks.flush(engine.durable_epoch().expect("durable engine"));
-    }
 }
 
 /// Waits for `path` while `child` lives.
@@ -173,18 +153,8 @@ fn check(engine: &EpochDb, persisted: u64, root: &Path, sync: bool) -> (usize, u
 
 /// Asserts that no row of `db` is from an epoch above `persisted`.
 fn no_row_above(db: &epochdb::Database, persisted: u64) {
-    let mut w = db.worker().expect("worker");
     for index in 0.. {
-        let table: TableId = db.table_handle(index);
-        let max_epoch = w.run(|txn| {
-            let mut max = 0;
-            txn.scan_versioned(table, .., false, usize::MAX, |_, _, tid| {
-                max = tid.map_or(max, |t| max.max(t.epoch()));
-                true
-            })?;
-            Ok(max)
-        });
-        match max_epoch {
+        match tpcc_child::max_epoch(db, db.table_handle(index)) {
             Err(epochdb::Error::UnknownTable(_)) => break, // every table done
             max_epoch => {
                 let max_epoch = max_epoch.expect("scan");

@@ -197,19 +197,17 @@ impl Backup {
     }
 
     fn finish(&mut self) -> Result<()> {
-        self.stop_receiving().map_or(Ok(()), |(r, _)| r)
+        self.stop_receiving()?.map_or(Ok(()), |(r, _)| r)
     }
 
     /// Stops the receiver; its result and its disk (`None` if stopped
     /// before).
-    fn stop_receiving(&mut self) -> Option<(Result<()>, Disk)> {
+    fn stop_receiving(&mut self) -> Result<Option<(Result<()>, Disk)>> {
         self.stop.store(true, Ordering::Release);
-        match self.thread.take()?.join() {
-            Ok(done) => Some(done),
-            Err(_) => {
-                *lock(&self.status.error) = Some("the backup thread panicked".into());
-                None
-            }
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(done)) => Ok(Some(done)),
+            Some(Err(_)) => Err(Error::Replication("the backup thread panicked".into())),
+            None => Ok(None),
         }
     }
 
@@ -236,8 +234,8 @@ impl Backup {
     /// drop the backup and open its directory with [`Database::open`],
     /// which recovers it the same way.
     pub fn promote(mut self) -> Result<Database> {
-        let Some((received, mut disk)) = self.stop_receiving() else {
-            return Err(Error::Replication("promote: the backup's receiver is gone (it panicked)".into()));
+        let Some((received, mut disk)) = self.stop_receiving()? else {
+            return Err(Error::Replication("promote: the backup was stopped".into()));
         };
         if let Err(e) = received {
             ::log::warn!("promoting a backup whose receiver had stopped: {e}");

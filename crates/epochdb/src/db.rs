@@ -190,8 +190,8 @@ impl Database {
 
     /// Makes a standby a primary in place (failover, Query Fresh §3.4.4).
     /// Memory holds exactly the epochs `<= pepoch` (the backup persisted
-    /// and replayed them); every later epoch it received or may have
-    /// numbered (up to `top` and the standby's own `E`) is made void,
+    /// and replayed them); every later epoch it received (up to `top`) or
+    /// recovered (below the standby's own `E`) is made void,
     /// durably, before anything new is logged, and `E` jumps above them
     /// all, so the new term's epochs never meet the old term's tail. Then
     /// replication (if the options ask), the loggers and the checkpointer
@@ -204,11 +204,13 @@ impl Database {
         let store = &shared.store;
         let durable = store.durable.as_ref().ok_or(Error::NotDurable)?;
         let epochs = &shared.epochs;
-        let first = epochs.boundary_at_or_above(top.max(epochs.current()) + 1);
+        let first = epochs.boundary_at_or_above(top.max(epochs.current()).max(pepoch) + 1);
         {
             let mut m = log::lock(&store.manifest);
             let mut next = m.clone();
-            next.voids.push((pepoch + 1, first - 1));
+            if first - 1 > pepoch {
+                next.voids.push((pepoch + 1, first - 1));
+            }
             next.promotions.push(durability::manifest::Promotion { kept: pepoch, first });
             store.store_manifest(&mut m, next)?;
         }

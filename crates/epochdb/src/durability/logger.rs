@@ -586,11 +586,6 @@ impl LogFile {
         ::log::debug!("log rotated: {} (epochs {}..={})", old.display(), self.lo, self.hi);
         Ok(dir)
     }
-
-    /// The largest epoch of a block appended since the file was created.
-    pub fn top(&self) -> u64 {
-        self.hi
-    }
 }
 
 /// The pepoch file: the header, then two slots in separate 512-byte

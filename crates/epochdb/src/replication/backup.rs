@@ -99,6 +99,9 @@ struct Disk {
     rotate: Rotation,
     replay: Arc<Replay>,
     view: Arc<ReadView>,
+    /// The largest epoch of a block received since open (the log's tail
+    /// from before open is below the standby's first epoch).
+    top: u64,
 }
 
 impl Backup {
@@ -131,6 +134,7 @@ impl Backup {
             rotate,
             replay: replay.clone(),
             view: view.clone(),
+            top: 0,
         };
         let status = Arc::new(Status { persisted: AtomicU64::new(pepoch), ..Status::default() });
         let stop = Arc::new(AtomicBool::new(false));
@@ -231,8 +235,9 @@ impl Backup {
     /// commits alone once this backup stops acknowledging.
     ///
     /// A replay that failed cannot be promoted in place ([`Error::Replication`]):
-    /// drop the backup and open its directory with [`Database::open`],
-    /// which recovers it the same way.
+    /// open the directory with [`Database::open`] instead (once the
+    /// returned error has dropped the backup), which recovers it the same
+    /// way; so after any error of a promotion.
     pub fn promote(mut self) -> Result<Database> {
         let Some((received, mut disk)) = self.stop_receiving()? else {
             return Err(Error::Replication("promote: the backup was stopped".into()));
@@ -250,9 +255,8 @@ impl Backup {
         }
         drop(self.replayer.take());
         // The loggers start a `data.log` of their own.
-        let top = disk.log.top();
         disk.log.seal(&disk.store.io)?;
-        let Disk { pepoch_file, .. } = disk;
+        let Disk { pepoch_file, top, .. } = disk;
         self.db.promote(pepoch, top, pepoch_file)?;
         Ok(self.db.clone())
     }
@@ -403,6 +407,7 @@ fn session(
                     return Err(bad(format!("a block said to hold {lo}..={hi} holds {epochs:?}")).into());
                 }
                 disk.log.append(&disk.store.io, &block, lo, hi)?;
+                disk.top = disk.top.max(hi);
                 disk.replay.push(lo, hi, block, stop);
             }
             Msg::Released { epoch } => disk.replay.released(epoch),

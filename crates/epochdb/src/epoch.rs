@@ -83,7 +83,7 @@ impl Epochs {
     /// recovered (and nothing newer, which starts at `first`).
     pub fn starting_at(k: u64, first: u64) -> Epochs {
         assert!(k >= 2, "snapshot epochs must trail by at least two epochs");
-        let first = if first > 1 { first.div_ceil(k) * k } else { 1 };
+        let first = if first > 1 { boundary(k, first) } else { 1 };
         Epochs {
             global: Padded(AtomicU64::new(first)),
             snapshot: Padded(AtomicU64::new(if first > 1 { first } else { 0 })),
@@ -113,7 +113,7 @@ impl Epochs {
 
     /// The first epoch boundary (multiple of `k`) at or above `e`.
     pub fn boundary_at_or_above(&self, e: u64) -> u64 {
-        e.div_ceil(self.k) * self.k
+        boundary(self.k, e)
     }
 
     /// A standby becomes a primary: `E` jumps to at least `first` (above
@@ -208,6 +208,11 @@ impl Epochs {
         }
         true
     }
+}
+
+/// The first multiple of `k` at or above `e`.
+fn boundary(k: u64, e: u64) -> u64 {
+    e.div_ceil(k) * k
 }
 
 /// Copies `source` into a worker's `slot` and re-reads it until stable, so

@@ -54,6 +54,10 @@ pub(crate) struct Hub {
     dirs: Dirs,
     /// Which old log files the checkpointer keeps for the backups.
     retention: Arc<Retention>,
+    /// The manifest as it was at start, for its promotions (the term
+    /// history), which never change while this primary runs: only a
+    /// standby is promoted.
+    history: Manifest,
     state: Mutex<State>,
     /// The senders to wake when it grows. A leaf lock: release happens
     /// under `state` (the limit is set there), so it cannot take `state`.
@@ -194,6 +198,8 @@ impl Primary {
             .map_err(|e| Error::Replication(format!("listen on {} for backups: {e}", opts.listen)))?;
         let addr = listener.local_addr().map_err(|e| Error::Replication(format!("listen address: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| Error::Replication(format!("listener: {e}")))?;
+        let history = Manifest::decode_current(&manifest)
+            .ok_or_else(|| Error::Replication("the primary's manifest does not decode".into()))?;
         let start = durable.local_pepoch();
         let state = State {
             backlog: (0..streams).map(|_| Backlog { evicted: start, ..Backlog::default() }).collect(),
@@ -203,7 +209,7 @@ impl Primary {
         };
         retention.cap.store(opts.retain_bytes, Ordering::Release);
         let senders = Mutex::new(Vec::new());
-        let hub = Arc::new(Hub { opts, dirs, retention, state: Mutex::new(state), senders });
+        let hub = Arc::new(Hub { opts, dirs, retention, history, state: Mutex::new(state), senders });
         durable.set_tap(hub.clone());
         let h = hub.clone();
         // Each growth of the released epoch wakes the senders, which pass it on.
@@ -329,19 +335,14 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         last_ack: Mutex::new(Instant::now()),
         sender: OnceLock::new(),
     });
+    // A backup from another history (a deposed primary) never mixes its
+    // epochs with ours.
+    if let Some(reason) = hub.history.diverged(term.0, term.1, pepoch) {
+        return refuse(&sock, format!("diverged: {reason}"));
+    }
     // Under the hub's lock, so no block falls between the backlog (or the
     // files) and the live stream.
     let mut st = lock(&hub.state);
-    let Some(manifest) = Manifest::decode_current(&st.manifest) else {
-        drop(st);
-        return refuse(&sock, "the primary's manifest does not decode".into());
-    };
-    // A backup from another history (a deposed primary) never mixes its
-    // epochs with ours.
-    if let Some(reason) = manifest.diverged(term.0, term.1, pepoch) {
-        drop(st);
-        return refuse(&sock, format!("diverged: {reason}"));
-    }
     let proof = wire::proof(secret, wire::Side::Primary, &ours, &theirs);
     let mut welcome = Vec::new();
     Msg::Welcome { streams: st.backlog.len() as u16, proof, manifest: st.manifest.clone() }.encode(&mut welcome);
@@ -349,7 +350,9 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     let files = if behind {
         // Too far behind (or new): from the files, opened now; every block
         // tapped from here on is queued, and a block in both is harmless.
-        let opened = recovery::open_for_catch_up(&hub.dirs, &manifest, pepoch, &hub.retention.deleted_through);
+        let opened = Manifest::decode_current(&st.manifest)
+            .ok_or_else(|| "the primary's manifest does not decode".to_string())
+            .and_then(|m| recovery::open_for_catch_up(&hub.dirs, &m, pepoch, &hub.retention.deleted_through));
         match opened {
             Ok(files) => Some(files),
             Err(reason) => {

@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The tests make their data directories under the temporary directory
+# (some hundreds of MB a run) and not all of them remove theirs: give this
+# run a temporary directory of its own, removed when it ends.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/epochdb-tests.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR="$scratch"
+
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 # The tests make their data directories under the temporary directory
 # (some hundreds of MB a run) and not all of them remove theirs: give this
 # run a temporary directory of its own, removed when it ends.
+# (Readable by all: a test reads a database there as user nobody.)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/epochdb-tests.XXXXXX")
+chmod 755 "$scratch"
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 

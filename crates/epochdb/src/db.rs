@@ -901,7 +901,14 @@ impl Worker {
     /// txn.commit()?;
     /// # Ok::<(), epochdb::Error>(())
     /// ```
+    ///
+    /// On a hot standby the transaction reads at the read view (as
+    /// [`Worker::snapshot`] does), and its writes are [`Error::ReadOnly`].
     pub fn begin(&mut self) -> Result<Txn<'_>> {
+        if self.shared.standby_view().is_some() {
+            let se = self.enter_fresh(Freshness::Any)?;
+            return Ok(Txn::at_view(self, se));
+        }
         let (epoch, _) = self.enter()?;
         Ok(Txn::new(self, epoch))
     }
@@ -942,6 +949,14 @@ impl Worker {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn snapshot_fresh(&mut self, freshness: Freshness) -> Result<SnapshotTxn<'_>> {
+        let se = self.enter_fresh(freshness)?;
+        self.stats.snapshots += 1;
+        Ok(SnapshotTxn::new(self, se))
+    }
+
+    /// Enters an epoch for reads at a snapshot as fresh as `freshness`
+    /// asks; returns the snapshot epoch.
+    fn enter_fresh(&mut self, freshness: Freshness) -> Result<u64> {
         let shared = self.shared.clone();
         let view = shared.standby_view();
         crate::replication::standby::check_fresh(&shared.epochs, view, &shared.options, freshness, &shared.closed)?;
@@ -954,8 +969,7 @@ impl Worker {
                 wanted: "a read view (the standby has not heard its primary yet)".into(),
             });
         }
-        self.stats.snapshots += 1;
-        Ok(SnapshotTxn::new(self, se))
+        Ok(se)
     }
 
     /// Puts `grown` (a new record for the same key, made because the new

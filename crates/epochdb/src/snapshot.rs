@@ -17,9 +17,10 @@
 use crate::catalog::TableId;
 use crate::db::{check_key, Worker};
 use crate::error::Result;
+use crate::index::Tree;
 use crate::record::Record;
 use crate::tid::{is_absent, Tid};
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
 
 /// A read-only transaction at a recent snapshot (Silo §4.9): it reads the versions committed as of the snapshot epoch, never aborts and never blocks writers. Made by [`Worker::snapshot`](crate::Worker::snapshot).
@@ -29,8 +30,9 @@ pub struct SnapshotTxn<'w> {
 }
 
 /// Reads the version of `rec` visible at snapshot epoch `se` into `out`.
-/// Returns whether the key existed at `se`.
-fn read_at(rec: NonNull<Record>, se: u64, out: &mut Vec<u8>) -> bool {
+/// Returns that version's TID word (absent if the key was deleted then),
+/// or `None` if the key was created after `se`.
+pub(crate) fn read_at(rec: NonNull<Record>, se: u64, out: &mut Vec<u8>) -> Option<u64> {
     let mut r = rec;
     loop {
         // SAFETY: `r` is in an index or an old version kept for snapshots at
@@ -45,13 +47,42 @@ fn read_at(rec: NonNull<Record>, se: u64, out: &mut Vec<u8>) -> bool {
             }
         });
         if Tid::of_word(word).epoch() < se {
-            return !is_absent(word);
+            return Some(word);
         }
-        match NonNull::new(prev) {
-            Some(p) => r = p,
-            None => return false, // created after the snapshot
-        }
+        r = NonNull::new(prev)?; // none: created after the snapshot
     }
+}
+
+/// Visits up to `limit` keys of `tree` in `(lower, upper)` that have a
+/// present version at `se`, with that value (in `scratch`) and its TID
+/// word, while `visit` returns true. Returns the number visited.
+pub(crate) fn scan_at(
+    tree: &Tree,
+    se: u64,
+    scratch: &mut Vec<u8>,
+    (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+    reverse: bool,
+    limit: usize,
+    mut visit: impl FnMut(&[u8], &[u8], u64) -> bool,
+) -> usize {
+    let mut n = 0;
+    if limit == 0 {
+        return 0;
+    }
+    tree.scan(
+        lower,
+        upper,
+        reverse,
+        |_, _| {},
+        |key, rec| match read_at(rec, se, scratch) {
+            Some(word) if !is_absent(word) => {
+                n += 1;
+                visit(key, scratch, word) && n < limit
+            }
+            _ => true,
+        },
+    );
+    n
 }
 
 impl<'w> SnapshotTxn<'w> {
@@ -69,8 +100,9 @@ impl<'w> SnapshotTxn<'w> {
         check_key(key)?;
         let ti = self.w.table_index(table)?;
         let Worker { tables, scratch, .. } = &mut *self.w;
-        Ok(match tables[ti].tree.lookup(key).record {
-            Some(rec) if read_at(rec, self.se, scratch) => Some(&scratch[..]),
+        let rec = tables[ti].tree.lookup(key).record;
+        Ok(match rec.and_then(|rec| read_at(rec, self.se, scratch)) {
+            Some(word) if !is_absent(word) => Some(&scratch[..]),
             _ => None,
         })
     }
@@ -109,25 +141,8 @@ impl<'w> SnapshotTxn<'w> {
     ) -> Result<usize> {
         let ti = self.w.table_index(table)?;
         let Worker { tables, scratch, .. } = &mut *self.w;
-        let se = self.se;
-        let mut n = 0;
-        if limit == 0 {
-            return Ok(0);
-        }
-        tables[ti].tree.scan(
-            range.start_bound(),
-            range.end_bound(),
-            reverse,
-            |_, _| {},
-            |key, rec| {
-                if !read_at(rec, se, scratch) {
-                    return true;
-                }
-                n += 1;
-                visit(key, scratch) && n < limit
-            },
-        );
-        Ok(n)
+        let bounds = (range.start_bound(), range.end_bound());
+        Ok(scan_at(&tables[ti].tree, self.se, scratch, bounds, reverse, limit, |k, v, _| visit(k, v)))
     }
 
     /// Ends the snapshot transaction (dropping it does the same).

@@ -80,6 +80,9 @@ impl Txn<'_> {
 
     /// A read-only transaction validates and installs nothing.
     fn commit_read_only(&mut self) -> Result<CommitInfo, AbortReason> {
+        if self.snapshot.is_some() {
+            return Ok(CommitInfo { tid: None, epoch: self.epoch() }); // read the view
+        }
         let epoch = self.w.shared.epochs.current();
         self.validate_reads()?;
         Ok(CommitInfo { tid: None, epoch })

@@ -9,6 +9,12 @@
 //!
 //! A transaction that has already lost (its own insert met a conflicting
 //! leaf change) is *doomed*: every later call returns the abort.
+//!
+//! On a hot standby a transaction reads at the read view instead, like a
+//! snapshot transaction: replay installs one record at a time, so the
+//! live index may hold half of an epoch, or epochs the primary has not
+//! released, and validation would not notice (replay takes no write-set
+//! locks). Its writes are refused with [`Error::ReadOnly`].
 
 pub(crate) mod commit;
 pub(crate) mod delta;
@@ -19,6 +25,7 @@ use crate::catalog::{index_entry_key, index_entry_primary, index_prefix, Extract
 use crate::db::{check_key, Worker};
 use crate::error::{AbortReason, Error, Result};
 use crate::record::Record;
+use crate::snapshot::{read_at, scan_at};
 use crate::tid::{is_absent, is_latest, Tid, ABSENT_BIT, LATEST_BIT};
 use sets::{NodeEntry, ReadEntry, WriteKind};
 use std::ops::{Bound, RangeBounds};
@@ -41,6 +48,9 @@ pub struct Txn<'w> {
     epoch: u64,
     doomed: Option<AbortReason>,
     finished: bool,
+    /// On a standby: reads see the versions of epochs `< se` (the read
+    /// view plus one) and nothing is registered; writes are refused.
+    snapshot: Option<u64>,
 }
 
 /// What a read found.
@@ -56,7 +66,15 @@ enum Observed {
 impl<'w> Txn<'w> {
     pub(crate) fn new(w: &'w mut Worker, epoch: u64) -> Txn<'w> {
         debug_assert!(w.sets.read.is_empty() && w.sets.write.is_empty() && w.sets.nodes.is_empty());
-        Txn { w, epoch, doomed: None, finished: false }
+        Txn { w, epoch, doomed: None, finished: false, snapshot: None }
+    }
+
+    /// A transaction of a standby, reading at snapshot epoch `se` (its
+    /// epoch, the serialization point, is the read view `se - 1`).
+    pub(crate) fn at_view(w: &'w mut Worker, se: u64) -> Txn<'w> {
+        let mut txn = Txn::new(w, se - 1);
+        txn.snapshot = Some(se);
+        txn
     }
 
     /// The worker's local epoch `e_w` for this transaction.
@@ -69,6 +87,14 @@ impl<'w> Txn<'w> {
             return Err(Error::Aborted(r));
         }
         check_key(key)
+    }
+
+    /// [`Txn::check`] for a write, which a standby refuses.
+    fn check_write(&self, key: &[u8]) -> Result<()> {
+        if self.snapshot.is_some() {
+            return Err(Error::ReadOnly);
+        }
+        self.check(key)
     }
 
     fn check_value(&mut self, ti: usize, value: &[u8]) -> Result<()> {
@@ -91,6 +117,10 @@ impl<'w> Txn<'w> {
     fn observe(&mut self, ti: usize, key: &[u8]) -> Observed {
         let Worker { tables, sets, scratch, .. } = &mut *self.w;
         let tree = &tables[ti].tree;
+        if let Some(se) = self.snapshot {
+            let rec = tree.lookup(key).record;
+            return rec.and_then(|rec| read_at(rec, se, scratch)).map_or(Observed::Missing, Observed::Committed);
+        }
         loop {
             let found = tree.lookup(key);
             let Some(rec) = found.record else {
@@ -160,7 +190,7 @@ impl<'w> Txn<'w> {
 
     /// Writes `key = value`, inserting the key if it is missing (upsert).
     pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check(key)?;
+        self.check_write(key)?;
         let ti = self.w.table_index(table)?;
         self.check_value(ti, value)?;
         loop {
@@ -183,7 +213,7 @@ impl<'w> Txn<'w> {
     /// Inserts `key = value`; [`Error::KeyExists`] if the key is present
     /// (the transaction stays usable and has observed the key).
     pub fn insert(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check(key)?;
+        self.check_write(key)?;
         let ti = self.w.table_index(table)?;
         self.check_value(ti, value)?;
         loop {
@@ -215,7 +245,7 @@ impl<'w> Txn<'w> {
 
     /// Deletes `key`. Returns whether it was present.
     pub fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool> {
-        self.check(key)?;
+        self.check_write(key)?;
         let ti = self.w.table_index(table)?;
         let rec = match self.observe(ti, key) {
             Observed::Missing => return Ok(false),
@@ -299,6 +329,12 @@ impl<'w> Txn<'w> {
         let ti = self.w.table_index(table)?;
         let Worker { tables, sets, scratch, .. } = &mut *self.w;
         let tree = &tables[ti].tree;
+        if let Some(se) = self.snapshot {
+            let range = (lower, upper);
+            return Ok(scan_at(tree, se, scratch, range, reverse, limit, |k, v, w| {
+                visit(k, Some(v), Some(Tid::of_word(w)))
+            }));
+        }
         let (nodes, read, write, arena) = (&mut sets.nodes, &mut sets.read, &sets.write, &sets.arena);
         let mut visible = 0usize;
         if limit == 0 {

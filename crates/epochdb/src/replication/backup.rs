@@ -246,7 +246,7 @@ impl Backup {
             ::log::warn!("promoting a backup whose receiver had stopped: {e}");
         }
         let pepoch = disk.pepoch;
-        self.replay.through_persisted();
+        self.replay.through_persisted(pepoch);
         while self.view.view() < pepoch {
             if let Some(e) = self.replay.error() {
                 return Err(Error::Replication(format!("promote: replay failed ({e}); open the directory instead")));
@@ -425,8 +425,9 @@ fn session(
         if r.buffer().is_empty() && heard.iter().all(|&h| h) && low > disk.pepoch {
             disk.persist(low)?;
             status.persisted.store(low, Ordering::Release);
-            wire::send(&mut w, &Msg::Ack { pepoch: low }).map_err(Ended::Retry)?;
+            // Before the ack, whose send fails when the primary just died.
             disk.replay.persisted(low);
+            wire::send(&mut w, &Msg::Ack { pepoch: low }).map_err(Ended::Retry)?;
         }
         let view = disk.view.view();
         if view > told_view && r.buffer().is_empty() {

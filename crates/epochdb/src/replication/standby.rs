@@ -223,9 +223,12 @@ impl Replay {
     }
 
     /// For promotion: from now on replay every persisted epoch, whether
-    /// the (gone) primary released it or not.
-    pub fn through_persisted(&self) {
-        lock(&self.q).promoting = true;
+    /// the (gone) primary released it or not; `pepoch` is the disk's (the
+    /// receiver, stopped, may not have said so).
+    pub fn through_persisted(&self, pepoch: u64) {
+        let mut q = lock(&self.q);
+        q.persisted = q.persisted.max(pepoch);
+        q.promoting = true;
         self.cv.notify_all();
     }
 

@@ -19,6 +19,7 @@ mod bench;
 mod churn;
 mod datacmd;
 mod nvm;
+mod remote;
 mod replicas;
 mod serve;
 
@@ -57,6 +58,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run a replication backup: receive a primary's log into a data directory of its own (issue #18)
     Replica(serve::ReplicaArgs),
+    /// Promote a replica (`serve --replicaof`) to a primary in place: REPLICAOF NO ONE to a running server
+    Promote(remote::PromoteArgs),
+    /// Print a running server's replication state: role, term, epochs, lag (INFO replication)
+    Status(remote::StatusArgs),
     /// Print a shell completion script (e.g. `epochdb completions bash > /etc/bash_completion.d/epochdb`)
     Completions {
         /// The shell
@@ -174,6 +179,8 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Inspect(a) => datacmd::inspect(a),
         Command::Serve(a) => serve::serve(a),
         Command::Replica(a) => serve::replica(a),
+        Command::Promote(a) => remote::promote(a),
+        Command::Status(a) => remote::status(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "epochdb", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -3,7 +3,7 @@
 use crate::args::{epoch_ms, failed, run_secs, CliResult, DurabilityArg, DurabilityArgs};
 use clap::{Args, ValueEnum};
 use epochdb::{Backup, BackupOptions, Durability, PrimaryOptions, Safety};
-use epochdb_server::{AppendFsync, Config, Server};
+use epochdb_server::{AppendFsync, Config, ReplicaOf, Server};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -67,8 +67,13 @@ pub struct ServeArgs {
     /// Backups that must be in sync for --safety very-safe
     #[arg(long, default_value_t = 1, requires = "replicate_listen")]
     pub backups: usize,
-    /// Shared secret backups must prove they hold (required to listen beyond loopback); prefer the environment
-    /// variable, which `ps` does not show
+    /// Be a replica: a hot standby of the primary whose --replicate-listen is HOST:PORT. It serves reads at its
+    /// read view, refuses writes (READONLY), and becomes a primary (with this command's --replicate-listen, if
+    /// given) on REPLICAOF NO ONE or `epochdb promote`. --data-dir is the replica's own
+    #[arg(long, value_name = "HOST:PORT")]
+    pub replicaof: Option<String>,
+    /// Shared secret backups must prove they hold (required to listen beyond loopback), and that a replica
+    /// proves to its primary; prefer the environment variable, which `ps` does not show
     #[arg(long, value_name = "SECRET", env = "EPOCHDB_REPLICATION_SECRET", hide_env_values = true)]
     pub replication_secret: Option<String>,
 }
@@ -135,6 +140,9 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
     if a.durability.mode() == Durability::Off && matches!(a.appendfsync, AppendFsyncArg::Always) {
         return Err("--appendfsync always needs --durability other than off".into());
     }
+    if a.durability.mode() == Durability::Off && a.replicaof.is_some() {
+        return Err("--replicaof needs --durability other than off: a replica keeps its primary's log".into());
+    }
     // The same options, defaults and usage errors as a durable benchmark's
     // (only what happens to a database already there differs: kept).
     let options = DurabilityArgs {
@@ -145,12 +153,13 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         epoch_ms: a.epoch_ms,
     }
     .options()?;
+    let replication_secret = a.replication_secret;
     let options = epochdb::Options {
         primary: a.replicate_listen.map(|listen| PrimaryOptions {
             listen,
             safety: a.safety.safety(),
             backups: a.backups,
-            secret: a.replication_secret,
+            secret: replication_secret.clone(),
             ..PrimaryOptions::default()
         }),
         ..options
@@ -167,11 +176,15 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         requirepass: a.requirepass,
         databases: a.databases.into(),
         maxclients: a.maxclients,
+        replicaof: a.replicaof.map(|primary| ReplicaOf { secret: replication_secret, ..ReplicaOf::new(primary) }),
         options,
         ..Config::default()
     };
     let server = Server::start(config).map_err(|e| failed(e.to_string()))?;
     crate::say!("epochdb serve: listening on {} (redis-cli -p {})", server.local_addr(), server.local_addr().port());
+    if let Some(primary) = server.replica_of() {
+        crate::say!("epochdb serve: replica of {primary}: reads at its read view, writes refused until promoted");
+    }
     if let Some(st) = server.database().replication_status() {
         crate::say!("epochdb serve: replication primary ({:?}), backups connect to {}", st.safety, st.listen);
     }

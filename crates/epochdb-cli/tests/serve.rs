@@ -207,6 +207,109 @@ fn a_sync_backup_keeps_every_acknowledged_write_when_the_primary_is_killed() {
     std::fs::remove_dir_all(&base).ok();
 }
 
+/// Runs `epochdb <args>` against `server` and returns its standard output.
+fn epochdb(args: &[&str], server: &Served) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_epochdb")).args(args).output().expect("run epochdb");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "epochdb {args:?} failed: {out}{err}; the server said: {}", server.log());
+    out
+}
+
+/// `serve --replicaof`: a replica serves reads at its read view (a MULTI
+/// on the primary is all or nothing there), refuses writes, reports its
+/// link, and `epochdb promote` makes it the primary in place after the
+/// primary is killed, with every write the primary acknowledged (sync).
+#[test]
+fn a_replica_serves_reads_and_is_promoted_in_place_when_the_primary_is_killed() {
+    let base = std::env::temp_dir().join(format!("epochdb-serve-replicaof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let (pdir, rdir) = (base.join("p"), base.join("r"));
+    let (mut primary, repl) = serve_with(&pdir, &["--replicate-listen", "127.0.0.1:0", "--safety", "sync"]);
+    let repl = repl.unwrap();
+    let paddr = format!("redis://127.0.0.1:{}/", primary.port);
+    let mut pc = redis::Client::open(paddr.clone()).unwrap().get_connection().unwrap();
+    let () = redis::cmd("SET").arg("hello").arg("world").query(&mut pc).unwrap();
+    let (mut replica, _) = serve_with(&rdir, &["--replicaof", &repl]);
+    let rport = replica.port.to_string();
+    let mut rc = redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap().get_connection().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while redis::cmd("GET").arg("hello").query::<Option<String>>(&mut rc).ok().flatten().is_none() {
+        assert!(Instant::now() < deadline, "the replica never showed the primary's write: {}", replica.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = redis::cmd("SET").arg("x").arg("1").query::<()>(&mut rc).unwrap_err();
+    assert_eq!(err.kind(), redis::ErrorKind::ReadOnly, "{err}");
+    let role: (String, String, i64, String, i64) = redis::cmd("ROLE").query(&mut rc).unwrap();
+    assert_eq!((&role.0[..], &role.1[..], &role.3[..]), ("slave", "127.0.0.1", "connected"), "{role:?}");
+    let info: String = redis::cmd("INFO").arg("replication").query(&mut rc).unwrap();
+    assert!(info.contains("role:slave") && info.contains("master_link_status:up"), "{info}");
+    // A MULTI of two INCRs on the primary, read on the replica with MGET:
+    // never half of one.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let multi = {
+        let paddr = paddr.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(paddr).unwrap().get_connection().unwrap();
+            let mut acked = 0i64;
+            while redis::pipe().atomic().incr("a", 1).incr("b", 1).query::<(i64, i64)>(&mut c).is_ok() {
+                acked += 1;
+            }
+            acked
+        })
+    };
+    let reader = {
+        let stop = stop.clone();
+        let raddr = format!("redis://127.0.0.1:{rport}/");
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(raddr).unwrap().get_connection().unwrap();
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let (a, b): (Option<i64>, Option<i64>) = redis::cmd("MGET").arg("a").arg("b").query(&mut c).unwrap();
+                assert_eq!(a, b, "the replica showed half of a MULTI");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let writers = start_writers(&paddr, 0);
+    std::thread::sleep(Duration::from_millis(800));
+    primary.child.kill().unwrap(); // SIGKILL
+    primary.child.wait().unwrap();
+    let acked = join_writers(writers, &primary);
+    let multis = multi.join().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let reads = reader.join().unwrap_or_else(|_| panic!("the reader failed; the replica said: {}", replica.log()));
+    assert!(multis > 0 && reads > 0, "{multis} MULTIs, {reads} reads");
+    eprintln!("{multis} MULTIs acknowledged, {reads} MGETs on the replica, {:?} acknowledged by the writers", acked);
+    let out = epochdb(&["promote", "--timeout", "30", "--port", &rport], &replica);
+    assert!(out.contains("is a primary in term 1"), "{out}");
+    for (w, (a, _)) in acked.iter().enumerate() {
+        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut rc).unwrap();
+        assert!(got >= *a, "writer {w} acked {a:?}, the promoted replica has {got:?}; it said: {}", replica.log());
+    }
+    let incrs: i64 = acked.iter().map(|a| a.1).sum();
+    let total: i64 = redis::cmd("GET").arg("total").query(&mut rc).unwrap();
+    let (a, b): (i64, i64) = redis::cmd("MGET").arg("a").arg("b").query(&mut rc).unwrap();
+    assert!(total >= incrs && a == b && a >= multis, "total {total} of {incrs}; a {a}, b {b} of {multis}");
+    // A primary now: it takes writes, and answers them once durable.
+    let () = redis::cmd("SET").arg("after").arg("promotion").query(&mut rc).unwrap();
+    let status = epochdb(&["status", "--port", &rport], &replica);
+    assert!(status.contains("role: master") && status.contains("epochdb_term: 1"), "{status}");
+    replica.child.kill().unwrap();
+    replica.child.wait().unwrap();
+    // Restarted as a plain server, it is the new term's primary.
+    let mut again = serve(&rdir);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", again.port)).unwrap().get_connection().unwrap();
+    let got: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(got.as_deref(), Some("promotion"));
+    let status = epochdb(&["status", "--json", "--port", &again.port.to_string()], &again);
+    assert!(status.contains("\"epochdb_term\":1"), "{status}");
+    again.child.kill().unwrap();
+    again.child.wait().unwrap();
+    std::fs::remove_dir_all(&base).ok();
+}
+
 fn installed(tool: &str) -> bool {
     Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
 }

@@ -115,17 +115,12 @@ impl EventLoop {
                     c.close_after_reply = true;
                 }
             }
-            "role" => {
-                let mut o = c.out();
-                o.array(3);
-                o.bulk(b"master");
-                o.int(0);
-                o.array(0);
-            }
-            "replicaof" => c.out().error("ERR replication is not available yet in epochdb (issue #18)"),
+            "role" => role(c, &shared),
+            "replicaof" => replicaof(c, &shared, a),
             "wait" => {
                 // No replicas exist yet: the count acknowledged is 0 at once.
                 match (parse_i64(a.get(1)), parse_i64(a.get(2))) {
+                    _ if is_replica(&shared) => c.out().error(WAIT_ON_REPLICA),
                     (Some(_), Some(t)) if t >= 0 => c.out().int(0),
                     (Some(_), Some(_)) => c.out().error("ERR timeout is negative"),
                     _ => c.out().error("ERR value is not an integer or out of range"),
@@ -322,6 +317,69 @@ impl EventLoop {
     }
 }
 
+const WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances.";
+
+/// Whether this server is a replica not yet promoted.
+fn is_replica(shared: &crate::server::Shared) -> bool {
+    shared.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+}
+
+/// A replica's primary, as `(host, port)` from its replication address.
+fn primary_of(shared: &crate::server::Shared) -> Option<(String, u16)> {
+    let r = shared.config.replicaof.as_ref()?;
+    let (host, port) = r.primary.rsplit_once(':').unwrap_or((&r.primary, "0"));
+    Some((host.trim_start_matches('[').trim_end_matches(']').to_string(), port.parse().unwrap_or(0)))
+}
+
+/// ROLE: a replica's primary and link, or a primary's backups; offsets
+/// are epochs (a replica's: the epoch it persisted).
+fn role(c: &mut Client, shared: &crate::server::Shared) {
+    let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = c.out();
+    match (backup.as_ref(), primary_of(shared)) {
+        (Some(b), Some((host, port))) => {
+            o.array(5);
+            o.bulk(b"slave");
+            o.bulk(host.as_bytes());
+            o.int(port.into());
+            o.bulk(if b.is_connected() { b"connected" } else { b"connect" });
+            o.int(b.persisted_epoch() as i64);
+        }
+        _ => {
+            drop(backup);
+            let st = shared.db.replication_status();
+            let backups = st.as_ref().map_or(&[][..], |s| &s.backups[..]);
+            o.array(3);
+            o.bulk(b"master");
+            o.int(st.as_ref().map_or(0, |s| s.released) as i64);
+            o.array(backups.len());
+            for b in backups {
+                o.array(3);
+                o.bulk(b.addr.ip().to_string().as_bytes());
+                o.bulk(b.addr.port().to_string().as_bytes());
+                o.bulk(b.acked.to_string().as_bytes());
+            }
+        }
+    }
+}
+
+/// REPLICAOF NO ONE promotes a replica in place; following another
+/// primary is set at start (`--replicaof`), not at run time.
+fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let (host, port) = (a.get(1).to_ascii_uppercase(), a.get(2).to_ascii_uppercase());
+    if host != b"NO" || port != b"ONE" {
+        c.out().error(
+            "ERR epochdb follows a primary only from start (epochdb serve --replicaof HOST:PORT, the primary's \
+             --replicate-listen address); REPLICAOF NO ONE promotes a replica",
+        );
+        return;
+    }
+    match shared.promote() {
+        Ok(_) => c.out().ok(),
+        Err(e) => c.out().error(&format!("ERR promotion failed: {e}")),
+    }
+}
+
 fn auth(c: &mut Client, shared: &crate::server::Shared, user: &str, pass: &[u8]) -> bool {
     let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
     match users.users.get(user) {
@@ -381,9 +439,77 @@ fn hello(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
     o.bulk(b"mode");
     o.bulk(b"standalone");
     o.bulk(b"role");
-    o.bulk(b"master");
+    o.bulk(if is_replica(shared) { b"replica" } else { b"master" });
     o.bulk(b"modules");
     o.array(0);
+}
+
+/// INFO replication of a replica: Redis's fields (offsets are epochs),
+/// then the standby's epochs, lag and staleness.
+fn replica_info(out: &mut String, shared: &crate::server::Shared, b: &epochdb::Backup, host: &str, port: u16) {
+    let (term, term_start) = shared.db.term();
+    let st = b.status();
+    let staleness = st.staleness.map_or(-1, |d| d.as_millis() as i64);
+    let _ = write!(
+        out,
+        "# Replication\r\nrole:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\nslave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nconnected_slaves:0\r\nmaster_repl_offset:{}\r\n",
+        if st.connected { "up" } else { "down" },
+        if staleness < 0 { -1 } else { staleness / 1000 },
+        u8::from(st.view == 0),
+        st.persisted,
+        st.view,
+        st.persisted,
+    );
+    let _ = write!(
+        out,
+        "epochdb_term:{term}\r\nepochdb_term_start_epoch:{term_start}\r\nepochdb_persisted_epoch:{}\r\nepochdb_released_epoch:{}\r\nepochdb_read_view:{}\r\nepochdb_view_lag_epochs:{}\r\nepochdb_staleness_ms:{staleness}\r\nepochdb_pending_bytes:{}\r\nepochdb_replay_error:{}\r\n",
+        st.persisted,
+        st.released,
+        st.view,
+        st.released.saturating_sub(st.view),
+        st.pending_bytes,
+        st.replay_error.as_deref().unwrap_or(""),
+    );
+}
+
+/// INFO replication of a primary: its backups, if it has any.
+fn primary_info(out: &mut String, shared: &crate::server::Shared) {
+    let (term, term_start) = shared.db.term();
+    let _ =
+        write!(out, "# Replication\r\nrole:master\r\nepochdb_term:{term}\r\nepochdb_term_start_epoch:{term_start}\r\n");
+    match shared.db.replication_status() {
+        None => out.push_str("connected_slaves:0\r\nmaster_repl_offset:0\r\n"),
+        Some(st) => {
+            // Redis's fields, with epochs for offsets, then ours.
+            let _ = write!(out, "connected_slaves:{}\r\n", st.backups.len());
+            for (i, b) in st.backups.iter().enumerate() {
+                let state = if b.in_sync { "online" } else { "catching_up" };
+                let _ = write!(
+                    out,
+                    "slave{i}:ip={},port={},state={state},offset={},lag={}\r\n",
+                    b.addr.ip(),
+                    b.addr.port(),
+                    b.acked,
+                    b.since_ack.as_secs()
+                );
+                let _ = write!(
+                    out,
+                    "epochdb_backup{i}:acked_epoch={},replayed_epoch={},lag_epochs={},replay_lag_epochs={},ack_age_ms={},queued_bytes={}\r\n",
+                    b.acked,
+                    b.replayed,
+                    st.local.saturating_sub(b.acked),
+                    st.released.saturating_sub(b.replayed),
+                    b.since_ack.as_millis(),
+                    b.queued_bytes
+                );
+            }
+            let _ = write!(
+                out,
+                "master_repl_offset:{}\r\nepochdb_safety:{:?}\r\nepochdb_released_epoch:{}\r\nepochdb_local_pepoch:{}\r\nepochdb_replication_listen:{}\r\n",
+                st.local, st.safety, st.released, st.local, st.listen
+            );
+        }
+    }
 }
 
 fn client_line(info: &crate::server::ClientInfo, now: std::time::Instant) -> String {
@@ -754,39 +880,10 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
         );
     }
     if want("replication") {
-        out.push_str("# Replication\r\nrole:master\r\n");
-        match shared.db.replication_status() {
-            None => out.push_str("connected_slaves:0\r\nmaster_repl_offset:0\r\n"),
-            Some(st) => {
-                // Redis's fields, with epochs for offsets, then ours.
-                let _ = write!(out, "connected_slaves:{}\r\n", st.backups.len());
-                for (i, b) in st.backups.iter().enumerate() {
-                    let state = if b.in_sync { "online" } else { "catching_up" };
-                    let _ = write!(
-                        out,
-                        "slave{i}:ip={},port={},state={state},offset={},lag={}\r\n",
-                        b.addr.ip(),
-                        b.addr.port(),
-                        b.acked,
-                        b.since_ack.as_secs()
-                    );
-                    let _ = write!(
-                        out,
-                        "epochdb_backup{i}:acked_epoch={},replayed_epoch={},lag_epochs={},replay_lag_epochs={},ack_age_ms={},queued_bytes={}\r\n",
-                        b.acked,
-                        b.replayed,
-                        st.local.saturating_sub(b.acked),
-                        st.released.saturating_sub(b.replayed),
-                        b.since_ack.as_millis(),
-                        b.queued_bytes
-                    );
-                }
-                let _ = write!(
-                    out,
-                    "master_repl_offset:{}\r\nepochdb_safety:{:?}\r\nepochdb_released_epoch:{}\r\nepochdb_local_pepoch:{}\r\nepochdb_replication_listen:{}\r\n",
-                    st.local, st.safety, st.released, st.local, st.listen
-                );
-            }
+        let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
+        match (backup.as_ref(), primary_of(shared)) {
+            (Some(b), Some((host, port))) => replica_info(&mut out, shared, b, &host, port),
+            _ => primary_info(&mut out, shared),
         }
         out.push_str("\r\n");
     }

@@ -607,7 +607,8 @@ impl EventLoop {
         for t in killed {
             self.close(t);
         }
-        if self.idx == 0 {
+        // A replica's expired keys go when its primary's sweep removes them.
+        if self.idx == 0 && !self.shared.db.is_read_only() {
             self.sweep();
         }
     }
@@ -684,6 +685,8 @@ pub fn engine_error(e: &Error) -> String {
     match e {
         Error::Aborted(r) => format!("ERR transaction aborted after retries ({r:?}); try again"),
         Error::ValueTooLarge { len, max } => format!("ERR value of {len} bytes is over the limit of {max}"),
+        // Clients retry LOADING (a replica that has nothing to show yet).
+        Error::Stale { .. } => format!("LOADING {other}", other = e),
         other => format!("ERR {other}"),
     }
 }

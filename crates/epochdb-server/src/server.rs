@@ -5,13 +5,13 @@ use crate::acl::Users;
 use crate::event_loop::EventLoop;
 use crate::resp::Limits;
 use crate::stats::{Slowlog, ThreadStats};
-use epochdb::{Database, Durability, Options, TableId, TableOptions};
+use epochdb::{Backup, BackupOptions, Database, Durability, Options, TableId, TableOptions};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// When a write's reply is sent (Redis's `appendfsync`, mapped onto epochs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,8 +76,33 @@ pub struct Config {
     /// SLOWLOG: commands slower than this many µs are logged (-1: none).
     pub slowlog_slower_than: i64,
     pub slowlog_max_len: usize,
-    /// The engine's options: durability, data directory, epochs.
+    /// The engine's options: durability, data directory, epochs (and, for
+    /// a replica, those it has once promoted).
     pub options: Options,
+    /// Serve as a hot standby of this primary instead of opening the
+    /// data directory as a database of its own.
+    pub replicaof: Option<ReplicaOf>,
+}
+
+/// A replica's primary (`--replicaof`): the server serves reads at the
+/// standby's read view, refuses writes with READONLY, and becomes a
+/// primary on `REPLICAOF NO ONE`.
+#[derive(Debug, Clone)]
+pub struct ReplicaOf {
+    /// The primary's replication address (its `--replicate-listen`), not
+    /// its Redis port.
+    pub primary: String,
+    /// The primary's replication secret.
+    pub secret: Option<String>,
+    /// How long a new replica may wait at start for its primary's
+    /// numbered databases.
+    pub start_timeout: Duration,
+}
+
+impl ReplicaOf {
+    pub fn new(primary: impl Into<String>) -> ReplicaOf {
+        ReplicaOf { primary: primary.into(), secret: None, start_timeout: Duration::from_secs(30) }
+    }
 }
 
 impl Default for Config {
@@ -95,6 +120,7 @@ impl Default for Config {
             slowlog_slower_than: 10_000,
             slowlog_max_len: 128,
             options: Options::default(),
+            replicaof: None,
         }
     }
 }
@@ -172,6 +198,8 @@ pub struct Shared {
     pub started: Instant,
     pub wakeups: Arc<Wakeups>,
     pub addr: SocketAddr,
+    /// A replica's backup until `REPLICAOF NO ONE` promotes it.
+    pub backup: Mutex<Option<Backup>>,
 }
 
 /// How the event loops are woken: for shutdown and kills, and by the
@@ -214,9 +242,26 @@ impl Shared {
         Limits { max_bulk: self.settings.max_bulk.load(Ordering::Relaxed), ..self.config.limits }
     }
 
-    /// Whether replies wait for durability.
+    /// Whether replies wait for durability. Not on a replica: it shows
+    /// only what its primary released, and has no durable epoch of its
+    /// own until promoted.
     pub fn durable_replies(&self) -> bool {
-        self.appendfsync() == AppendFsync::Always && self.db.options().durability != Durability::Off
+        self.appendfsync() == AppendFsync::Always
+            && self.db.options().durability != Durability::Off
+            && !self.db.is_read_only()
+    }
+
+    /// Promotes a replica's backup (`REPLICAOF NO ONE`); `Ok(false)` if
+    /// this server is a primary already.
+    pub fn promote(&self) -> epochdb::Result<bool> {
+        let Some(backup) = self.backup.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Ok(false);
+        };
+        ::log::info!("REPLICAOF NO ONE: promoting this replica");
+        backup.promote()?;
+        let (term, first) = self.db.term();
+        ::log::info!("promoted: a primary in term {term} from epoch {first}");
+        Ok(true)
     }
 
     /// Asks every event loop to stop.
@@ -229,6 +274,45 @@ impl Shared {
         for w in self.wakeups.wakers.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let _ = w.wake();
         }
+    }
+}
+
+/// Starts the backup a replica serves.
+fn start_replica(r: &ReplicaOf, options: Options) -> Result<Backup, StartError> {
+    let Some(dir) = options.data_dir.clone() else {
+        return Err(StartError::Config("a replica needs a data directory (and durability other than off)".into()));
+    };
+    let opts = BackupOptions { secret: r.secret.clone(), database: options, ..BackupOptions::new(dir, &r.primary) };
+    Ok(Backup::start(opts)?)
+}
+
+/// The tables of the numbered databases, as the primary's catalog names
+/// them: a standby cannot create tables, so a new one waits for its
+/// primary's catalog.
+fn primary_tables(backup: &Backup, r: &ReplicaOf, databases: usize) -> Result<Vec<TableId>, StartError> {
+    let deadline = Instant::now() + r.start_timeout;
+    let db = backup.database();
+    loop {
+        let tables: Option<Vec<TableId>> = (0..databases).map(|i| db.table(&format!("redis.{i}")).ok()).collect();
+        if let Some(tables) = tables {
+            return Ok(tables);
+        }
+        let why = if backup.is_finished() {
+            backup.error().unwrap_or_else(|| "the backup stopped".into())
+        } else if Instant::now() >= deadline {
+            let seen = if backup.is_connected() { "connected, but" } else { "not connected, and" };
+            format!(
+                "{seen} the primary's catalog has no table redis.0 to redis.{} after {:?}: is {} an `epochdb serve` \
+                 with --replicate-listen and at least {databases} databases?",
+                databases - 1,
+                r.start_timeout,
+                r.primary
+            )
+        } else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        return Err(StartError::Config(format!("replica of {}: {why}", r.primary)));
     }
 }
 
@@ -246,13 +330,23 @@ impl Server {
         }
         let mut options = config.options.clone();
         options.max_value_len = options.max_value_len.max(config.limits.max_bulk.min(512 << 20));
-        let db = Database::open(options)?;
-        let tables = (0..config.databases)
-            .map(|i| {
-                let name = format!("redis.{i}");
-                db.table(&name).or_else(|_| db.create_table(&name, TableOptions::new()))
-            })
-            .collect::<epochdb::Result<Vec<_>>>()?;
+        let (db, backup, tables) = match &config.replicaof {
+            None => {
+                let db = Database::open(options)?;
+                let tables = (0..config.databases)
+                    .map(|i| {
+                        let name = format!("redis.{i}");
+                        db.table(&name).or_else(|_| db.create_table(&name, TableOptions::new()))
+                    })
+                    .collect::<epochdb::Result<Vec<_>>>()?;
+                (db, None, tables)
+            }
+            Some(r) => {
+                let backup = start_replica(r, options)?;
+                let tables = primary_tables(&backup, r, config.databases)?;
+                (backup.database().clone(), Some(backup), tables)
+            }
+        };
         let threads = if config.threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -288,6 +382,7 @@ impl Server {
                 parked: (0..threads).map(|_| AtomicBool::new(false)).collect(),
             }),
             addr,
+            backup: Mutex::new(backup),
         });
         let mut loops = Vec::new();
         for (i, l) in listeners.into_iter().enumerate() {
@@ -315,6 +410,12 @@ impl Server {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.addr
+    }
+
+    /// The primary this server is a replica of, until promoted.
+    pub fn replica_of(&self) -> Option<&str> {
+        let replica = self.shared.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        self.shared.config.replicaof.as_ref().filter(|_| replica).map(|r| r.primary.as_str())
     }
 
     /// The database it serves.

@@ -705,6 +705,14 @@ impl Database {
         log::lock(&self.shared().store.checkpoint_stats).clone()
     }
 
+    /// The replication term this database's history is in, and the term's
+    /// first epoch: `(0, 0)` until a backup of it was first promoted; each
+    /// promotion ([`crate::Backup::promote`]) starts the next term. A
+    /// standby reports its primary's.
+    pub fn term(&self) -> (u32, u64) {
+        crate::durability::log::lock(&self.shared().store.manifest).term()
+    }
+
     /// The replication state of a primary ([`Options::primary`]): where
     /// backups connect, the released and local epochs, each backup's
     /// acknowledged epoch and lag. `None` unless this database is a primary.

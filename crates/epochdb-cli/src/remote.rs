@@ -1,0 +1,179 @@
+//! `epochdb promote` and `epochdb status`: commands for a running `epochdb
+//! serve`, sent over the Redis protocol like any client's (so they work
+//! across machines, through the same password and ACLs).
+
+use crate::args::{failed, CliResult};
+use clap::Args;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Where the server is.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// The server's host
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// The server's Redis port
+    #[arg(long, default_value_t = 6379)]
+    pub port: u16,
+    /// The default user's password, if the server has one
+    #[arg(long, value_name = "PASSWORD", env = "EPOCHDB_REQUIREPASS", hide_env_values = true)]
+    pub password: Option<String>,
+    /// Seconds to wait for the server's answer (a promotion replays what the replica holds first)
+    #[arg(long, value_name = "S", default_value_t = 120)]
+    pub timeout: u64,
+}
+
+/// Promote a replica (`serve --replicaof`) to a primary in place: REPLICAOF NO ONE
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Print a server's replication state (INFO replication): role, term, epochs, lag
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Print the fields as one JSON object instead
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A reply, as far as these commands need one: an error, or a status,
+/// integer or bulk string's bytes (`None`: a null).
+#[derive(Debug)]
+enum Reply {
+    Error(String),
+    Value(Option<Vec<u8>>),
+}
+
+/// One connection to a server.
+struct Conn {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+    timeout: Duration,
+}
+
+impl Conn {
+    fn open(a: &ServerArgs) -> CliResult<Conn> {
+        let addr = format!("{}:{}", a.host, a.port);
+        let w = TcpStream::connect(&addr).map_err(|e| failed(format!("cannot connect to {addr}: {e}")))?;
+        let timeout = Duration::from_secs(a.timeout.max(1));
+        w.set_read_timeout(Some(timeout)).map_err(failed)?;
+        let r = BufReader::new(w.try_clone().map_err(failed)?);
+        let mut c = Conn { r, w, timeout };
+        if let Some(p) = &a.password {
+            c.ok(&["AUTH", p])?;
+        }
+        Ok(c)
+    }
+
+    fn call(&mut self, args: &[&str]) -> CliResult<Reply> {
+        let mut req = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        self.w.write_all(&req).map_err(|e| failed(format!("send {}: {e}", args[0])))?;
+        self.reply().map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                failed(format!("{}: no answer within {:?} (see --timeout)", args[0], self.timeout))
+            }
+            _ => failed(format!("{}: {e}", args[0])),
+        })
+    }
+
+    /// `call`, with an error reply as a failure.
+    fn ok(&mut self, args: &[&str]) -> CliResult<Reply> {
+        match self.call(args)? {
+            Reply::Error(e) => Err(failed(format!("{}: {e}", args[0]))),
+            r => Ok(r),
+        }
+    }
+
+    fn line(&mut self) -> std::io::Result<String> {
+        let mut l = String::new();
+        if self.r.read_line(&mut l)? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the server closed the connection"));
+        }
+        Ok(l.trim_end_matches(['\r', '\n']).to_string())
+    }
+
+    fn reply(&mut self) -> std::io::Result<Reply> {
+        let bad = |l: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("unexpected reply {l:?}"));
+        let l = self.line()?;
+        let (kind, rest) = l.split_at(l.len().min(1));
+        let n = || rest.parse::<i64>().map_err(|_| bad(&l));
+        Ok(match kind {
+            "+" | ":" => Reply::Value(Some(rest.as_bytes().to_vec())),
+            "-" => Reply::Error(rest.to_string()),
+            "$" if n()? < 0 => Reply::Value(None),
+            "$" => {
+                let mut b = vec![0; n()? as usize + 2];
+                std::io::Read::read_exact(&mut self.r, &mut b)?;
+                b.truncate(b.len() - 2);
+                Reply::Value(Some(b))
+            }
+            _ => return Err(bad(&l)),
+        })
+    }
+}
+
+/// INFO replication as `(field, value)` pairs, in order.
+fn replication_info(c: &mut Conn) -> CliResult<Vec<(String, String)>> {
+    let text = match c.ok(&["INFO", "replication"])? {
+        Reply::Value(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+        other => return Err(failed(format!("INFO: unexpected reply {other:?}"))),
+    };
+    Ok(text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.to_string(), v.to_string())).collect())
+}
+
+fn field<'a>(info: &'a [(String, String)], name: &str) -> &'a str {
+    info.iter().find(|(k, _)| k == name).map_or("?", |(_, v)| v)
+}
+
+pub fn promote(a: PromoteArgs) -> CliResult<ExitCode> {
+    let mut c = Conn::open(&a.server)?;
+    let before = replication_info(&mut c)?;
+    if field(&before, "role") != "slave" {
+        crate::say!("epochdb promote: {}:{} is a primary already; nothing to do", a.server.host, a.server.port);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let started = std::time::Instant::now();
+    c.ok(&["REPLICAOF", "NO", "ONE"])?;
+    let after = replication_info(&mut c)?;
+    crate::say!(
+        "epochdb promote: {}:{} is a primary in term {} from epoch {} (it had persisted epoch {}, shown epoch {}); {:.2} s",
+        a.server.host,
+        a.server.port,
+        field(&after, "epochdb_term"),
+        field(&after, "epochdb_term_start_epoch"),
+        field(&before, "epochdb_persisted_epoch"),
+        field(&before, "epochdb_read_view"),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn status(a: StatusArgs) -> CliResult<ExitCode> {
+    let mut c = Conn::open(&a.server)?;
+    let info = replication_info(&mut c)?;
+    if a.json {
+        let object: serde_json::Map<String, serde_json::Value> = info
+            .into_iter()
+            .map(|(k, v)| {
+                let value = v.parse::<i64>().map_or(serde_json::Value::String(v), serde_json::Value::from);
+                (k, value)
+            })
+            .collect();
+        println!("{}", serde_json::Value::Object(object));
+    } else {
+        for (k, v) in info {
+            println!("{k}: {v}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -244,6 +244,8 @@ fn a_replica_serves_reads_and_is_promoted_in_place_when_the_primary_is_killed() 
     assert_eq!((&role.0[..], &role.1[..], &role.3[..]), ("slave", "127.0.0.1", "connected"), "{role:?}");
     let info: String = redis::cmd("INFO").arg("replication").query(&mut rc).unwrap();
     assert!(info.contains("role:slave") && info.contains("master_link_status:up"), "{info}");
+    let err = redis::cmd("WAIT").arg(0).arg(0).query::<i64>(&mut rc).unwrap_err();
+    assert!(err.to_string().contains("replica"), "{err}");
     // A MULTI of two INCRs on the primary, read on the replica with MGET:
     // never half of one.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

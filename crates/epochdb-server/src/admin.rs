@@ -3,7 +3,7 @@
 //! COMMAND, CONFIG, INFO, ACL, SLOWLOG, WAIT and friends.
 
 use crate::commands::Exec;
-use crate::event_loop::{engine_error, printable, Client, EventLoop};
+use crate::event_loop::{engine_error, printable, Blocked, Client, EventLoop};
 use crate::glob;
 use crate::keyspace::Db;
 use crate::resp::{parse_i64, Args, Out};
@@ -14,6 +14,7 @@ use epochdb::Durability;
 use mio::Token;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// The Redis version we answer to (clients check it for features).
 pub const REDIS_VERSION: &str = "7.0.0";
@@ -26,6 +27,7 @@ impl EventLoop {
             "multi" | "exec" | "discard" | "watch" | "unwatch" => return self.transaction(t, name, a),
             "flushall" => return self.flushall(t, a),
             "waitaof" => return self.waitaof(t, a),
+            "wait" => return self.wait(t, a),
             _ => {}
         }
         let shared = self.shared.clone();
@@ -117,15 +119,6 @@ impl EventLoop {
             }
             "role" => role(c, &shared),
             "replicaof" => replicaof(c, &shared, a),
-            "wait" => {
-                // No replicas exist yet: the count acknowledged is 0 at once.
-                match (parse_i64(a.get(1)), parse_i64(a.get(2))) {
-                    _ if is_replica(&shared) => c.out().error(WAIT_ON_REPLICA),
-                    (Some(_), Some(t)) if t >= 0 => c.out().int(0),
-                    (Some(_), Some(_)) => c.out().error("ERR timeout is negative"),
-                    _ => c.out().error("ERR value is not an integer or out of range"),
-                }
-            }
             "acl" => acl(c, &shared, a),
             "slowlog" => slowlog(c, &shared, a),
             _ => c.out().error(&format!("ERR unknown command '{name}'")),
@@ -284,6 +277,39 @@ impl EventLoop {
         self.finish(t, r.map(|((), info)| info.epoch), true)
     }
 
+    /// WAIT numreplicas timeout: how many backups have acknowledged (have
+    /// on disk) this client's last write, once `numreplicas` have or
+    /// `timeout` ms passed (0: no limit). The client's later commands wait
+    /// behind it, as in Redis.
+    fn wait(&mut self, t: Token, a: &Args) -> bool {
+        let replica = is_replica(&self.shared);
+        let acked = self.acknowledged();
+        let Some(c) = self.client(t) else { return true };
+        let (Some(want), Some(timeout)) = (parse_i64(a.get(1)), parse_i64(a.get(2))) else {
+            c.out().error("ERR value is not an integer or out of range");
+            return true;
+        };
+        if replica {
+            c.out().error("ERR WAIT cannot be used with replica instances.");
+            return true;
+        }
+        if timeout < 0 {
+            c.out().error("ERR timeout is negative");
+            return true;
+        }
+        let epoch = c.last_write_epoch;
+        let count = acked.as_ref().map_or(0, |a| a.iter().filter(|&&e| e >= epoch).count());
+        // No replication: no backup will ever acknowledge.
+        if want <= count as i64 || acked.is_none() {
+            c.out().int(count as i64);
+            return false;
+        }
+        let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+        c.blocked = Some(Blocked { epoch, replicas: want as usize, deadline });
+        self.blocked.push(t);
+        false
+    }
+
     /// WAITAOF numlocal numreplicas timeout: `[1, 0]` once this client's
     /// last write is durable (there are no replicas yet).
     fn waitaof(&mut self, t: Token, a: &Args) -> bool {
@@ -316,8 +342,6 @@ impl EventLoop {
         false
     }
 }
-
-const WAIT_ON_REPLICA: &str = "ERR WAIT cannot be used with replica instances.";
 
 /// Whether this server is a replica not yet promoted.
 fn is_replica(shared: &crate::server::Shared) -> bool {

@@ -35,6 +35,8 @@ const READ_CHUNK: usize = 16 * 1024;
 /// drains: a client that does not read its replies cannot make us buffer
 /// without bound, and others are not slowed by it.
 const OUTPUT_HIGH_WATER: usize = 64 << 20;
+/// How often a loop with clients in WAIT looks at the acknowledgements.
+const WAIT_POLL: Duration = Duration::from_millis(2);
 /// How often the loop does its housekeeping (expiry sweep, kills).
 const CRON: Duration = Duration::from_millis(100);
 /// Keys the expiry sweep removes per transaction, and transactions per
@@ -90,11 +92,22 @@ pub struct Client {
     pub multi_failed: bool,
     pub watched: Vec<Watched>,
     pub cursors: Cursors,
-    /// The epoch of this client's last write (WAITAOF).
+    /// The epoch of this client's last write (WAIT, WAITAOF).
     pub last_write_epoch: u64,
+    /// In WAIT: nothing more of its input runs until it is answered.
+    pub blocked: Option<Blocked>,
     pub close_after_reply: bool,
     closed: bool,
     writable: bool,
+}
+
+/// A client in WAIT: it wants `replicas` backups to have acknowledged
+/// `epoch` (its last write), until `deadline` (`None`: no limit).
+#[derive(Debug, Clone, Copy)]
+pub struct Blocked {
+    pub epoch: u64,
+    pub replicas: usize,
+    pub deadline: Option<Instant>,
 }
 
 impl Client {
@@ -126,6 +139,8 @@ pub struct EventLoop {
     waiting: Vec<Token>,
     /// Clients with input left to parse (output was over the high water).
     backlog: Vec<Token>,
+    /// Clients in WAIT.
+    pub(crate) blocked: Vec<Token>,
 }
 
 impl EventLoop {
@@ -149,6 +164,7 @@ impl EventLoop {
             scratch: Vec::new(),
             waiting: Vec::new(),
             backlog: Vec::new(),
+            blocked: Vec::new(),
         })
     }
 
@@ -157,6 +173,10 @@ impl EventLoop {
         let mut last_cron = Instant::now();
         while !self.shared.shutdown.load(Ordering::Acquire) {
             let mut timeout = CRON.saturating_sub(last_cron.elapsed());
+            if !self.blocked.is_empty() {
+                // Acknowledgements arrive with no wake-up of ours: look often.
+                timeout = timeout.min(WAIT_POLL);
+            }
             if !self.backlog.is_empty() {
                 timeout = Duration::ZERO;
             } else if !self.waiting.is_empty() {
@@ -198,6 +218,9 @@ impl EventLoop {
             }
             if !self.waiting.is_empty() {
                 self.release();
+            }
+            if !self.blocked.is_empty() {
+                self.unblock();
             }
             if last_cron.elapsed() >= CRON {
                 self.cron();
@@ -282,6 +305,7 @@ impl EventLoop {
                     watched: Vec::new(),
                     cursors: Cursors::default(),
                     last_write_epoch: 0,
+                    blocked: None,
                     close_after_reply: false,
                     closed: false,
                     writable: true,
@@ -345,7 +369,7 @@ impl EventLoop {
         let mut consumed = 0;
         loop {
             let Some(c) = self.clients.get_mut(&t) else { return };
-            if c.closed || c.close_after_reply {
+            if c.closed || c.close_after_reply || c.blocked.is_some() {
                 break;
             }
             if c.out.len() - c.sent > OUTPUT_HIGH_WATER {
@@ -553,6 +577,33 @@ impl EventLoop {
                 self.waiting.push(t);
             }
         }
+    }
+
+    /// Answers the clients in WAIT whose backups have acknowledged, or
+    /// whose time is up, and runs the input they sent meanwhile.
+    fn unblock(&mut self) {
+        let acked = self.acknowledged().unwrap_or_default();
+        let now = Instant::now();
+        for t in std::mem::take(&mut self.blocked) {
+            let Some(c) = self.clients.get_mut(&t) else { continue };
+            let Some(b) = c.blocked else { continue };
+            let count = acked.iter().filter(|&&e| e >= b.epoch).count();
+            if count < b.replicas && b.deadline.is_none_or(|d| now < d) {
+                self.blocked.push(t);
+                continue;
+            }
+            c.blocked = None;
+            c.out().int(count as i64);
+            self.process(t);
+            self.flush(t);
+        }
+    }
+
+    /// The epoch each connected backup has acknowledged; `None` if this
+    /// is no replication primary.
+    pub fn acknowledged(&self) -> Option<Vec<u64>> {
+        let st = self.shared.db.replication_status()?;
+        Some(st.backups.iter().map(|b| b.acked).collect())
     }
 
     /// Writes what may be sent; closes after a final reply.

@@ -475,6 +475,50 @@ fn durable_replies_survive_a_restart_and_waitaof_waits() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// WAIT counts the backups that acknowledged the client's last write,
+/// blocks the client (its pipelined commands wait behind it) until enough
+/// have or the timeout passes, and a replica refuses it.
+#[test]
+fn wait_counts_the_backups_that_acknowledged_the_last_write() {
+    use epochdb::{Backup, BackupOptions, PrimaryOptions};
+    use std::time::Instant;
+    let base = std::env::temp_dir().join(format!("epochdb-serve-wait-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let primary = PrimaryOptions { listen: "127.0.0.1:0".parse().unwrap(), ..PrimaryOptions::default() };
+    let options = Options {
+        durability: Durability::Log,
+        data_dir: Some(base.join("p")),
+        primary: Some(primary),
+        ..Options::default()
+    };
+    let server = start(Config { options, ..Config::default() });
+    let listen = server.database().replication_status().expect("a primary").listen;
+    let mut c = connect(&server);
+    let _: () = c.set("k", "1").unwrap();
+    let t = Instant::now();
+    assert_eq!(cmd(&mut c, &["WAIT", "1", "150"]).unwrap(), Value::Int(0), "no backup yet");
+    assert!(t.elapsed() >= Duration::from_millis(150), "WAIT gave up after {:?}", t.elapsed());
+    let backup = Backup::start(BackupOptions::new(base.join("b"), listen.to_string())).expect("a backup");
+    let _: () = c.set("k", "2").unwrap();
+    assert_eq!(cmd(&mut c, &["WAIT", "1", "0"]).unwrap(), Value::Int(1), "the backup acknowledges in time");
+    // Blocked in WAIT, the client's next command waits behind it.
+    let (wait, ping): (i64, String) = redis::pipe().cmd("WAIT").arg(2).arg(100).cmd("PING").query(&mut c).unwrap();
+    assert_eq!((wait, &ping[..]), (1, "PONG"));
+    // Its backup gone, a write is acknowledged by none.
+    backup.stop().expect("stop the backup");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.database().replication_status().unwrap().backups.is_empty() {
+        assert!(Instant::now() < deadline, "the primary never saw the backup go");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _: () = c.set("k", "3").unwrap();
+    assert_eq!(cmd(&mut c, &["WAIT", "1", "50"]).unwrap(), Value::Int(0));
+    assert!(err(&mut c, &["WAIT", "1", "-1"]).contains("timeout is negative"));
+    drop(c);
+    server.shutdown();
+    std::fs::remove_dir_all(&base).ok();
+}
+
 /// Arbitrary bytes, and mutations of valid requests, never panic the
 /// parser, never make it hold more than it was given, and a valid request
 /// parses the same as the `redis` crate's reply parser reads it.

@@ -146,7 +146,7 @@ pub fn promote(a: PromoteArgs) -> CliResult<ExitCode> {
     c.ok(&["REPLICAOF", "NO", "ONE"])?;
     let after = replication_info(&mut c)?;
     crate::say!(
-        "epochdb promote: {}:{} is a primary in term {} from epoch {} (it had persisted epoch {}, shown epoch {}); {:.2} s",
+        "epochdb promote: {}:{} is a primary in term {} from epoch {} (it had persisted epoch {}, shown epoch {}); {:.3} s",
         a.server.host,
         a.server.port,
         field(&after, "epochdb_term"),

@@ -399,7 +399,7 @@ fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
         return;
     }
     match shared.promote() {
-        Ok(_) => c.out().ok(),
+        Ok(()) => c.out().ok(),
         Err(e) => c.out().error(&format!("ERR promotion failed: {e}")),
     }
 }

@@ -251,17 +251,17 @@ impl Shared {
             && !self.db.is_read_only()
     }
 
-    /// Promotes a replica's backup (`REPLICAOF NO ONE`); `Ok(false)` if
-    /// this server is a primary already.
-    pub fn promote(&self) -> epochdb::Result<bool> {
+    /// Promotes a replica's backup (`REPLICAOF NO ONE`); nothing to do on
+    /// a primary.
+    pub fn promote(&self) -> epochdb::Result<()> {
         let Some(backup) = self.backup.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return Ok(false);
+            return Ok(());
         };
         ::log::info!("REPLICAOF NO ONE: promoting this replica");
         backup.promote()?;
         let (term, first) = self.db.term();
         ::log::info!("promoted: a primary in term {term} from epoch {first}");
-        Ok(true)
+        Ok(())
     }
 
     /// Asks every event loop to stop.

@@ -38,7 +38,10 @@ impl Txn<'_> {
             self.finish_abort(Some(reason));
             return Err(Error::Aborted(reason));
         }
-        if !self.w.sets.write.is_empty() && self.w.shared.read_only() {
+        // A standby's transactions refuse writes as they are made
+        // (`Txn::at_view`), and the standby flag only ever drops, so only a
+        // read-only open is left to check here.
+        if !self.w.sets.write.is_empty() && self.w.shared.options.read_only {
             self.finish_abort(None);
             return Err(Error::ReadOnly);
         }

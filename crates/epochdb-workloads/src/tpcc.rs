@@ -6,6 +6,10 @@
 //! default to one per worker. Secondary indexes are tables maintained by
 //! the transactions (Silo §4.7): CUSTOMER by (last, first) name and ORDER
 //! by customer. Delivery processes all ten districts in one transaction.
+//! STOCK is split as Silo splits it: the columns NEW-ORDER updates in
+//! `stock`, the ones it only reads (S_DIST_xx, S_DATA) in `stock_data`, so
+//! the log holds 16-byte stock rows instead of 306-byte ones. Unlike Silo,
+//! NEW-ORDER still reads S_DIST_xx into OL_DIST_INFO, as clause 2.4.2.2 asks.
 
 use crate::driver::Terminal;
 use crate::engine::{Engine, Table, TxnError, TxnKind, TxnResult, Worker};
@@ -125,6 +129,7 @@ pub struct Tables {
     pub order_line: Table,
     pub item: Table,
     pub stock: Table,
+    pub stock_data: Table,
     /// One row, written after every other row of the load: its presence
     /// says the load finished (see [`LOAD_TABLE`]).
     pub load: Table,
@@ -168,7 +173,7 @@ impl Loader<'_> {
 }
 
 impl Tables {
-    /// Creates the nine tables and two index tables (or, on a recovered
+    /// Creates the nine tables (STOCK in two) and two index tables (or, on a recovered
     /// database, opens them).
     fn create(engine: &dyn Engine) -> TxnResult<Tables> {
         let t = |n: &str, columns: &[(&str, usize)]| engine.create_table(n, columns);
@@ -184,6 +189,7 @@ impl Tables {
             order_line: t("order_line", OrderLine::COLUMNS)?,
             item: t("item", Item::COLUMNS)?,
             stock: t("stock", Stock::COLUMNS)?,
+            stock_data: t("stock_data", StockData::COLUMNS)?,
             load: t(LOAD_TABLE, &[])?,
         })
     }
@@ -291,16 +297,11 @@ impl Tpcc {
             for d in dist.iter_mut() {
                 *d = a_string(rng, 24, 24);
             }
-            let s = Stock {
-                quantity: rng.range(10, 100) as u32,
-                dist,
-                ytd: 0,
-                order_cnt: 0,
-                remote_cnt: 0,
-                data: data_50(rng),
-            };
-            s.encode(&mut v);
-            l.add(t.stock, &key::<8>(&[w, i]), &v)?;
+            let k = key::<8>(&[w, i]);
+            Stock { quantity: rng.range(10, 100) as u32, ytd: 0, order_cnt: 0, remote_cnt: 0 }.encode(&mut v);
+            l.add(t.stock, &k, &v)?;
+            StockData { dist, data: data_50(rng) }.encode(&mut v);
+            l.add(t.stock_data, &k, &v)?;
         }
         let now = now_us();
         for d in 1..=DISTRICTS {
@@ -601,13 +602,14 @@ impl Client<'_> {
                 }
                 s.encode(row);
                 txn.put(t.stock, &skey, row)?;
+                let data = get_row(txn, t.stock_data, &skey, buf, StockData::decode)?;
                 let line = OrderLine {
                     i_id: i,
                     supply_w_id: supply,
                     delivery_d: 0,
                     quantity: qty,
                     amount: qty as i64 * item.price,
-                    dist_info: s.dist[d as usize - 1],
+                    dist_info: data.dist[d as usize - 1],
                 };
                 line.encode(row);
                 txn.insert(t.order_line, &key::<16>(&[w, d, o, n as u32 + 1]), row)?;

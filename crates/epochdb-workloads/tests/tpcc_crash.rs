@@ -39,7 +39,7 @@ fn durability(mode: &str) -> Durability {
 /// Written once the loaded database is durable; a child that finds it
 /// recovers instead of loading.
 const LOADED: &str = "loaded";
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 12] = [
     "warehouse",
     "district",
     "customer",
@@ -51,6 +51,7 @@ const TABLES: [&str; 11] = [
     "order_line",
     "item",
     "stock",
+    "stock_data",
 ];
 
 fn options(dir: &Path, durability: Durability) -> Options {

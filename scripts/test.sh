@@ -61,8 +61,11 @@ if command -v valgrind >/dev/null; then
     [ -n "$path" ] || { echo "no test binary $1 in cargo's output" >&2; exit 1; }
     echo "$path"
   }
+  # EPOCHDB_ARENA=off: records and nodes from the global allocator, whose
+  # blocks memcheck tracks (a use after free inside the engine's arena
+  # would be invisible to it). The arena has its own unit tests.
   memcheck() {
-    valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite "$@" --test-threads 1
+    EPOCHDB_ARENA=off valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite "$@" --test-threads 1
   }
   memcheck "$(exe epochdb)" record:: catalog:: txn:: index::tests::matches_a_btreemap_model index::tests::versions_change
   for t in api conflicts; do

@@ -21,6 +21,7 @@
 //! Invariant: every object in a list is owned by that list alone; the index
 //! no longer reaches it (or, for cleanup entries, the list owns only the key).
 
+use crate::arena;
 use crate::index::{Leaf, Tree};
 use crate::record::Record;
 use std::collections::VecDeque;
@@ -48,8 +49,8 @@ impl Retired {
         unsafe {
             match self {
                 Retired::Record(r) => Record::free(r),
-                Retired::Leaf(l) => drop(Box::from_raw(l)),
-                Retired::Inner(i) => drop(Box::from_raw(i)),
+                Retired::Leaf(l) => arena::free_boxed(l),
+                Retired::Inner(i) => arena::free_boxed(i),
                 Retired::Key(k) => drop(Box::from_raw(k)),
             }
         }

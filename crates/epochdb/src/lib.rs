@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+mod arena;
 pub mod catalog;
 pub mod crc32c;
 mod db;

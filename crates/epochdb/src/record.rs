@@ -19,9 +19,10 @@
 //!   from it), or a worker's garbage list (after it was unhooked, superseded
 //!   or copied as an old version). It is freed by whichever owns it.
 
+use crate::arena;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::tid::TidWord;
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::Layout;
 use std::ptr::NonNull;
 
 #[repr(C)]
@@ -58,9 +59,8 @@ impl Record {
         let cap = round_up(value.len().max(min_cap));
         assert!(key.len() <= u32::MAX as usize && cap <= u32::MAX as usize);
         let layout = layout(key.len(), cap);
-        // SAFETY: the layout has non-zero size (the header alone is 32 B).
-        let raw = unsafe { alloc(layout) } as *mut Record;
-        let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
+        let ptr = arena::alloc(layout).cast::<Record>();
+        let raw = ptr.as_ptr();
         // SAFETY: `raw` is a fresh allocation of `layout`, large enough and
         // aligned for the header, the key area and `cap` bytes of words.
         // Nothing else can see it yet.
@@ -92,7 +92,7 @@ impl Record {
         // SAFETY: per the contract the record is live until this call.
         let (key_len, cap) = unsafe { (ptr.as_ref().key_len as usize, ptr.as_ref().cap as usize) };
         // SAFETY: same allocation and layout as in `alloc`.
-        unsafe { dealloc(ptr.as_ptr() as *mut u8, layout(key_len, cap)) }
+        unsafe { arena::free(ptr.cast(), layout(key_len, cap)) }
     }
 
     /// The key; immutable for the record's life.

@@ -24,6 +24,7 @@ mod node_version;
 pub use node::{Inner as InnerNode, Leaf, LEAF_WIDTH};
 pub use node_version::Restart;
 
+use crate::arena;
 use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, Ordering};
@@ -690,20 +691,22 @@ impl Drop for Tree {
             // exactly once.
             unsafe {
                 if (*n).is_leaf {
-                    let l = Box::from_raw(n as *mut Leaf);
-                    for i in 0..l.count() {
-                        if let Some(r) = NonNull::new(l.entry(i)) {
+                    let l = n as *mut Leaf;
+                    for i in 0..(*l).count() {
+                        if let Some(r) = NonNull::new((*l).entry(i)) {
                             Record::free(r);
                         }
                     }
+                    arena::free_boxed(l);
                 } else {
-                    let i = Box::from_raw(n as *mut Inner);
-                    for k in 0..i.count() {
-                        drop(Box::from_raw(i.keys[k].load(Ordering::Relaxed)));
+                    let i = n as *mut Inner;
+                    for k in 0..(*i).count() {
+                        drop(Box::from_raw((*i).keys[k].load(Ordering::Relaxed)));
                     }
-                    for c in 0..=i.count() {
-                        free(i.children[c].load(Ordering::Relaxed));
+                    for c in 0..=(*i).count() {
+                        free((*i).children[c].load(Ordering::Relaxed));
                     }
+                    arena::free_boxed(i);
                 }
             }
         }

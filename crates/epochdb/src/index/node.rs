@@ -26,6 +26,7 @@
 //!   `< keys[i]`.
 
 use super::node_version::{NodeVersion, Restart};
+use crate::arena;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::cmp::Ordering as Cmp;
@@ -209,11 +210,7 @@ impl NodeHeader {
 
 impl Leaf {
     pub fn new_boxed() -> *mut Leaf {
-        Box::into_raw(Box::new(Leaf {
-            hdr: NodeHeader::new(true),
-            slices: Default::default(),
-            records: Default::default(),
-        }))
+        arena::boxed(Leaf { hdr: NodeHeader::new(true), slices: Default::default(), records: Default::default() })
     }
 
     #[inline]
@@ -306,12 +303,12 @@ pub enum Target<'a> {
 
 impl Inner {
     pub fn new_boxed() -> *mut Inner {
-        Box::into_raw(Box::new(Inner {
+        arena::boxed(Inner {
             hdr: NodeHeader::new(false),
             slices: Default::default(),
             keys: Default::default(),
             children: Default::default(),
-        }))
+        })
     }
 
     #[inline]

@@ -44,14 +44,7 @@ fn rec(key: &[u8]) -> NonNull<Record> {
 fn free_retired(retired: Vec<Retired>, records: Vec<NonNull<Record>>) {
     for r in retired {
         // SAFETY: single owner, no readers left.
-        unsafe {
-            match r {
-                Retired::Leaf(l) => drop(Box::from_raw(l)),
-                Retired::Inner(i) => drop(Box::from_raw(i)),
-                Retired::Key(k) => drop(Box::from_raw(k)),
-                Retired::Record(r) => Record::free(r),
-            }
-        }
+        unsafe { r.free() }
     }
     for r in records {
         // SAFETY: unlinked from the tree, freed once.

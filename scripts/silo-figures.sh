@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# epochdb beside the original C++ Silo on this machine, interleaved in one
+# run (this machine's speed drifts by tens of percent an hour, so only
+# ratios of runs taken side by side mean anything). For each configuration
+# and round, Silo and epochdb run back to back (which goes first alternates
+# by round); the script prints every run, the medians, the ratio of the
+# medians, and each side's median peak resident memory.
+#
+# Silo is not built here: build its `dbtest` yourself from its public
+# repository, in a folder outside this one, and pass its path.
+#
+# Usage: SILO=/path/to/dbtest scripts/silo-figures.sh [RUNS] [SECONDS] [CONFIG...]
+#   RUNS     rounds (default 3)      SECONDS  measured seconds per run (default 15)
+#   CONFIG   among ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2 (default: all)
+#
+# Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
+# read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C
+# with W = threads and the standard mix. `tpcc-log-T` adds value logging
+# with fsync to one log file (Silo) or one logger (epochdb); it also runs
+# epochdb with logging off in the same round and prints log bytes per
+# committed transaction on both sides.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${SILO:?set SILO to the path of the dbtest binary of the original Silo}"
+runs=${1:-3}
+secs=${2:-15}
+shift $(($# < 2 ? $# : 2))
+configs=("$@")
+[ ${#configs[@]} -gt 0 ] || configs=(ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2)
+source scripts/figures-lib.sh
+data=target/silo-figures-data
+mkdir -p "$data"
+
+# Each run leaves "<txn/s> <peak RSS MB> <log bytes per txn or ->" in
+# $out/silo-<side>-<config>-<run>.
+silo_run() { # CONFIG THREADS LOG(0|1) FILE
+  local bench=${1%%-*} t=$2 log=$3 f=$4 args=()
+  if [ "$bench" = ycsb ]; then
+    args=(--bench ycsb --scale-factor 4000 --bench-opts "--workload-mix 80,0,20,0")
+  else
+    args=(--bench tpcc --scale-factor "$t")
+  fi
+  rm -rf "$data/silo-log" && mkdir -p "$data/silo-log"
+  [ "$log" = 1 ] && args+=(--logfile "$data/silo-log/log")
+  /usr/bin/time -f "%M" -o "$f.rss" "$SILO" "${args[@]}" --db-type ndb-proto2 \
+    --num-threads "$t" --runtime "$secs" > "$f.out" 2> "$f.err"
+  # Silo's last line: throughput, persisted throughput, latency, ...
+  local tput
+  tput=$(tail -1 "$f.out" | awk '{printf "%d", $1}')
+  local per=-
+  if [ "$log" = 1 ]; then
+    per=$(du -cb "$data/silo-log" | tail -1 | awk -v n="$tput" -v s="$secs" '{printf "%d", $1 / (n * s)}')
+  fi
+  echo "$tput $(($(cat "$f.rss") / 1024)) $per" > "$f"
+}
+epochdb_run() { # CONFIG THREADS DURABILITY FILE
+  local bench=${1%%-*} t=$2 d=$3 f=$4 args=()
+  [ "$d" = off ] || args=(--durability "$d" --data-dir "$data/epochdb")
+  /usr/bin/time -f "%M" -o "$f.rss" $bin bench "$bench" --threads "$t" --duration "$secs" --warmup 1 \
+    --quiet "${args[@]}" --json "$f.json" > "$f.out" 2>&1
+  local per=-
+  [ "$d" = off ] || per=$(field "$f.json" log_bytes_per_txn | awk '{printf "%d", $1}')
+  echo "$(field "$f.json" throughput | awk '{printf "%d", $1}') $(($(cat "$f.rss") / 1024)) $per" > "$f"
+}
+
+for run in $(seq "$runs"); do
+  for c in "${configs[@]}"; do
+    t=${c##*-}
+    log=0
+    [[ $c == *-log-* ]] && log=1
+    d=off
+    [ $log = 1 ] && d=log
+    sides=(silo epochdb)
+    [ $((run % 2)) = 0 ] && sides=(epochdb silo)
+    [ $log = 1 ] && sides+=(epochdb-off)
+    for s in "${sides[@]}"; do
+      f=$out/silo-$s-$c-$run
+      if [ "$s" = silo ]; then
+        silo_run "$c" "$t" $log "$f"
+      elif [ "$s" = epochdb ]; then
+        epochdb_run "$c" "$t" $d "$f"
+      else
+        epochdb_run "$c" "$t" off "$f"
+      fi
+      echo "round $run $c $s: $(cat "$f") (txn/s, peak RSS MB, log bytes/txn)"
+    done
+  done
+done
+
+col() { for r in $(seq "$runs"); do awk -v k="$2" '{print $k}' "$out/silo-$1-$r"; done | median; }
+echo
+echo "| configuration | Silo txn/s | epochdb txn/s | epochdb / Silo | peak RSS epochdb / Silo (MB) | log B/txn epochdb / Silo | epochdb logging / off |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+for c in "${configs[@]}"; do
+  s=$(col "silo-$c" 1)
+  e=$(col "epochdb-$c" 1)
+  ratio=$(awk -v a="$e" -v b="$s" 'BEGIN {printf "%.2f", a / b}')
+  logs="" off=""
+  if [[ $c == *-log-* ]]; then
+    logs="$(col "epochdb-$c" 3) / $(col "silo-$c" 3)"
+    off=$(awk -v a="$e" -v b="$(col "epochdb-off-$c" 1)" 'BEGIN {printf "%.2f", a / b}')
+  fi
+  echo "| $c | $s | $e | $ratio | $(col "epochdb-$c" 2) / $(col "silo-$c" 2) | $logs | $off |"
+done
+echo "(medians of $runs interleaved runs of $secs s; $(date -u +%F), epochdb $(git rev-parse --short HEAD))"

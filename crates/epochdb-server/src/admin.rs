@@ -3,7 +3,7 @@
 //! COMMAND, CONFIG, INFO, ACL, SLOWLOG, WAIT and friends.
 
 use crate::commands::Exec;
-use crate::event_loop::{engine_error, printable, Blocked, Client, EventLoop};
+use crate::event_loop::{engine_error, printable, write_wait_reply, Blocked, Client, EventLoop};
 use crate::glob;
 use crate::keyspace::Db;
 use crate::resp::{parse_i64, Args, Out};
@@ -282,63 +282,59 @@ impl EventLoop {
     /// `timeout` ms passed (0: no limit). The client's later commands wait
     /// behind it, as in Redis.
     fn wait(&mut self, t: Token, a: &Args) -> bool {
-        let replica = is_replica(&self.shared);
-        let acked = self.acknowledged();
-        let Some(c) = self.client(t) else { return true };
         let (Some(want), Some(timeout)) = (parse_i64(a.get(1)), parse_i64(a.get(2))) else {
-            c.out().error("ERR value is not an integer or out of range");
-            return true;
+            return self.reject(t, "ERR value is not an integer or out of range");
         };
-        if replica {
-            c.out().error("ERR WAIT cannot be used with replica instances.");
-            return true;
+        if is_replica(&self.shared) {
+            return self.reject(t, "ERR WAIT cannot be used with replica instances.");
         }
-        if timeout < 0 {
-            c.out().error("ERR timeout is negative");
-            return true;
-        }
-        let epoch = c.last_write_epoch;
-        let count = acked.as_ref().map_or(0, |a| a.iter().filter(|&&e| e >= epoch).count());
-        // No replication: no backup will ever acknowledge.
-        if want <= count as i64 || acked.is_none() {
-            c.out().int(count as i64);
-            return false;
-        }
-        let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        c.blocked = Some(Blocked { epoch, replicas: want as usize, deadline });
-        self.blocked.push(t);
-        false
+        self.block(t, want, timeout, None)
     }
 
-    /// WAITAOF numlocal numreplicas timeout: `[1, 0]` once this client's
-    /// last write is durable (there are no replicas yet).
+    /// WAITAOF numlocal numreplicas timeout: `[local, backups]` once this
+    /// client's last write is durable here (if `numlocal` > 0) and on
+    /// `numreplicas` backups (a backup acknowledges only what it synced to
+    /// its own log), or `timeout` ms passed.
     fn waitaof(&mut self, t: Token, a: &Args) -> bool {
-        let logging = self.shared.db.options().durability != Durability::Off;
-        let Some(c) = self.client(t) else { return true };
-        let (Some(local), Some(_), Some(timeout)) = (parse_i64(a.get(1)), parse_i64(a.get(2)), parse_i64(a.get(3)))
+        let (Some(local), Some(want), Some(timeout)) = (parse_i64(a.get(1)), parse_i64(a.get(2)), parse_i64(a.get(3)))
         else {
-            c.out().error("ERR value is not an integer or out of range");
-            return true;
+            return self.reject(t, "ERR value is not an integer or out of range");
         };
+        if local > 0 && self.durable_here().is_none() {
+            return self.reject(t, "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.");
+        }
+        if want > 0 && is_replica(&self.shared) {
+            return self.reject(t, "ERR WAITAOF cannot be used with numreplicas on replica instances.");
+        }
+        self.block(t, want, timeout, Some(local > 0))
+    }
+
+    fn reject(&mut self, t: Token, error: &str) -> bool {
+        if let Some(c) = self.client(t) {
+            c.out().error(error);
+        }
+        true
+    }
+
+    /// WAIT and WAITAOF: answers at once if the wait is already over, else
+    /// blocks the client until `unblock` answers it.
+    fn block(&mut self, t: Token, want: i64, timeout: i64, local: Option<bool>) -> bool {
         if timeout < 0 {
-            c.out().error("ERR timeout is negative");
-            return true;
+            return self.reject(t, "ERR timeout is negative");
         }
-        if local > 0 && !logging {
-            c.out().error("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.");
-            return true;
+        let (acked, durable, now) = (self.acknowledged(), self.durable_here(), Instant::now());
+        let Some(c) = self.client(t) else { return true };
+        let deadline = (timeout > 0).then(|| now + Duration::from_millis(timeout as u64));
+        let b = Blocked { epoch: c.last_write_epoch, replicas: want.max(0) as usize, deadline, local };
+        if let Some(reply) = b.answer(acked.as_deref(), durable, now) {
+            write_wait_reply(&mut c.out(), reply);
+            return false;
         }
-        let epoch = c.last_write_epoch;
-        let at = c.out.len();
-        let mut o = c.out();
-        o.array(2);
-        o.int(logging as i64);
-        o.int(0);
-        if logging && epoch > 0 {
-            c.hold_from(at, epoch);
-            self.shared.db.hasten_durable(epoch);
-            self.waiting_push(t);
+        c.blocked = Some(b);
+        if local == Some(true) {
+            self.shared.db.hasten_durable(b.epoch);
         }
+        self.blocked.push(t);
         false
     }
 }

@@ -94,20 +94,38 @@ pub struct Client {
     pub cursors: Cursors,
     /// The epoch of this client's last write (WAIT, WAITAOF).
     pub last_write_epoch: u64,
-    /// In WAIT: nothing more of its input runs until it is answered.
+    /// In WAIT or WAITAOF: nothing more of its input runs until it is
+    /// answered.
     pub blocked: Option<Blocked>,
     pub close_after_reply: bool,
     closed: bool,
     writable: bool,
 }
 
-/// A client in WAIT: it wants `replicas` backups to have acknowledged
-/// `epoch` (its last write), until `deadline` (`None`: no limit).
+/// A client in WAIT or WAITAOF: it wants `replicas` backups to have
+/// acknowledged `epoch` (its last write), until `deadline` (`None`: no
+/// limit).
 #[derive(Debug, Clone, Copy)]
 pub struct Blocked {
     pub epoch: u64,
     pub replicas: usize,
     pub deadline: Option<Instant>,
+    /// WAITAOF's: whether `epoch` must also be durable here (numlocal);
+    /// `None` for WAIT.
+    pub local: Option<bool>,
+}
+
+impl Blocked {
+    /// The reply if the wait is over (enough acknowledgements, or the
+    /// deadline passed), else `None`. `acked`: each backup's acknowledged
+    /// epoch (`None`: no replication, so none will come); `durable`: the
+    /// epoch durable here (`None`: no logging).
+    pub fn answer(&self, acked: Option<&[u64]>, durable: Option<u64>, now: Instant) -> Option<(Option<i64>, i64)> {
+        let count = acked.map_or(0, |a| a.iter().filter(|&&e| e >= self.epoch).count());
+        let local = durable.is_some_and(|d| d >= self.epoch);
+        let done = (count >= self.replicas || acked.is_none()) && (self.local != Some(true) || local);
+        (done || self.deadline.is_some_and(|d| now >= d)).then(|| (self.local.map(|_| local as i64), count as i64))
+    }
 }
 
 impl Client {
@@ -582,21 +600,26 @@ impl EventLoop {
     /// Answers the clients in WAIT whose backups have acknowledged, or
     /// whose time is up, and runs the input they sent meanwhile.
     fn unblock(&mut self) {
-        let acked = self.acknowledged().unwrap_or_default();
+        let acked = self.acknowledged();
+        let durable = self.durable_here();
         let now = Instant::now();
         for t in std::mem::take(&mut self.blocked) {
             let Some(c) = self.clients.get_mut(&t) else { continue };
             let Some(b) = c.blocked else { continue };
-            let count = acked.iter().filter(|&&e| e >= b.epoch).count();
-            if count < b.replicas && b.deadline.is_none_or(|d| now < d) {
+            let Some(reply) = b.answer(acked.as_deref(), durable, now) else {
                 self.blocked.push(t);
                 continue;
-            }
+            };
             c.blocked = None;
-            c.out().int(count as i64);
+            write_wait_reply(&mut c.out(), reply);
             self.process(t);
             self.flush(t);
         }
+    }
+
+    /// The epoch durable on this server's own disk; `None` without logging.
+    pub fn durable_here(&self) -> Option<u64> {
+        (self.shared.db.options().durability != epochdb::Durability::Off).then(|| self.shared.db.durable_epoch())
     }
 
     /// The epoch each connected backup has acknowledged; `None` if this
@@ -716,12 +739,6 @@ impl EventLoop {
     pub fn client(&mut self, t: Token) -> Option<&mut Client> {
         self.clients.get_mut(&t)
     }
-
-    pub fn waiting_push(&mut self, t: Token) {
-        if !self.waiting.contains(&t) {
-            self.waiting.push(t);
-        }
-    }
 }
 
 /// A client-supplied name shown in an error, cut short and without line
@@ -740,4 +757,14 @@ pub fn engine_error(e: &Error) -> String {
         Error::Stale { .. } => format!("LOADING {other}", other = e),
         other => format!("ERR {other}"),
     }
+}
+
+/// WAIT's reply (the backups that acknowledged), or WAITAOF's (`[local,
+/// backups]`: whether it is durable here, and on how many backups).
+pub fn write_wait_reply(o: &mut Out<'_>, (local, backups): (Option<i64>, i64)) {
+    if let Some(local) = local {
+        o.array(2);
+        o.int(local);
+    }
+    o.int(backups);
 }

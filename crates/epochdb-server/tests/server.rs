@@ -501,6 +501,9 @@ fn wait_counts_the_backups_that_acknowledged_the_last_write() {
     let backup = Backup::start(BackupOptions::new(base.join("b"), listen.to_string())).expect("a backup");
     let _: () = c.set("k", "2").unwrap();
     assert_eq!(cmd(&mut c, &["WAIT", "1", "0"]).unwrap(), Value::Int(1), "the backup acknowledges in time");
+    let _: () = c.set("k", "2b").unwrap();
+    let both = Value::Array(vec![Value::Int(1), Value::Int(1)]);
+    assert_eq!(cmd(&mut c, &["WAITAOF", "1", "1", "0"]).unwrap(), both, "durable here and on the backup");
     // Blocked in WAIT, the client's next command waits behind it.
     let (wait, ping): (i64, String) = redis::pipe().cmd("WAIT").arg(2).arg(100).cmd("PING").query(&mut c).unwrap();
     assert_eq!((wait, &ping[..]), (1, "PONG"));
@@ -513,6 +516,8 @@ fn wait_counts_the_backups_that_acknowledged_the_last_write() {
     }
     let _: () = c.set("k", "3").unwrap();
     assert_eq!(cmd(&mut c, &["WAIT", "1", "50"]).unwrap(), Value::Int(0));
+    let local_only = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+    assert_eq!(cmd(&mut c, &["WAITAOF", "1", "1", "50"]).unwrap(), local_only, "durable here, on no backup");
     assert!(err(&mut c, &["WAIT", "1", "-1"]).contains("timeout is negative"));
     drop(c);
     server.shutdown();

@@ -204,6 +204,13 @@ fn failover_loop(mode: &str, default_runs: u64) {
         child::kill_after(primary, life, &format!("primary {run}"));
 
         let started = Instant::now();
+        // The backup still persists what was in flight when the primary
+        // died, until it reads the end of the connection: only then is its
+        // persisted epoch the one the promotion keeps.
+        while backup.is_connected() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the backup never saw its primary go");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let persisted = backup.persisted_epoch();
         let view = backup.read_view();
         let db = backup.promote().expect("promote the backup");

@@ -146,12 +146,13 @@ pub fn promote(a: PromoteArgs) -> CliResult<ExitCode> {
     c.ok(&["REPLICAOF", "NO", "ONE"])?;
     let after = replication_info(&mut c)?;
     crate::say!(
-        "epochdb promote: {}:{} is a primary in term {} from epoch {} (it had persisted epoch {}, shown epoch {}); {:.3} s",
+        "epochdb promote: {}:{} is a primary in term {} from epoch {}, keeping the old term's epochs <= {} (it had \
+         shown epoch {}); {:.3} s",
         a.server.host,
         a.server.port,
         field(&after, "epochdb_term"),
         field(&after, "epochdb_term_start_epoch"),
-        field(&before, "epochdb_persisted_epoch"),
+        field(&after, "epochdb_promotion_kept_epoch"),
         field(&before, "epochdb_read_view"),
         started.elapsed().as_secs_f64()
     );

@@ -497,6 +497,9 @@ fn primary_info(out: &mut String, shared: &crate::server::Shared) {
     let (term, term_start) = shared.db.term();
     let _ =
         write!(out, "# Replication\r\nrole:master\r\nepochdb_term:{term}\r\nepochdb_term_start_epoch:{term_start}\r\n");
+    if let Some(kept) = shared.db.promotion_kept() {
+        let _ = write!(out, "epochdb_promotion_kept_epoch:{kept}\r\n");
+    }
     match shared.db.replication_status() {
         None => out.push_str("connected_slaves:0\r\nmaster_repl_offset:0\r\n"),
         Some(st) => {

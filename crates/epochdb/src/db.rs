@@ -713,6 +713,13 @@ impl Database {
         crate::durability::log::lock(&self.shared().store.manifest).term()
     }
 
+    /// The last epoch of the old term the latest promotion kept: the
+    /// promoted backup had persisted every epoch up to it, and the rest of
+    /// that term is void. `None` before any promotion.
+    pub fn promotion_kept(&self) -> Option<u64> {
+        crate::durability::log::lock(&self.shared().store.manifest).promotions.last().map(|p| p.kept)
+    }
+
     /// The replication state of a primary ([`Options::primary`]): where
     /// backups connect, the released and local epochs, each backup's
     /// acknowledged epoch and lag. `None` unless this database is a primary.

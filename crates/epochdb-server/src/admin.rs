@@ -253,7 +253,7 @@ impl EventLoop {
             c.db = final_db;
             c.info.db.store(final_db, Ordering::Relaxed);
         }
-        self.finish(t, r.map(|((), info)| info.epoch), write)
+        self.finish(t, r.map(|((), info)| info.release_epoch), write)
     }
 
     /// FLUSHALL: every database, one transaction.
@@ -274,7 +274,7 @@ impl EventLoop {
             scratch.extend_from_slice(b"+OK\r\n");
             Ok(())
         });
-        self.finish(t, r.map(|((), info)| info.epoch), true)
+        self.finish(t, r.map(|((), info)| info.release_epoch), true)
     }
 
     /// WAIT numreplicas timeout: how many backups have acknowledged (have

@@ -522,11 +522,14 @@ impl EventLoop {
             f(&mut x, txn, args)
         });
         let failed = self.scratch.first() == Some(&b'-');
-        self.finish(t, r.map(|((), info)| info.epoch), cmd.write) || failed
+        self.finish(t, r.map(|((), info)| info.release_epoch), cmd.write) || failed
     }
 
     /// Appends a transaction's reply (in `scratch`), holding it for
-    /// durability when replies wait; returns whether it failed.
+    /// durability when replies wait; returns whether it failed. `r` is the
+    /// transaction's release epoch (`CommitInfo::release_epoch`): a read
+    /// of data already durable is not held (though it still goes out
+    /// behind any earlier held reply).
     pub fn finish(&mut self, t: Token, r: epochdb::Result<u64>, write: bool) -> bool {
         let durable = self.shared.durable_replies();
         let Some(c) = self.clients.get_mut(&t) else { return true };
@@ -537,7 +540,7 @@ impl EventLoop {
                 if write {
                     c.last_write_epoch = c.last_write_epoch.max(epoch);
                 }
-                if durable {
+                if durable && epoch > self.shared.db.durable_epoch() {
                     c.hold_from(at, epoch);
                     self.shared.db.hasten_durable(epoch);
                     if !self.waiting.contains(&t) {

@@ -248,7 +248,7 @@ impl Worker for TxnWorker<'_> {
         loop {
             let mut txn = self.w.begin()?;
             let outcome = match body(&mut DbTxn(&mut txn, self.db)) {
-                Ok(()) => txn.commit().map(|info| self.epoch = info.epoch).map_err(TxnError::from),
+                Ok(()) => txn.commit().map(|info| self.epoch = info.release_epoch).map_err(TxnError::from),
                 Err(e) => {
                     txn.abort();
                     Err(e)

@@ -1111,7 +1111,7 @@ impl Worker {
     /// ```
     pub fn run_durable<T>(&mut self, f: impl FnMut(&mut Txn<'_>) -> Result<T>) -> Result<T> {
         let (v, info) = self.run_with_info(f)?;
-        self.wait_durable(info.epoch)?;
+        self.wait_durable(info.release_epoch)?;
         Ok(v)
     }
 

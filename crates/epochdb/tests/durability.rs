@@ -239,6 +239,53 @@ fn hastened_epochs_make_a_lone_write_durable_without_a_tick() {
 }
 
 #[test]
+fn a_read_only_transaction_is_released_once_what_it_read_is_durable() {
+    let dir = temp_dir("release-epoch");
+    let db = Database::open(durable_options(&dir, Durability::Log)).expect("open");
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    let read = |w: &mut epochdb::Worker, key: &[u8]| {
+        let (tid, info) = w.run_with_info(|txn| Ok(txn.get_versioned(t, key)?.1)).expect("read");
+        assert!(info.tid.is_none() && info.release_epoch <= info.epoch);
+        (tid.expect("a committed version or none"), info)
+    };
+    // A write is released at its own epoch, and so is a read of it.
+    let (_, wrote) = w.run_with_info(|txn| txn.put(t, b"a", b"1")).expect("put");
+    assert_eq!(wrote.release_epoch, wrote.epoch);
+    let (_, info) = read(&mut w, b"a");
+    assert_eq!(info.release_epoch, wrote.epoch, "a read waits for the write it saw");
+    w.wait_durable(wrote.epoch).expect("durable");
+    // A read of an old version, or of a key never written, needs no later
+    // epoch than that (an absence: the epoch before its own).
+    let (_, info) = read(&mut w, b"a");
+    assert!(info.release_epoch == wrote.epoch && info.epoch > wrote.epoch, "{info:?}");
+    let (tid, info) = read(&mut w, b"never");
+    assert_eq!((tid, info.release_epoch), (epochdb::Tid::ZERO, info.epoch - 1));
+    // A key absent because of a delete: its release covers the delete,
+    // whether the reader finds the tombstone or, once it is unhooked, no
+    // record at all.
+    let (_, deleted) = w.run_with_info(|txn| txn.delete(t, b"a")).expect("delete");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (tid, info) = read(&mut w, b"a");
+        assert!(info.release_epoch >= deleted.epoch, "an absence released before its delete: {info:?} {deleted:?}");
+        if tid == epochdb::Tid::ZERO {
+            break; // unhooked
+        }
+        assert_eq!((tid.epoch(), info.release_epoch), (deleted.epoch, deleted.epoch), "the tombstone");
+        assert!(std::time::Instant::now() < deadline, "the tombstone was never unhooked");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // Another transaction's uncommitted insert: an absence too.
+    let mut inserter = db.worker().expect("worker");
+    let mut txn = inserter.begin().expect("begin");
+    txn.insert(t, b"b", b"2").expect("insert");
+    let (tid, info) = read(&mut w, b"b");
+    assert_eq!((tid, info.release_epoch), (epochdb::Tid::ZERO, info.epoch - 1));
+    txn.abort();
+}
+
+#[test]
 fn a_data_directory_opens_once() {
     let dir = temp_dir("lock");
     let db = Database::open(durable_options(&dir, Durability::Log)).expect("open");

@@ -29,6 +29,18 @@ pub struct CommitInfo {
     pub tid: Option<Tid>,
     /// The epoch of the serialization point.
     pub epoch: u64,
+    /// The transaction's results may be released (reported as durable)
+    /// once this epoch is durable ([`crate::Database::is_durable`]). For a
+    /// transaction that wrote, `epoch`. A read-only one needs only what it
+    /// observed to survive a crash: the newest epoch of the versions it
+    /// read, and `epoch - 1` if it saw a key absent from the index (a
+    /// delete is unhooked only once `E` has passed its epoch, so an absence
+    /// dates from before the reader's `E`). Anything that overwrote what it
+    /// read committed after its validation, in an epoch `>= epoch`, so the
+    /// durable prefix at any epoch `>= release_epoch` shows what it saw.
+    /// A read-only transaction that read only durable data is thus released
+    /// at once instead of after its own epoch's sync.
+    pub release_epoch: u64,
 }
 
 impl Txn<'_> {
@@ -61,6 +73,7 @@ impl Txn<'_> {
         }
     }
 
+    /// Checks the read and node sets; returns the largest TID read.
     fn validate_reads(&self) -> Result<Tid, AbortReason> {
         let sets = &self.w.sets;
         let mut max = Tid::ZERO;
@@ -84,11 +97,17 @@ impl Txn<'_> {
     /// A read-only transaction validates and installs nothing.
     fn commit_read_only(&mut self) -> Result<CommitInfo, AbortReason> {
         if self.snapshot.is_some() {
-            return Ok(CommitInfo { tid: None, epoch: self.epoch() }); // read the view
+            let epoch = self.epoch(); // read the view
+            return Ok(CommitInfo { tid: None, epoch, release_epoch: epoch });
         }
         let epoch = self.w.shared.epochs.current();
-        self.validate_reads()?;
-        Ok(CommitInfo { tid: None, epoch })
+        let newest = self.validate_reads()?.epoch();
+        // An absence: no record in the index, or another transaction's
+        // uncommitted placeholder (which was inserted where none was).
+        let sets = &self.w.sets;
+        let absence = !sets.nodes.is_empty() || sets.read.iter().any(|r| r.word == PLACEHOLDER_WORD);
+        let release_epoch = if absence { newest.max(epoch.saturating_sub(1)) } else { newest };
+        Ok(CommitInfo { tid: None, epoch, release_epoch })
     }
 
     fn commit_writes(&mut self) -> Result<CommitInfo, AbortReason> {
@@ -130,7 +149,7 @@ impl Txn<'_> {
             self.install(i, tid, epoch);
         }
         self.log(tid, epoch);
-        Ok(CommitInfo { tid: Some(tid), epoch })
+        Ok(CommitInfo { tid: Some(tid), epoch, release_epoch: epoch })
     }
 
     /// Appends the transaction's log record (SiloR §3) while the worker is

@@ -73,10 +73,13 @@ impl Txn<'_> {
         }
     }
 
-    /// Checks the read and node sets; returns the largest TID read.
-    fn validate_reads(&self) -> Result<Tid, AbortReason> {
+    /// Checks the read and node sets. Returns the largest TID read, and
+    /// whether the transaction saw an absence: a key with no record in the
+    /// index (a node-set entry), or another transaction's uncommitted
+    /// placeholder (inserted where no record was).
+    fn validate_reads(&self) -> Result<(Tid, bool), AbortReason> {
         let sets = &self.w.sets;
-        let mut max = Tid::ZERO;
+        let (mut max, mut placeholder) = (Tid::ZERO, false);
         for r in &sets.read {
             // SAFETY: read-set records stay live until our epoch ends.
             let now = unsafe { r.rec.as_ref() }.tid.load();
@@ -84,6 +87,7 @@ impl Txn<'_> {
                 return Err(AbortReason::ReadValidation);
             }
             max = max.max(Tid::of_word(r.word));
+            placeholder |= r.word == PLACEHOLDER_WORD;
         }
         for n in &sets.nodes {
             // SAFETY: node-set leaves stay allocated until our epoch ends.
@@ -91,7 +95,7 @@ impl Txn<'_> {
                 return Err(AbortReason::NodeValidation);
             }
         }
-        Ok(max)
+        Ok((max, placeholder || !sets.nodes.is_empty()))
     }
 
     /// A read-only transaction validates and installs nothing.
@@ -101,11 +105,8 @@ impl Txn<'_> {
             return Ok(CommitInfo { tid: None, epoch, release_epoch: epoch });
         }
         let epoch = self.w.shared.epochs.current();
-        let newest = self.validate_reads()?.epoch();
-        // An absence: no record in the index, or another transaction's
-        // uncommitted placeholder (which was inserted where none was).
-        let sets = &self.w.sets;
-        let absence = !sets.nodes.is_empty() || sets.read.iter().any(|r| r.word == PLACEHOLDER_WORD);
+        let (newest, absence) = self.validate_reads()?;
+        let newest = newest.epoch();
         let release_epoch = if absence { newest.max(epoch.saturating_sub(1)) } else { newest };
         Ok(CommitInfo { tid: None, epoch, release_epoch })
     }
@@ -133,7 +134,7 @@ impl Txn<'_> {
         let epoch = self.w.shared.epochs.current();
         // Phase 2
         let max = match self.validate_reads() {
-            Ok(m) => m.max(max),
+            Ok((m, _)) => m.max(max),
             Err(reason) => {
                 self.unlock_first(self.w.sets.write.len());
                 return Err(reason);

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::files::{block_epochs, block_offsets};
+use common::files::{block_epochs, block_len, block_offsets};
 use common::{contents, durable_options, temp_dir};
 use epochdb::{Column, Database, Durability, Error, Faults, Options, Schema, TableId, TableOptions};
 use std::collections::BTreeMap;
@@ -390,16 +390,17 @@ fn a_torn_tail_above_pepoch_is_dropped_and_reported() {
 }
 
 /// A crash before the last block's sync: the pepoch file still says an
-/// epoch below that block's, and the block's write was cut short. That is
-/// a torn tail, dropped and reported. (A cut-short block at or below
-/// pepoch is corruption: `data_safety.rs`.)
+/// epoch below that block's, and the block's write (and its flush's seal
+/// marker after it) was cut short. That is a torn tail, dropped and
+/// reported. (A cut-short block at or below pepoch is corruption:
+/// `data_safety.rs`.)
 fn torn_tail(mode: Durability) {
     let dir = temp_dir(&format!("torn-{mode:?}"));
     let log = crashed_log(&dir, mode);
     let mut bytes = std::fs::read(&log).expect("read");
     let blocks = block_offsets(&bytes);
     assert!(blocks.len() > 3, "{blocks:?}");
-    let last = *blocks.last().expect("a block");
+    let last = *blocks.iter().rev().find(|&&b| block_len(&bytes, b) > 0).expect("a data block");
     let (lo, _) = block_epochs(&bytes, last);
     common::write_pepoch(&dir, lo - 1);
     bytes.truncate(last + 40); // the last block's write was cut short
@@ -409,6 +410,59 @@ fn torn_tail(mode: Durability) {
     assert_eq!(r.dropped.len(), 1, "{r:?}");
     assert!(r.dropped[0].contains("torn tail") && r.dropped[0].contains("data.log"), "{r:?}");
     assert!(r.records > 0 && r.pepoch == lo - 1 && r.consistent);
+}
+
+/// The seal markers of `data.log`: (offset, epoch).
+fn seal_markers(bytes: &[u8]) -> Vec<(usize, u64)> {
+    let blocks = block_offsets(bytes);
+    blocks.into_iter().filter(|&b| block_len(bytes, b) == 0).map(|b| (b, block_epochs(bytes, b).1)).collect()
+}
+
+#[test]
+fn a_single_loggers_seal_markers_record_pepoch_beyond_the_pepoch_file() {
+    for mode in LOGGING {
+        let dir = temp_dir(&format!("markers-{mode:?}"));
+        let log = crashed_log(&dir, mode);
+        let bytes = std::fs::read(&log).expect("read");
+        let markers = seal_markers(&bytes);
+        assert!(markers.len() > 3, "a marker per flush that wrote: {markers:?}");
+        let &(_, sealed) = markers.last().expect("a marker");
+        // The crash came before the pepoch file was ever written again:
+        // every acknowledged write is recovered all the same.
+        common::write_pepoch(&dir, 0);
+        let db = Database::open(one_log_file(&dir, mode)).expect("open");
+        let r = db.recovery_report().expect("report");
+        assert!(r.pepoch == sealed && r.recorded_pepoch == Some(sealed) && r.dropped.is_empty(), "{r:?}");
+        assert_eq!(contents(&db, db.table("t").expect("t")).len(), 50);
+        drop(db);
+        // A clean close leaves the pepoch file current.
+        let closed = epochdb::inspect(&dir, &[]).expect("inspect");
+        assert!(closed.pepoch.is_some_and(|p| p >= sealed), "{closed:?}");
+    }
+}
+
+#[test]
+fn a_seal_marker_whose_flush_was_torn_is_not_trusted() {
+    for mode in LOGGING {
+        let dir = temp_dir(&format!("torn-marker-{mode:?}"));
+        let log = crashed_log(&dir, mode);
+        let mut bytes = std::fs::read(&log).expect("read");
+        let markers = seal_markers(&bytes);
+        let [.., (before_at, before), (last_at, last)] = markers[..] else { panic!("{markers:?}") };
+        // A block of the last flush, written before its marker, never
+        // reached the disk whole; the marker did.
+        let torn = *block_offsets(&bytes)
+            .iter()
+            .find(|&&b| b > before_at && b < last_at)
+            .expect("a block between the last two markers");
+        bytes[torn + 40] ^= 0xff;
+        std::fs::write(&log, &bytes).expect("write");
+        common::write_pepoch(&dir, 0);
+        let db = Database::open(one_log_file(&dir, mode)).expect("a torn flush is not an error");
+        let r = db.recovery_report().expect("report");
+        assert!(r.pepoch == before && before < last, "recovered to the marker before: {r:?}");
+        assert!(r.dropped.len() == 1 && r.dropped[0].contains("torn tail"), "{r:?}");
+    }
 }
 
 #[test]

@@ -29,8 +29,10 @@ use std::path::{Path, PathBuf};
 /// the manifest's schemas and checkpoint chain; version 4, the manifest's
 /// log and checkpoint directories and checkpoint file names relative to
 /// them (so a build that cannot read them says so by version). Versions 1
-/// to 3 are still read.
-pub const VERSION: u32 = 4;
+/// to 3 are still read. Version 5: a single logger's seal markers
+/// ([`seal_marker`]) record pepoch in the log, and the pepoch file may
+/// trail them (an older build would lose the epochs only they record).
+pub const VERSION: u32 = 5;
 const OLDEST_READABLE: u32 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const BLOCK_HEADER_LEN: usize = 32;
@@ -132,6 +134,23 @@ pub fn seal(block: &mut [u8], lo: u64, hi: u64) {
     block[28..32].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// A log's **seal marker**: a block with no payload whose epochs are
+/// `epoch..=epoch`, written by the only logger of a database with every
+/// flush, just before the sync that makes its epochs `<= epoch` durable.
+/// Such a log records its pepoch itself (see `recovery::sealed_epoch`), so
+/// a release costs one sync, not a second one of the pepoch file.
+pub fn seal_marker(epoch: u64) -> Vec<u8> {
+    let mut b = new_block(BLOCK_HEADER_LEN);
+    seal(&mut b, epoch, epoch);
+    b
+}
+
+/// Whether a log block (its payload) is a seal marker: no transaction
+/// record is empty, so no other block has an empty payload.
+pub fn is_seal_marker(payload: &[u8]) -> bool {
+    payload.is_empty()
+}
+
 /// The first version whose block headers carry their own checksum.
 const HEADER_CRC: u32 = 4;
 
@@ -212,7 +231,12 @@ impl BlockWriter {
     /// Writes `bytes` (a sealed block, or the header) and its padding at
     /// the end of the written part.
     pub fn append(&mut self, io: &Io, bytes: &[u8]) -> Result<()> {
-        let out = self.staging.fill(bytes);
+        self.append_all(io, &[bytes])
+    }
+
+    /// Writes several blocks, each padded, with one write.
+    pub fn append_all(&mut self, io: &Io, blocks: &[&[u8]]) -> Result<()> {
+        let out = self.staging.fill(blocks);
         io.write_at(&self.file, out, self.written)?;
         self.written += out.len() as u64;
         Ok(())
@@ -233,18 +257,23 @@ struct Staging {
 }
 
 impl Staging {
-    /// Copies `data` into the aligned part, pads it with zeros to a multiple
-    /// of `PAD_ALIGN`, and returns the padded bytes.
-    fn fill(&mut self, data: &[u8]) -> &[u8] {
-        let len = padded(data.len() as u64) as usize;
+    /// Copies each of `blocks` into the aligned part, each padded with
+    /// zeros to a multiple of `PAD_ALIGN`, and returns the padded bytes.
+    fn fill(&mut self, blocks: &[&[u8]]) -> &[u8] {
+        let len = blocks.iter().map(|b| padded(b.len() as u64) as usize).sum::<usize>();
         let align = PAD_ALIGN as usize;
         if self.bytes.len() < len + align {
             self.bytes = vec![0; len + align];
         }
         let start = self.bytes.as_ptr().align_offset(align);
         let out = &mut self.bytes[start..start + len];
-        out[..data.len()].copy_from_slice(data);
-        out[data.len()..].fill(0);
+        let mut at = 0;
+        for b in blocks {
+            let end = at + padded(b.len() as u64) as usize;
+            out[at..at + b.len()].copy_from_slice(b);
+            out[at + b.len()..end].fill(0);
+            at = end;
+        }
         out
     }
 }

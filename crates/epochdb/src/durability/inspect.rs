@@ -7,7 +7,7 @@
 use super::datadir::{Dirs, CHECKPOINT_MAGIC};
 use super::frame::{BlockReader, Damage};
 use super::fsio::Context;
-use super::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
+use super::logger::{recorded_pepoch, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
 use super::manifest::{Manifest, MANIFEST_FILE};
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 /// What [`inspect`] found in a data directory, read without changing it.
 #[derive(Debug, Clone)]
 pub struct Inspection {
-    /// The recorded pepoch; `None` if the pepoch file is unreadable (see
+    /// The recorded pepoch (the pepoch file's, or a single logger's seal
+    /// markers' if higher); `None` if the pepoch file is unreadable (see
     /// `problems`).
     pub pepoch: Option<u64>,
     /// Table names; index tables as `table.index`.
@@ -92,7 +93,7 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
     let manifest = Manifest::load(data_dir, &legacy).map_err(|d| d.error(None))?.unwrap_or_default();
     let dirs = Dirs::resolve(&options, Some(&manifest))?;
     let mut problems = Vec::new();
-    let pepoch = PepochFile::read(data_dir).unwrap_or_else(|d| {
+    let pepoch = recorded_pepoch(data_dir, &dirs.log).unwrap_or_else(|d| {
         problems.push(d.to_string());
         None
     });

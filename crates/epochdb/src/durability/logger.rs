@@ -11,6 +11,14 @@
 //! right after the write, before the sync. Every 100 epochs (by default)
 //! `data.log` is renamed `old_data.<e>`, `e` its largest epoch.
 //!
+//! A database with one logger skips the pepoch file's sync on the way to
+//! a release: the flush writes a seal marker for `d_l` (= pepoch) with its
+//! last block, so the one `fdatasync` of `data.log` makes both durable
+//! (recovery reads the marker back: `recovery::sealed_epoch`). A release
+//! then costs one sync instead of two, which is most of a lone client's
+//! wait. The pepoch file is still written when `data.log` is rotated (the
+//! markers leave with it) and when the logger stops.
+//!
 //! A failed write or sync puts the database in a failed state for good:
 //! pepoch stops, waiters get the error, and so does every later call. An
 //! fsync is never retried (after a failed fsync the kernel may have
@@ -316,6 +324,9 @@ impl Loggers {
                 log,
                 rotate,
                 pepoch_file: pepoch_file.take(),
+                marks: dirs.len() == 1,
+                marked: 0,
+                unmarked: false,
             };
             // On an error, dropping `loggers` stops the threads started.
             let t = std::thread::Builder::new()
@@ -372,6 +383,14 @@ struct Logger {
     log: LogFile,
     rotate: Rotation,
     pepoch_file: Option<PepochFile>,
+    /// The only logger: seal markers in `data.log` record pepoch.
+    marks: bool,
+    /// The epoch of the last seal marker written.
+    marked: u64,
+    /// A block was written since the last marker. Only then is a marker
+    /// due: with none, no transaction committed since, so recovering to
+    /// the last marker loses nothing (and an idle log stays as it is).
+    unmarked: bool,
 }
 
 impl Logger {
@@ -395,7 +414,7 @@ impl Logger {
             last = e;
             match step {
                 Err(err) => break Err(err),
-                Ok(_) if stopping => break Ok(()),
+                Ok(_) if stopping => break self.record_pepoch(),
                 Ok(true) => {}
                 // Another logger may have flushed since: pepoch may grow.
                 Ok(false) if hurried => self.publish_pepoch().map_or_else(
@@ -422,17 +441,20 @@ impl Logger {
         for s in &slots {
             let full: Vec<Buf> = std::mem::take(&mut *lock(&s.full));
             for b in full {
-                self.write(s, b)?;
+                self.write(s, b, None)?;
                 n += 1;
             }
         }
         Ok(n)
     }
 
-    fn write(&mut self, slot: &LogSlot, mut buf: Buf) -> Result<()> {
+    /// Writes a worker's buffer as a block (followed, in the same write,
+    /// by `marker`, a seal marker).
+    fn write(&mut self, slot: &LogSlot, mut buf: Buf, marker: Option<(u64, &[u8])>) -> Result<()> {
         let (lo, hi) = (buf.lo, buf.hi);
         let bytes = buf.seal();
-        self.log.append(&self.io, bytes, lo, hi)?;
+        self.log.append(&self.io, bytes, lo, hi, marker)?;
+        self.unmarked = true;
         if let Some(t) = self.durable.tap.get() {
             t.block(self.id, lo, hi, bytes);
         }
@@ -465,32 +487,62 @@ impl Logger {
         }
         self.write_full()?;
         let wrote = !taken.is_empty();
-        for (s, b) in taken {
-            self.write(s, b)?;
+        let sealed = bound - 1;
+        let due = self.marks && (wrote || self.unmarked) && sealed > self.marked;
+        let marker = due.then(|| frame::seal_marker(sealed));
+        let marker = marker.as_deref().map(|m| (sealed, m));
+        let last = taken.len().checked_sub(1);
+        for (i, (s, b)) in taken.into_iter().enumerate() {
+            self.write(s, b, marker.filter(|_| Some(i) == last))?;
+        }
+        if let (Some((_, m)), None) = (marker, last) {
+            self.log.append(&self.io, m, sealed, sealed, None)?;
         }
         // Shipped before the local sync, so the two overlap (Query Fresh §3.1).
         if let Some(t) = self.durable.tap.get() {
             t.seal(self.id, bound - 1);
         }
         self.log.sync(&self.io)?;
+        if marker.is_some() {
+            (self.marked, self.unmarked) = (sealed, false);
+            self.durable.log_bytes.fetch_add(frame::BLOCK_HEADER_LEN as u64, Ordering::Relaxed);
+        }
         self.share().durable.store(bound - 1, Ordering::Release);
         lock(&self.share().slots)
             .retain(|s| !(s.gone.load(Ordering::Acquire) && lock(&s.current).is_empty() && lock(&s.full).is_empty()));
         self.publish_pepoch()?;
-        self.log.rotate_if_due(&self.io, self.rotate)?;
+        if self.log.rotation_due(self.rotate) {
+            // The markers that record pepoch leave with the old file.
+            self.record_pepoch()?;
+            self.log.rotate(&self.io)?;
+        }
         Ok(wrote)
     }
 
-    /// Logger 0 only: writes and publishes `pepoch = min(d_l)` if it grew.
+    /// Logger 0 only: publishes `pepoch = min(d_l)` if it grew, once it is
+    /// durable: in the pepoch file, or (the only logger) already in the
+    /// seal marker the flush synced.
     fn publish_pepoch(&mut self) -> Result<()> {
         if let Some(p) = &mut self.pepoch_file {
             let pepoch = self.durable.loggers.iter().map(|l| l.durable.load(Ordering::Acquire)).min().unwrap_or(0);
             if pepoch > self.durable.local_pepoch() {
-                p.write(pepoch)?;
+                if !self.marks {
+                    p.write(pepoch)?;
+                }
                 self.durable.publish(pepoch);
             }
         }
         Ok(())
+    }
+
+    /// The only logger: writes the published pepoch into the pepoch file
+    /// (before `data.log`, whose markers record it, is rotated away, and
+    /// when the logger stops).
+    fn record_pepoch(&mut self) -> Result<()> {
+        match &mut self.pepoch_file {
+            Some(p) if self.marks => p.write(self.durable.local_pepoch()),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -535,16 +587,22 @@ impl LogFile {
         self.out.file.path.parent().unwrap_or(Path::new("."))
     }
 
-    pub fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64) -> Result<()> {
-        let end = self.out.written() + frame::padded(block.len() as u64);
+    /// Appends `block` of epochs `lo..=hi`, and `marker` (a seal marker and
+    /// its epoch) after it in the same write.
+    pub fn append(&mut self, io: &Io, block: &[u8], lo: u64, hi: u64, marker: Option<(u64, &[u8])>) -> Result<()> {
+        let len = frame::padded(block.len() as u64) + marker.map_or(0, |(_, m)| frame::padded(m.len() as u64));
+        let end = self.out.written() + len;
         if end > self.allocated {
             let grow = (end - self.allocated).div_ceil(PREALLOCATE) * PREALLOCATE;
             io.preallocate(&self.out.file, self.allocated, grow)?;
             self.allocated += grow;
         }
-        self.out.append(io, block)?;
+        match marker {
+            Some((_, m)) => self.out.append_all(io, &[block, m])?,
+            None => self.out.append(io, block)?,
+        }
         self.lo = self.lo.min(lo);
-        self.hi = self.hi.max(hi);
+        self.hi = self.hi.max(hi).max(marker.map_or(0, |(e, _)| e));
         Ok(())
     }
 
@@ -552,19 +610,16 @@ impl LogFile {
         io.sync(&self.out.file)
     }
 
-    /// Rotates if the file spans `rotate.epochs` epochs and is old enough
-    /// (hastened epochs pass faster than ticks: rotate no more often than
-    /// `rotate.epochs` ticks would).
-    pub fn rotate_if_due(&mut self, io: &Io, rotate: Rotation) -> Result<()> {
-        if self.hi >= self.lo.saturating_add(rotate.epochs) && self.created.elapsed() >= rotate.age {
-            self.rotate(io)?;
-        }
-        Ok(())
+    /// Whether to rotate: the file spans `rotate.epochs` epochs and is old
+    /// enough (hastened epochs pass faster than ticks: rotate no more often
+    /// than `rotate.epochs` ticks would).
+    pub fn rotation_due(&self, rotate: Rotation) -> bool {
+        self.hi >= self.lo.saturating_add(rotate.epochs) && self.created.elapsed() >= rotate.age
     }
 
     /// `data.log` becomes `old_data.<hi>` (trimmed of its preallocated
     /// tail), and a fresh `data.log` takes its place.
-    fn rotate(&mut self, io: &Io) -> Result<()> {
+    pub fn rotate(&mut self, io: &Io) -> Result<()> {
         let dir = self.seal(io)?;
         *self = LogFile::create(&dir, io)?;
         Ok(())
@@ -585,6 +640,52 @@ impl LogFile {
         io.rename(&dir.join(CURRENT_LOG), &old)?;
         ::log::debug!("log rotated: {} (epochs {}..={})", old.display(), self.lo, self.hi);
         Ok(dir)
+    }
+}
+
+/// The pepoch a data directory records: its pepoch file's, or, if higher,
+/// the one the seal markers of its only logger's `data.log` prove durable
+/// ([`sealed_epoch`]). `None` without a pepoch file.
+pub fn recorded_pepoch(data_dir: &Path, log_dirs: &[PathBuf]) -> std::result::Result<Option<u64>, Damage> {
+    Ok(PepochFile::read(data_dir)?.map(|p| p.max(sealed_epoch(log_dirs))))
+}
+
+/// The epoch the seal markers in the `data.log` of a single log directory
+/// prove durable; 0 if none does (or there are several directories).
+///
+/// A flush writes its blocks and its marker, then syncs; the next flush
+/// starts after that sync. So the last marker `m_n` in the file proves
+/// that the flush of the marker before it, `m_(n-1)`, completed its sync,
+/// and `m_(n-1)` is durable. `m_n` itself was perhaps never synced: a crash
+/// may have kept it and lost blocks written before it in the same flush.
+/// It counts only if every block between `m_(n-1)` and `m_n` is intact.
+/// (Damage before `m_(n-1)` is corruption of synced data, which replay
+/// reports as such: every block there is at or below the pepoch returned.)
+pub fn sealed_epoch(log_dirs: &[PathBuf]) -> u64 {
+    let [dir] = log_dirs else { return 0 };
+    let Ok(mut r) = frame::BlockReader::open(&dir.join(CURRENT_LOG), LOG_MAGIC) else { return 0 };
+    let mut payload = Vec::new();
+    // The last two markers, and whether the blocks after each were intact.
+    let (mut before, mut last, mut intact, mut intact_before_last) = (0, 0, true, true);
+    loop {
+        match r.next_block(&mut payload) {
+            Ok(Some((_, _, hi))) if frame::is_seal_marker(&payload) => {
+                (before, last, intact_before_last, intact) = (last, hi, intact, true);
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(_) => {
+                intact = false;
+                if !r.skip_to_next_valid() {
+                    break;
+                }
+            }
+        }
+    }
+    if intact_before_last {
+        last
+    } else {
+        before
     }
 }
 

@@ -69,8 +69,10 @@ pub struct RecoveryReport {
     /// epoch `<= pepoch` and nothing later. Below `recorded_pepoch` only
     /// when salvage cut the state back to before a damaged block.
     pub pepoch: u64,
-    /// The pepoch the pepoch file recorded; `None` when it was unreadable
-    /// and salvage took the epoch the logs reach instead.
+    /// The pepoch the directory recorded (its pepoch file, or a single
+    /// logger's seal markers: `logger::recorded_pepoch`); `None` when the
+    /// pepoch file was unreadable and salvage took the epoch the logs
+    /// reach instead.
     pub recorded_pepoch: Option<u64>,
     /// `e_l` of the checkpoint loaded, if any.
     pub checkpoint_epoch: Option<u64>,
@@ -232,7 +234,7 @@ pub(crate) fn recover(
     // The pepoch file is made before the first manifest (`commit`): without
     // a manifest nothing was durable, whatever state a failed first open
     // left the pepoch file in.
-    let recorded = match PepochFile::read(&dirs.data) {
+    let recorded = match super::logger::recorded_pepoch(&dirs.data, &dirs.log) {
         _ if !exists => Ok(0),
         Ok(Some(p)) => Ok(p),
         Ok(None) => {

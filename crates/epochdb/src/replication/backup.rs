@@ -406,7 +406,7 @@ fn session(
                 if epochs != (lo, hi) {
                     return Err(bad(format!("a block said to hold {lo}..={hi} holds {epochs:?}")).into());
                 }
-                disk.log.append(&disk.store.io, &block, lo, hi)?;
+                disk.log.append(&disk.store.io, &block, lo, hi, None)?;
                 disk.top = disk.top.max(hi);
                 disk.replay.push(lo, hi, block, stop);
             }
@@ -469,6 +469,9 @@ impl Disk {
         self.log.sync(&self.store.io)?;
         self.pepoch_file.write(pepoch)?;
         self.pepoch = pepoch;
-        self.log.rotate_if_due(&self.store.io, self.rotate)
+        if self.log.rotation_due(self.rotate) {
+            self.log.rotate(&self.store.io)?;
+        }
+        Ok(())
     }
 }

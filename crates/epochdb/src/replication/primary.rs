@@ -426,6 +426,9 @@ fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>, pepoch: u64) -> R
     for mut f in files {
         loop {
             match f.reader.next_block(&mut payload) {
+                // A seal marker is this primary's record of its own
+                // pepoch; the stream has Seals for that.
+                Ok(Some(_)) if frame::is_seal_marker(&payload) => {}
                 Ok(Some((_, lo, hi))) if hi > pepoch => {
                     let mut block = frame::new_block(frame::BLOCK_HEADER_LEN + payload.len());
                     block.extend_from_slice(&payload);

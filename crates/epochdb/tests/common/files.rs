@@ -49,6 +49,11 @@ pub fn block_offsets(bytes: &[u8]) -> Vec<usize> {
     }
 }
 
+/// The payload length a block's header gives (0: a seal marker).
+pub fn block_len(bytes: &[u8], at: usize) -> usize {
+    u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4")) as usize
+}
+
 /// The epochs a block's header gives.
 pub fn block_epochs(bytes: &[u8], at: usize) -> (u64, u64) {
     let word = |i: usize| u64::from_le_bytes(bytes[at + i..at + i + 8].try_into().expect("8"));

@@ -127,7 +127,7 @@ fn run(t: &Target, options: Options, verb: &str) -> CliResult<ExitCode> {
         gb * 1e3 / r.seconds.max(1e-9)
     );
     match r.recorded_pepoch {
-        Some(p) if p != r.pepoch => say!("  the pepoch file recorded {p}; salvage recovered to {}", r.pepoch),
+        Some(p) if p != r.pepoch => say!("  the directory recorded pepoch {p}; salvage recovered to {}", r.pepoch),
         None => say!("  the pepoch file was unreadable; salvage recovered to {}", r.pepoch),
         _ => {}
     }

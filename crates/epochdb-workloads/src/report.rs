@@ -200,7 +200,7 @@ pub struct CheckpointReport {
 pub struct RecoverReport {
     /// The epoch recovered to.
     pub pepoch: u64,
-    /// What the pepoch file said (`null` if unreadable); differs from `pepoch` after salvage.
+    /// What the directory recorded: the pepoch file, or a single logger's seal markers if higher (`null` if the pepoch file is unreadable); differs from `pepoch` after salvage.
     pub recorded_pepoch: Option<u64>,
     /// Checkpoint bytes read.
     pub checkpoint_bytes: u64,

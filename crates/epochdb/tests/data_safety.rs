@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::files::block_offsets;
+use common::files::{block_len, block_offsets};
 use common::{contents, durable_options, temp_dir};
 use epochdb::{Database, Durability, Error, Faults, Options, TableOptions};
 use std::collections::BTreeMap;
@@ -24,6 +24,11 @@ fn write_rows(db: &Database, from: u32, n: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
     model
 }
 
+/// The offsets of a log's blocks other than seal markers.
+fn data_blocks(bytes: &[u8]) -> Vec<usize> {
+    block_offsets(bytes).into_iter().filter(|&b| block_len(bytes, b) > 0).collect()
+}
+
 /// #4: a crash cannot tear a block at or below pepoch, so a cut-short
 /// block there is corruption, not a torn tail to drop silently.
 #[test]
@@ -37,7 +42,7 @@ fn a_truncated_block_below_pepoch_is_corruption_not_a_torn_tail() {
     // A clean close made every block durable: the last one is below pepoch.
     let log = dir.join("log/data.log");
     let mut bytes = std::fs::read(&log).expect("read");
-    let last = *block_offsets(&bytes).last().expect("a block");
+    let last = *data_blocks(&bytes).last().expect("a block");
     bytes.truncate(last + 40);
     std::fs::write(&log, &bytes).expect("truncate");
     match Database::open(options()) {
@@ -90,11 +95,17 @@ fn damage_above_pepoch_is_dropped_and_inspect_agrees() {
     drop(write_rows(&Database::open(options()).expect("open"), 0, 200));
     let log = dir.join("log/data.log");
     let mut bytes = std::fs::read(&log).expect("read");
-    let blocks = block_offsets(&bytes);
+    let blocks = data_blocks(&bytes);
     let victim = blocks[blocks.len() - 3];
     let (lo, _) = common::files::block_epochs(&bytes, victim);
     common::write_pepoch(&dir, lo - 1); // as if the crash came before its sync
     bytes[victim + 40] ^= 1; // its payload: the header stays intact
+                             // Nor did the seal markers of later flushes reach the disk (the blocks
+                             // after it stand for blocks a logger wrote ahead of its flush).
+    let markers: Vec<usize> = block_offsets(&bytes).into_iter().filter(|&b| block_len(&bytes, b) == 0).collect();
+    for at in markers.into_iter().filter(|&b| b > victim) {
+        bytes[at..at + 32].fill(0);
+    }
     std::fs::write(&log, &bytes).expect("flip");
     let i = epochdb::inspect(&dir, &[]).expect("inspect");
     assert!(i.problems.is_empty(), "{:?}", i.problems);

@@ -13,6 +13,7 @@ use common::{contents, durable_options, temp_dir};
 use epochdb::{Column, Database, Durability, Error, Faults, Options, Schema, TableId, TableOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 /// Asserts two states are equal, naming the first differing keys.
 fn assert_same(got: &BTreeMap<Vec<u8>, Vec<u8>>, want: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
@@ -438,6 +439,48 @@ fn a_single_loggers_seal_markers_record_pepoch_beyond_the_pepoch_file() {
         // A clean close leaves the pepoch file current.
         let closed = epochdb::inspect(&dir, &[]).expect("inspect");
         assert!(closed.pepoch.is_some_and(|p| p >= sealed), "{closed:?}");
+    }
+}
+
+/// A worker's block may hold an epoch above its flush's bound (another
+/// worker, still in an older epoch, holds the bound back). The flush that
+/// later publishes that epoch writes no block of its own, yet must still
+/// write a seal marker: a copy of the directory taken as soon as the
+/// commit is durable (a crash, without the pepoch file the close writes)
+/// recovers it. A marker written only by flushes that wrote a block (a
+/// mutation) loses it.
+#[test]
+fn a_block_above_its_flushs_bound_is_sealed_before_its_epoch_is_published() {
+    for mode in LOGGING {
+        let dir = temp_dir(&format!("late-seal-{mode:?}"));
+        let db = Database::open(one_log_file(&dir, mode)).expect("open");
+        let t = table(&db, "t");
+        let (mut old, mut new) = (db.worker().expect("worker"), db.worker().expect("worker"));
+        let mut held = old.begin().expect("begin");
+        held.get(t, b"nothing").expect("get"); // the logger's bound stays at its epoch
+        let entered = db.epoch();
+        while db.epoch() <= entered {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // E is now one past the held transaction's epoch, and stays there.
+        let value = row(7, "late", 1);
+        let ((), info) = new.run_with_info(|txn| txn.put(t, b"late", &value)).expect("put");
+        assert!(info.epoch > entered);
+        // A hastened flush writes the block, with a marker below its
+        // epoch (the held transaction bounds it), while E cannot move.
+        db.hasten_durable(info.epoch);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!db.is_durable(info.epoch).expect("not failed"));
+        drop(held);
+        new.wait_durable(info.epoch).expect("durable");
+        let copy = temp_dir(&format!("late-seal-copy-{mode:?}"));
+        for f in ["manifest", "pepoch", "log/data.log"] {
+            std::fs::create_dir_all(copy.join("log")).expect("mkdir");
+            std::fs::copy(dir.join(f), copy.join(f)).expect("copy");
+        }
+        let recovered = Database::open(one_log_file(&copy, mode)).expect("open the copy");
+        let got = contents(&recovered, recovered.table("t").expect("t"));
+        assert_eq!(got.get(b"late".as_slice()), Some(&value), "{:?}", recovered.recovery_report());
     }
 }
 

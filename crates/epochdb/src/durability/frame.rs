@@ -135,9 +135,10 @@ pub fn seal(block: &mut [u8], lo: u64, hi: u64) {
 }
 
 /// A log's **seal marker**: a block with no payload whose epochs are
-/// `epoch..=epoch`, written by the only logger of a database with every
-/// flush, just before the sync that makes its epochs `<= epoch` durable.
-/// Such a log records its pepoch itself (see `recovery::sealed_epoch`), so
+/// `epoch..=epoch`, written by the only logger of a database with a flush
+/// that publishes `epoch` (when a block above the last marker has been
+/// written), just before the sync that makes its epochs `<= epoch` durable.
+/// Such a log records its pepoch itself (see `logger::sealed_epoch`), so
 /// a release costs one sync, not a second one of the pepoch file.
 pub fn seal_marker(epoch: u64) -> Vec<u8> {
     let mut b = new_block(BLOCK_HEADER_LEN);

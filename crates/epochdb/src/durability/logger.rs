@@ -14,7 +14,7 @@
 //! A database with one logger skips the pepoch file's sync on the way to
 //! a release: the flush writes a seal marker for `d_l` (= pepoch) with its
 //! last block, so the one `fdatasync` of `data.log` makes both durable
-//! (recovery reads the marker back: `recovery::sealed_epoch`). A release
+//! (recovery reads the marker back: `logger::sealed_epoch`). A release
 //! then costs one sync instead of two, which is most of a lone client's
 //! wait. The pepoch file is still written when `data.log` is rotated (the
 //! markers leave with it) and when the logger stops.
@@ -326,7 +326,7 @@ impl Loggers {
                 pepoch_file: pepoch_file.take(),
                 marks: dirs.len() == 1,
                 marked: 0,
-                unmarked: false,
+                logged: 0,
             };
             // On an error, dropping `loggers` stops the threads started.
             let t = std::thread::Builder::new()
@@ -387,10 +387,13 @@ struct Logger {
     marks: bool,
     /// The epoch of the last seal marker written.
     marked: u64,
-    /// A block was written since the last marker. Only then is a marker
-    /// due: with none, no transaction committed since, so recovering to
-    /// the last marker loses nothing (and an idle log stays as it is).
-    unmarked: bool,
+    /// The highest epoch of any block written. A marker is due while it
+    /// is above `marked`: a worker's block may hold epochs at or above the
+    /// flush's bound, and the flush that publishes its epoch must record
+    /// it, though that flush may write no block of its own. With no block
+    /// above `marked`, recovering to `marked` loses nothing (and an idle
+    /// log stays as it is).
+    logged: u64,
 }
 
 impl Logger {
@@ -454,7 +457,7 @@ impl Logger {
         let (lo, hi) = (buf.lo, buf.hi);
         let bytes = buf.seal();
         self.log.append(&self.io, bytes, lo, hi, marker)?;
-        self.unmarked = true;
+        self.logged = self.logged.max(hi);
         if let Some(t) = self.durable.tap.get() {
             t.block(self.id, lo, hi, bytes);
         }
@@ -488,7 +491,8 @@ impl Logger {
         self.write_full()?;
         let wrote = !taken.is_empty();
         let sealed = bound - 1;
-        let due = self.marks && (wrote || self.unmarked) && sealed > self.marked;
+        let logged = taken.iter().map(|(_, b)| b.hi).fold(self.logged, u64::max);
+        let due = self.marks && logged > self.marked && sealed > self.marked;
         let marker = due.then(|| frame::seal_marker(sealed));
         let marker = marker.as_deref().map(|m| (sealed, m));
         let last = taken.len().checked_sub(1);
@@ -504,7 +508,7 @@ impl Logger {
         }
         self.log.sync(&self.io)?;
         if marker.is_some() {
-            (self.marked, self.unmarked) = (sealed, false);
+            self.marked = sealed;
             self.durable.log_bytes.fetch_add(frame::BLOCK_HEADER_LEN as u64, Ordering::Relaxed);
         }
         self.share().durable.store(bound - 1, Ordering::Release);

@@ -10,7 +10,7 @@ mod common;
 
 use common::files::{block_epochs, block_len, block_offsets};
 use common::{contents, durable_options, temp_dir};
-use epochdb::{Column, Database, Durability, Error, Faults, Options, Schema, TableId, TableOptions};
+use epochdb::{Column, Database, Durability, Error, Fault, Faults, Options, Schema, TableId, TableOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -482,6 +482,42 @@ fn a_block_above_its_flushs_bound_is_sealed_before_its_epoch_is_published() {
         let got = contents(&recovered, recovered.table("t").expect("t"));
         assert_eq!(got.get(b"late".as_slice()), Some(&value), "{:?}", recovered.recovery_report());
     }
+}
+
+/// Small durable commits, one sync each, fill several steps of a log
+/// file: after the first (reserved with fallocate), a helper thread writes
+/// each step's zeros ahead of the logger, so no further fallocate happens.
+/// A copy of the directory taken while it runs (a crash) recovers every
+/// commit. A helper that wrote zeros over the logger's part (a mutation)
+/// loses commits here.
+#[test]
+fn zeros_written_ahead_of_the_log_never_cover_its_blocks() {
+    let dir = temp_dir("zero-ahead");
+    let faults = Faults::new();
+    let options = Options { faults: Some(faults.clone()), ..one_log_file(&dir, Durability::Log) };
+    let db = Database::open(options).expect("open");
+    let t = table(&db, "t");
+    let mut w = db.worker().expect("worker");
+    let allocations = || faults.count_for(Fault::DiskFull) - faults.count_for(Fault::WriteError);
+    let before = allocations();
+    let log = dir.join("log/data.log");
+    let mut n = 0u32;
+    // 1 MiB reserved, then steps of 4 MiB: past 5 MiB, one step was zeros.
+    while std::fs::metadata(&log).expect("stat").len() <= 9 << 20 {
+        let value = row(n.into(), "z", n);
+        w.run_durable(|txn| txn.put(t, &n.to_be_bytes(), &value)).expect("put");
+        n += 1;
+    }
+    assert_eq!(allocations(), before, "the log grew by zeros written ahead, not by fallocate ({n} commits)");
+    let copy = temp_dir("zero-ahead-copy");
+    for f in ["manifest", "pepoch", "log/data.log"] {
+        std::fs::create_dir_all(copy.join("log")).expect("mkdir");
+        std::fs::copy(dir.join(f), copy.join(f)).expect("copy");
+    }
+    let recovered = Database::open(one_log_file(&copy, Durability::Log)).expect("open the copy");
+    let r = recovered.recovery_report().expect("report");
+    assert!(r.dropped.is_empty(), "{r:?}");
+    assert_eq!(contents(&recovered, recovered.table("t").expect("t")).len(), n as usize);
 }
 
 #[test]

@@ -235,7 +235,8 @@ impl BlockWriter {
         self.append_all(io, &[bytes])
     }
 
-    /// Writes several blocks, each padded, with one write.
+    /// Writes several blocks back to back, padded after the last, with one
+    /// write (a flush's last block and its seal marker share a page).
     pub fn append_all(&mut self, io: &Io, blocks: &[&[u8]]) -> Result<()> {
         let out = self.staging.fill(blocks);
         io.write_at(&self.file, out, self.written)?;
@@ -258,10 +259,11 @@ struct Staging {
 }
 
 impl Staging {
-    /// Copies each of `blocks` into the aligned part, each padded with
+    /// Copies `blocks` back to back into the aligned part, pads them with
     /// zeros to a multiple of `PAD_ALIGN`, and returns the padded bytes.
     fn fill(&mut self, blocks: &[&[u8]]) -> &[u8] {
-        let len = blocks.iter().map(|b| padded(b.len() as u64) as usize).sum::<usize>();
+        let data = blocks.iter().map(|b| b.len()).sum::<usize>();
+        let len = padded(data as u64) as usize;
         let align = PAD_ALIGN as usize;
         if self.bytes.len() < len + align {
             self.bytes = vec![0; len + align];
@@ -270,11 +272,10 @@ impl Staging {
         let out = &mut self.bytes[start..start + len];
         let mut at = 0;
         for b in blocks {
-            let end = at + padded(b.len() as u64) as usize;
             out[at..at + b.len()].copy_from_slice(b);
-            out[at + b.len()..end].fill(0);
-            at = end;
+            at += b.len();
         }
+        out[at..].fill(0);
         out
     }
 }

@@ -200,6 +200,15 @@ pub struct DataFile {
     direct: bool,
 }
 
+impl DataFile {
+    /// Another handle on the same open file (a helper thread writes
+    /// through it).
+    pub fn try_clone(&self) -> Result<DataFile> {
+        let file = self.file.try_clone().ctx("dup", &self.path)?;
+        Ok(DataFile { file, path: self.path.clone(), direct: self.direct })
+    }
+}
+
 /// Durable I/O for one database: real files, optionally with faults.
 #[derive(Debug, Clone, Default)]
 pub struct Io {

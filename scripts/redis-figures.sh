@@ -6,11 +6,17 @@
 #   always    epochdb --appendfsync always (log) vs redis appendfsync always
 #   everysec  epochdb --appendfsync everysec     vs redis appendfsync everysec
 # Prints requests/s (median of REPS runs, each system in turn) and ratios.
-# Usage: scripts/redis-figures.sh [REPS] (default 3). Needs redis-server,
-# redis-benchmark (apt install redis-server redis-tools).
+# With --threads, redis-benchmark notices that a test is done only at its
+# 250 ms timer tick, so a run's elapsed time is a multiple of 250 ms (a
+# 0.06 s run reports as 0.25 s): each test runs alone, with as many
+# requests as a calibration run on redis says take about SECS seconds
+# (the tick then costs at most about 250 ms / SECS).
+# Usage: scripts/redis-figures.sh [REPS] [SECS] (defaults 3, 4). Needs
+# redis-server, redis-benchmark (apt install redis-server redis-tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-3}
+secs=${2:-4}
 cargo build --release -q -p epochdb-cli
 bin=target/release/epochdb
 scratch=$(mktemp -d)
@@ -35,30 +41,36 @@ stop_pair() {
   redis-cli -p 7412 shutdown >/dev/null 2>&1 || true
   wait 2>/dev/null || true
 }
-bench() { # $1 port $2 clients $3 pipeline $4 requests -> "test rps" lines
-  redis-benchmark -p "$1" -t set,get,incr,mset -d 100 -r 1000000 -c "$2" -P "$3" -n "$4" --threads 2 --csv 2>/dev/null |
-    awk -F'","' 'NR>1 {gsub(/"/,"",$1); gsub(/"/,"",$2); print $1 "\t" $2}'
+bench() { # $1 port $2 clients $3 pipeline $4 requests $5 test -> requests/s
+  redis-benchmark -p "$1" -t "$5" -d 100 -r 1000000 -c "$2" -P "$3" -n "$4" --threads 2 --csv 2>/dev/null |
+    awk -F'","' 'NR>1 {gsub(/"/,"",$2); print $2; exit}'
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "# redis-benchmark, epochdb $(git rev-parse --short HEAD), $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps runs each, interleaved"
-printf "| pairing | -c | -P | test | redis rps | epochdb rps | epochdb / redis |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+echo "# redis-benchmark, epochdb $(git rev-parse --short HEAD), $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps runs each of about $secs s, interleaved"
+printf "| pairing | -c | -P | test | requests | redis rps | epochdb rps | epochdb / redis |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
 for pairing in off always everysec; do
   start_pair $pairing
   for c in 1 50; do
     for P in 1 16; do
-      n=200000
-      [ "$pairing" = always ] && [ "$P" = 1 ] && n=$(( c == 1 ? 3000 : 30000 ))
-      [ "$pairing" != always ] && [ "$c" = 1 ] && [ "$P" = 1 ] && n=30000
-      : >"$scratch/r" ; : >"$scratch/e"
-      for _ in $(seq "$reps"); do
-        bench 7411 $c $P $n >>"$scratch/r"
-        bench 7412 $c $P $n >>"$scratch/e"
-      done
-      for t in SET GET INCR "MSET (10 keys)"; do
-        r=$(awk -F'\t' -v t="$t" '$1==t {print $2}' "$scratch/r" | median)
-        e=$(awk -F'\t' -v t="$t" '$1==t {print $2}' "$scratch/e" | median)
-        printf "| %s | %s | %s | %s | %.0f | %.0f | %.2f |\n" $pairing $c $P "$t" "$r" "$e" "$(echo "$e / $r" | bc -l)"
+      for t in set get incr mset; do
+        # Calibration on redis: grow the run until it reports 1 s or more
+        # (so its rate is off by a third at most), then aim for SECS s.
+        n=$(( 1000 * P ))
+        while :; do
+          rps=$(bench 7411 $c $P $n $t)
+          awk -v n=$n -v r="$rps" 'BEGIN {exit !(n / r >= 1)}' && break
+          n=$(awk -v n=$n -v r="$rps" 'BEGIN {m = int(r * 1.5); print (m > 2 * n ? m : 2 * n)}')
+        done
+        n=$(awk -v s="$secs" -v r="$rps" 'BEGIN {print int(r * s)}')
+        : >"$scratch/r" ; : >"$scratch/e"
+        for _ in $(seq "$reps"); do
+          bench 7411 $c $P $n $t >>"$scratch/r"
+          bench 7412 $c $P $n $t >>"$scratch/e"
+        done
+        r=$(median <"$scratch/r")
+        e=$(median <"$scratch/e")
+        printf "| %s | %s | %s | %s | %s | %.0f | %.0f | %.2f |\n" $pairing $c $P "$t" $n "$r" "$e" "$(echo "$e / $r" | bc -l)"
       done
     done
   done

@@ -10,7 +10,9 @@
 # 250 ms timer tick, so a run's elapsed time is a multiple of 250 ms (a
 # 0.06 s run reports as 0.25 s): each test runs alone, with as many
 # requests as a calibration run on redis says take about SECS seconds
-# (the tick then costs at most about 250 ms / SECS).
+# (the tick then costs at most about 250 ms / SECS). Request counts are
+# multiples of clients x pipeline: with -P, redis-benchmark aborts a run
+# whose count is not a multiple of the pipeline.
 # Usage: scripts/redis-figures.sh [REPS] [SECS] (defaults 3, 4). Needs
 # redis-server, redis-benchmark (apt install redis-server redis-tools).
 set -euo pipefail
@@ -56,13 +58,13 @@ for pairing in off always everysec; do
       for t in set get incr mset; do
         # Calibration on redis: grow the run until it reports 1 s or more
         # (so its rate is off by a third at most), then aim for SECS s.
-        n=$(( 1000 * P ))
+        n=$(( 1000 * P * c ))
         while :; do
           rps=$(bench 7411 $c $P $n $t)
           awk -v n=$n -v r="$rps" 'BEGIN {exit !(n / r >= 1)}' && break
-          n=$(awk -v n=$n -v r="$rps" 'BEGIN {m = int(r * 1.5); print (m > 2 * n ? m : 2 * n)}')
+          n=$(awk -v n=$n -v r="$rps" -v q=$((c * P)) 'BEGIN {m = int(r * 1.5 / q) * q; print (m > 2 * n ? m : 2 * n)}')
         done
-        n=$(awk -v s="$secs" -v r="$rps" 'BEGIN {print int(r * s)}')
+        n=$(awk -v s="$secs" -v r="$rps" -v q=$((c * P)) 'BEGIN {print int(r * s / q) * q}')
         : >"$scratch/r" ; : >"$scratch/e"
         for _ in $(seq "$reps"); do
           bench 7411 $c $P $n $t >>"$scratch/r"

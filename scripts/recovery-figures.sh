@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Recovery speed, side by side (issue #20): builds two 2-warehouse TPC-C
+# data directories (`bench tpcc --threads 2 --duration 30` with
+# log+checkpoint and with delta+checkpoint, a 20 s checkpoint interval, so
+# each holds one checkpoint and the log after it), then recovers fresh
+# copies of each with every binary given, with 1 and 2 threads, REPS times,
+# interleaved; each copy synced and read once so recovery reads from the
+# page cache. Prints each run, then medians with MB/s of checkpoint + log.
+#
+# Usage: scripts/recovery-figures.sh DATA_DIR REPS BIN [BIN...]
+#   (needs ~20 GB free in DATA_DIR; the directories are kept there and
+#   reused by later runs: delete DATA_DIR to build new ones)
+# e.g.:  scripts/recovery-figures.sh /tmp/recfig 3 /tmp/old-epochdb target/release/epochdb
+set -euo pipefail
+dir=$1 reps=$2
+shift 2
+mkdir -p "$dir"
+for mode in log delta; do
+  if [ ! -f "$dir/$mode.orig/manifest" ]; then
+    rm -rf "$dir/$mode.orig"
+    "$1" bench tpcc --threads 2 --duration 30 --durability "$mode+checkpoint" --checkpoint-interval 20 \
+      --data-dir "$dir/$mode.orig" --quiet | grep durability
+  fi
+done
+results=$dir/results
+: > "$results"
+for run in $(seq "$reps"); do
+  for mode in log delta; do
+    for t in 1 2; do
+      for bin in "$@"; do
+        rm -rf "$dir/copy"
+        cp -r "$dir/$mode.orig" "$dir/copy"
+        sync
+        find "$dir/copy" -type f -exec cat {} + > /dev/null
+        "$bin" recover --data-dir "$dir/copy" --threads "$t" --quiet --json "$dir/r.json" 2>/dev/null > /dev/null
+        line=$(python3 -c "
+import json; r = json.load(open('$dir/r.json'))
+print(r['seconds'], r['checkpoint_bytes'] + r['log_bytes'], r['records'])")
+        echo "$mode $t $bin $line" | tee -a "$results"
+      done
+    done
+  done
+done
+rm -rf "$dir/copy" "$dir/r.json"
+echo "medians (mode, threads, binary: seconds, MB/s of checkpoint + log, records):"
+python3 - "$results" <<'PY'
+import sys, statistics
+runs = {}
+for line in open(sys.argv[1]):
+    mode, t, b, s, n, recs = line.split()
+    runs.setdefault((mode, t, b), []).append((float(s), int(n), int(recs)))
+for (mode, t, b), rs in runs.items():
+    s = statistics.median(r[0] for r in rs)
+    n = rs[0][1]
+    print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records")
+PY

@@ -218,13 +218,14 @@ impl Tree {
             if !unsafe { &*node }.is_leaf {
                 // SAFETY: as above.
                 let n = unsafe { inner(node) };
+                let index = n.child_index(Target::Key(key))?;
                 if n.count() == INNER_WIDTH {
                     // Split on the way down so that a leaf split below always
-                    // finds room; then start over.
-                    self.split_inner(n, v, parent)?;
+                    // finds room; then start over. (`index` is checked by
+                    // the split's lock at version `v`.)
+                    self.split_inner(n, v, parent, index)?;
                     return Err(Restart);
                 }
-                let index = n.child_index(Target::Key(key))?;
                 let child = n.child(index)?;
                 // SAFETY: a non-null child of a live node is live.
                 let cv = unsafe { &*child }.version.read_begin()?;
@@ -321,12 +322,25 @@ impl Tree {
                 std::cmp::Ordering::Greater => l.entry(i - 1),
             };
         }
-        let mid = entries.len() / 2;
+        // Ascending inserts (TPC-C's orders and order lines in each
+        // district, a checkpoint being loaded): when this key goes right
+        // after the last one inserted, split just after it, so the left
+        // leaf goes on filling and stays full, and keys after it (the next
+        // district's) move right. Halving would leave every leaf of such a
+        // run half empty for good. Masstree gets much the same from its
+        // layers (keys sharing 8-byte prefixes get a B-tree of their own,
+        // appended at its right end).
+        let sequential = l.hdr.follows_last_insert(pos);
+        let mid = if sequential { (pos + 1).min(LEAF_WIDTH) } else { entries.len() / 2 };
         let right = Leaf::new_boxed();
         // SAFETY: fresh allocation, published only by `link_right`.
         let r = unsafe { &*right };
         r.fill(&entries[mid..]);
         l.fill(&entries[..mid]);
+        match pos.checked_sub(mid) {
+            None => l.hdr.note_insert(pos),
+            Some(at) => r.hdr.note_insert(at),
+        }
         // SAFETY: entries come from a locked leaf or the caller; all live.
         let sep = new_sep_key(unsafe { &*entries[mid] }.key());
         let new_version = l.hdr.version.next_after_modify();
@@ -335,17 +349,35 @@ impl Tree {
         Ok(Insert::Inserted { leaf: l, old_version: v, new_version, sibling: Some((right, r.hdr.version.load())) })
     }
 
-    fn split_inner(&self, n: &Inner, v: u64, parent: Option<(&Inner, u64, usize)>) -> Result<(), Restart> {
+    /// Splits a full inner node on the way to its child `index`.
+    fn split_inner(
+        &self,
+        n: &Inner,
+        v: u64,
+        parent: Option<(&Inner, u64, usize)>,
+        index: usize,
+    ) -> Result<(), Restart> {
         self.lock_for_split(&n.hdr, v, parent)?;
         let keys: [*mut SepKey; INNER_WIDTH] = std::array::from_fn(|i| n.keys[i].load(Ordering::Relaxed));
         let children: [*mut NodeHeader; INNER_WIDTH + 1] =
             std::array::from_fn(|i| n.children[i].load(Ordering::Relaxed));
-        let mid = INNER_WIDTH / 2;
+        // Ascending inserts (see `split_leaf`): leaves split off child
+        // `index - 1` put their separators at `index - 1`, `index`, ...; the
+        // child `index` ends the left node, which goes on filling (each
+        // side keeps at least one separator).
+        let sequential = n.hdr.follows_last_insert(index);
+        let mid = if sequential { index.clamp(1, INNER_WIDTH - 2) } else { INNER_WIDTH / 2 };
         let right = Inner::new_boxed();
         // SAFETY: fresh allocation, published only by `link_right`.
         let r = unsafe { &*right };
         r.fill(&keys[mid + 1..], &children[mid + 1..]);
         n.fill(&keys[..mid], &children[..=mid]);
+        // The run goes on from the separator before child `index`.
+        if sequential && index <= mid {
+            n.hdr.note_insert(index - 1);
+        } else if sequential && index > mid + 1 {
+            r.hdr.note_insert(index - mid - 2);
+        }
         self.link_right(&n.hdr, keys[mid], &r.hdr, parent);
         n.hdr.version.unlock_modified();
         Ok(())

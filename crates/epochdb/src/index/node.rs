@@ -45,6 +45,10 @@ pub struct NodeHeader {
     pub is_leaf: bool,
     /// Bytes every key in the node shares (0..=8).
     skip: AtomicU8,
+    /// 1 + the position of the last insert (a leaf's entry, an inner
+    /// node's separator); 0 if unknown. Splits read it to tell ascending
+    /// inserts (see `Tree::split_leaf`). Written under the node's lock.
+    last: AtomicU8,
     /// Those bytes, big-endian, zero padded.
     head: AtomicU64,
 }
@@ -104,7 +108,29 @@ impl NodeHeader {
             count: AtomicU32::new(0),
             is_leaf,
             skip: AtomicU8::new(0),
+            last: AtomicU8::new(0),
             head: AtomicU64::new(0),
+        }
+    }
+
+    /// Records an insert at `pos` (caller holds the lock or owns the node).
+    pub fn note_insert(&self, pos: usize) {
+        self.last.store(pos as u8 + 1, Ordering::Relaxed);
+    }
+
+    /// Whether the last insert went at `pos - 1`: one at `pos` continues an
+    /// ascending run (caller holds the lock).
+    pub fn follows_last_insert(&self, pos: usize) -> bool {
+        pos > 0 && self.last.load(Ordering::Relaxed) as usize == pos
+    }
+
+    /// Keeps `last` pointing at the same entry when entry `pos` is removed.
+    fn note_remove(&self, pos: usize) {
+        let last = self.last.load(Ordering::Relaxed) as usize;
+        if pos + 1 < last {
+            self.last.store(last as u8 - 1, Ordering::Relaxed);
+        } else if pos + 1 == last {
+            self.last.store(0, Ordering::Relaxed);
         }
     }
 
@@ -133,8 +159,8 @@ impl NodeHeader {
     }
 
     /// Sets the frame of a node whose `count` entries are being rewritten
-    /// from `keys` (caller holds the lock or owns the node); returns their
-    /// slices through `slices`. The frame is the common prefix of the first
+    /// from `keys` (caller holds the lock or owns the node), and forgets
+    /// its last insert; returns their slices through `slices`. The frame is the common prefix of the first
     /// and last key: every key between them shares it.
     fn reframe<'k>(&self, slices: &[AtomicU64], keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone) {
         let (first, last) = (keys.clone().next(), keys.clone().last());
@@ -145,6 +171,7 @@ impl NodeHeader {
         let head = first.map_or(0, |k| slice_at(k, 0) & head_mask(skip));
         self.skip.store(skip as u8, Ordering::Relaxed);
         self.head.store(head, Ordering::Relaxed);
+        self.last.store(0, Ordering::Relaxed); // the entries move
         for (s, k) in slices.iter().zip(keys) {
             s.store(slice_at(k, skip), Ordering::Relaxed);
         }
@@ -245,6 +272,7 @@ impl Leaf {
         }
         self.set(pos, slice, rec);
         self.hdr.count.store(n as u32 + 1, Ordering::Release);
+        self.hdr.note_insert(pos);
     }
 
     /// Removes entry `pos` (caller holds the lock).
@@ -255,6 +283,7 @@ impl Leaf {
         }
         self.set(n - 1, 0, std::ptr::null_mut());
         self.hdr.count.store(n as u32 - 1, Ordering::Release);
+        self.hdr.note_remove(pos);
     }
 
     /// Makes the leaf hold exactly `records`, in order (caller holds the
@@ -366,6 +395,7 @@ impl Inner {
         self.set_key(index, slice, sep);
         self.children[index + 1].store(right, Ordering::Release);
         self.hdr.count.store(n as u32 + 1, Ordering::Release);
+        self.hdr.note_insert(index);
     }
 
     /// Removes child `index` and the separator `key_index` next to it
@@ -382,6 +412,7 @@ impl Inner {
         }
         self.children[n].store(std::ptr::null_mut(), Ordering::Release);
         self.hdr.count.store(n as u32 - 1, Ordering::Release);
+        self.hdr.note_remove(key_index);
         gone
     }
 

@@ -205,6 +205,25 @@ fn emptied_leaves_are_cut_out() {
     free_retired(retired, unlinked);
 }
 
+/// Keys appended at the end of a range (one queue, or ten interleaved like
+/// TPC-C's districts) leave full nodes behind, not half-full ones.
+#[test]
+fn ascending_inserts_fill_their_nodes() {
+    for queues in [1u32, 10] {
+        let tree = Tree::new();
+        let n = 14 * 2000;
+        for i in 0..n {
+            let k = format!("{:02}-{:09}", i % queues, i / queues).into_bytes();
+            assert!(matches!(tree.insert_if_absent(&k, rec(&k)), Insert::Inserted { .. }));
+        }
+        let (leaves, inners) = tree.node_counts();
+        let full = (n as usize).div_ceil(LEAF_WIDTH);
+        // Halving splits would leave about twice as many of each.
+        assert!(leaves <= full + 2 * queues as usize, "{queues} queues: {leaves} leaves for {full} full ones");
+        assert!(inners <= leaves / 10 + 10, "{queues} queues: {inners} inner nodes over {leaves} leaves");
+    }
+}
+
 #[test]
 fn concurrent_inserts_removes_lookups_and_scans() {
     const THREADS: u64 = 4;

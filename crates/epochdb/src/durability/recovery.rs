@@ -876,7 +876,7 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
             return;
         };
         let schema = ctx.manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
-        let target = Target { table: e.table, tree: &t.tree, schema };
+        let target = Target { table: e.table, tree: &t.tree, schema, new_keys: !log };
         if let Err(what) = install(&target, e.key, e.tid, e.write, &mut scratch, left) {
             failure = Some(format!("table {:?}: {what}", t.name));
         }
@@ -894,6 +894,9 @@ struct Target<'a> {
     table: u32,
     tree: &'a Tree,
     schema: Option<&'a Schema>,
+    /// Its keys are mostly new (a checkpoint's: each key once per link):
+    /// whole values are inserted before looking up, one descent, not two.
+    new_keys: bool,
 }
 
 /// Buffers for merging rows, reused across entries.
@@ -925,6 +928,15 @@ fn install(
         left.deleted.push((t.table, key.into()));
     }
     let whole_word = tid.raw() | LATEST_BIT | if write == Write::Delete { ABSENT_BIT } else { 0 };
+    if let (true, Write::Value(value)) = (t.new_keys, write) {
+        let fresh = Record::alloc(key, value, 0, whole_word, std::ptr::null_mut());
+        if let Insert::Inserted { .. } = t.tree.insert_if_absent(key, fresh) {
+            left.created += 1;
+            return Ok(());
+        }
+        // SAFETY: never published. The key exists: merge below.
+        unsafe { Record::free(fresh) }
+    }
     let need_schema = || t.schema.ok_or_else(|| "a delta for a table without a schema".to_string());
     loop {
         let Some(rec) = t.tree.lookup(key).record else {

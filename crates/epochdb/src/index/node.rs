@@ -160,8 +160,9 @@ impl NodeHeader {
 
     /// Sets the frame of a node whose `count` entries are being rewritten
     /// from `keys` (caller holds the lock or owns the node), and forgets
-    /// its last insert; returns their slices through `slices`. The frame is the common prefix of the first
-    /// and last key: every key between them shares it.
+    /// its last insert; returns their slices through `slices`. The frame
+    /// is the common prefix of the first and last key: every key between
+    /// them shares it.
     fn reframe<'k>(&self, slices: &[AtomicU64], keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone) {
         let (first, last) = (keys.clone().next(), keys.clone().last());
         let skip = match (first, last) {

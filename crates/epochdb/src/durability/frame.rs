@@ -342,6 +342,52 @@ impl BlockReader {
         }
     }
 
+    /// Like [`BlockReader::next_block`], but checks only the next block's
+    /// header (and, for a block without payload, its whole checksum) and
+    /// skips its payload unread: `(offset, lo, hi, payload length)`. A
+    /// damaged payload goes unnoticed; callers check the blocks that matter
+    /// with `next_block` after [`BlockReader::seek`].
+    pub fn next_header(&mut self) -> Result<Option<(u64, u64, u64, usize)>, Damage> {
+        self.skip_padding();
+        if self.offset + BLOCK_HEADER_LEN as u64 > self.len {
+            if self.offset == self.len {
+                return Ok(None);
+            }
+            return self.damage("a block header cut short".into(), None);
+        }
+        let checked = self
+            .file
+            .read_exact_at(&mut self.header, self.offset)
+            .map_err(|e| Bad::Invalid(format!("read failed: {e}"), None));
+        let checked = checked.and_then(|()| check_header(&self.header, self.version)).and_then(|(len, lo, hi)| {
+            if self.offset + (BLOCK_HEADER_LEN + len) as u64 > self.len {
+                return Err(Bad::Invalid(format!("block length {len} runs past the end of the file"), Some((lo, hi))));
+            }
+            if len == 0 {
+                check_payload(&self.header, &[], Some((lo, hi)))?;
+            }
+            Ok((len, lo, hi))
+        });
+        match checked {
+            Ok((len, lo, hi)) => {
+                let at = self.offset;
+                self.offset += (BLOCK_HEADER_LEN + len) as u64;
+                Ok(Some((at, lo, hi, len)))
+            }
+            Err(Bad::Zero) if self.next_valid(self.offset).is_none() => Ok(None),
+            Err(Bad::Zero) => {
+                self.damage("a zeroed block header".into(), None).map_err(|d| Damage { zeroed: true, ..d })
+            }
+            Err(Bad::Invalid(what, epochs)) => self.damage(what, epochs),
+        }
+    }
+
+    /// Moves the reader to `offset`, a block's start that an earlier pass
+    /// returned.
+    pub fn seek(&mut self, offset: u64) {
+        self.offset = offset;
+    }
+
     /// Moves past zero padding: from an offset that is not a multiple of
     /// [`PAD_ALIGN`], if every byte up to the next multiple is zero.
     fn skip_padding(&mut self) {

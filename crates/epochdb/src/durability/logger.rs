@@ -761,28 +761,41 @@ pub fn recorded_pepoch(data_dir: &Path, log_dirs: &[PathBuf]) -> std::result::Re
 pub fn sealed_epoch(log_dirs: &[PathBuf]) -> u64 {
     let [dir] = log_dirs else { return 0 };
     let Ok(mut r) = frame::BlockReader::open(&dir.join(CURRENT_LOG), LOG_MAGIC) else { return 0 };
-    let mut payload = Vec::new();
-    // The last two markers, and whether the blocks after each were intact.
-    let (mut before, mut last, mut intact, mut intact_before_last) = (0, 0, true, true);
+    // Headers only (the file may be a gigabyte, which replay reads anyway):
+    // where the last two markers are, and whether a header between them
+    // was bad. `(offset, epoch)`.
+    let (mut before, mut last): (Option<(u64, u64)>, Option<(u64, u64)>) = (None, None);
+    let (mut bad_since_last, mut bad_before_last) = (false, false);
     loop {
-        match r.next_block(&mut payload) {
-            Ok(Some((_, _, hi))) if frame::is_seal_marker(&payload) => {
-                (before, last, intact_before_last, intact) = (last, hi, intact, true);
+        match r.next_header() {
+            Ok(Some((at, _, hi, 0))) => {
+                (before, last, bad_before_last, bad_since_last) = (last, Some((at, hi)), bad_since_last, false);
             }
             Ok(Some(_)) => {}
             Ok(None) => break,
             Err(_) => {
-                intact = false;
+                bad_since_last = true;
                 if !r.skip_to_next_valid() {
                     break;
                 }
             }
         }
     }
-    if intact_before_last {
-        last
-    } else {
-        before
+    let Some((last_at, last_epoch)) = last else { return 0 };
+    let before_epoch = before.map_or(0, |b| b.1);
+    if bad_before_last {
+        return before_epoch;
+    }
+    // The blocks between the two markers must be whole, payloads too.
+    r.seek(before.map_or(frame::FILE_HEADER_LEN as u64, |b| b.0));
+    let mut payload = Vec::new();
+    loop {
+        match r.next_block(&mut payload) {
+            Ok(Some((at, _, _))) if at == last_at => return last_epoch,
+            Ok(Some((at, _, _))) if at < last_at => {}
+            Ok(Some(_)) => return before_epoch, // not the blocks pass one saw
+            Ok(None) | Err(_) => return before_epoch,
+        }
     }
 }
 

@@ -764,7 +764,8 @@ pub fn sealed_epoch(log_dirs: &[PathBuf]) -> u64 {
     // Headers only (the file may be a gigabyte, which replay reads anyway):
     // where the last two markers are, and whether a header between them
     // was bad. `(offset, epoch)`.
-    let (mut before, mut last): (Option<(u64, u64)>, Option<(u64, u64)>) = (None, None);
+    let mut before: Option<(u64, u64)> = None;
+    let mut last: Option<(u64, u64)> = None;
     let (mut bad_since_last, mut bad_before_last) = (false, false);
     loop {
         match r.next_header() {

@@ -876,7 +876,7 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
             return;
         };
         let schema = ctx.manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
-        let target = Target { table: e.table, tree: &t.tree, schema, new_keys: !log };
+        let target = Target { table: e.table, tree: &t.tree, schema };
         if let Err(what) = install(&target, e.key, e.tid, e.write, &mut scratch, left) {
             failure = Some(format!("table {:?}: {what}", t.name));
         }
@@ -894,9 +894,6 @@ struct Target<'a> {
     table: u32,
     tree: &'a Tree,
     schema: Option<&'a Schema>,
-    /// Its keys are mostly new (a checkpoint's: each key once per link):
-    /// whole values are inserted before looking up, one descent, not two.
-    new_keys: bool,
 }
 
 /// Buffers for merging rows, reused across entries.
@@ -928,18 +925,30 @@ fn install(
         left.deleted.push((t.table, key.into()));
     }
     let whole_word = tid.raw() | LATEST_BIT | if write == Write::Delete { ABSENT_BIT } else { 0 };
-    if let (true, Write::Value(value)) = (t.new_keys, write) {
-        let fresh = Record::alloc(key, value, 0, whole_word, std::ptr::null_mut());
-        if let Insert::Inserted { .. } = t.tree.insert_if_absent(key, fresh) {
-            left.created += 1;
-            return Ok(());
-        }
-        // SAFETY: never published. The key exists: merge below.
-        unsafe { Record::free(fresh) }
-    }
     let need_schema = || t.schema.ok_or_else(|| "a delta for a table without a schema".to_string());
     loop {
-        let Some(rec) = t.tree.lookup(key).record else {
+        // A whole value is inserted before anything is looked up: one
+        // descent whether the key is new (a checkpoint's rows, a log's
+        // inserts) or present (the insert returns its record; the copy
+        // made for nothing goes straight back to the thread's free list).
+        let found = match write {
+            Write::Value(value) => {
+                let fresh = Record::alloc(key, value, 0, whole_word, std::ptr::null_mut());
+                match t.tree.insert_if_absent(key, fresh) {
+                    Insert::Inserted { .. } => {
+                        left.created += 1;
+                        return Ok(());
+                    }
+                    Insert::Existing(rec) => {
+                        // SAFETY: never published.
+                        unsafe { Record::free(fresh) };
+                        Some(rec)
+                    }
+                }
+            }
+            _ => t.tree.lookup(key).record,
+        };
+        let Some(rec) = found else {
             // A new row. A delta's other columns stay blank, at version
             // 0, until their writer's entry arrives.
             let versions = match write {

@@ -8,8 +8,10 @@
 # page cache. Prints each run, then medians with MB/s of checkpoint + log.
 #
 # Usage: scripts/recovery-figures.sh DATA_DIR REPS BIN [BIN...]
-#   (needs ~20 GB free in DATA_DIR; the directories are kept there and
-#   reused by later runs: delete DATA_DIR to build new ones)
+#   DATA_DIR is a scratch directory the script owns (~20 GB): it keeps
+#   log.orig and delta.orig there for later runs (delete DATA_DIR to build
+#   new ones), and deletes and rewrites DATA_DIR/copy, DATA_DIR/r.json and
+#   DATA_DIR/results; give it nothing else to hold.
 # e.g.:  scripts/recovery-figures.sh /tmp/recfig 3 /tmp/old-epochdb target/release/epochdb
 set -euo pipefail
 dir=$1 reps=$2

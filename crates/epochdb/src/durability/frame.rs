@@ -321,25 +321,7 @@ impl BlockReader {
     /// The next block; `Ok(None)` at a clean end; `Err` at a bad block (the
     /// reader then stands at the bad block; see [`BlockReader::skip_to_next_valid`]).
     pub fn next_block(&mut self, payload: &mut Vec<u8>) -> Result<Option<(u64, u64, u64)>, Damage> {
-        self.skip_padding();
-        if self.offset + BLOCK_HEADER_LEN as u64 > self.len {
-            if self.offset == self.len {
-                return Ok(None);
-            }
-            return self.damage("a block header cut short".into(), None);
-        }
-        match self.try_read(self.offset, payload) {
-            Ok((lo, hi)) => {
-                let at = self.offset;
-                self.offset += (BLOCK_HEADER_LEN + payload.len()) as u64;
-                Ok(Some((at, lo, hi)))
-            }
-            Err(Bad::Zero) if self.next_valid(self.offset).is_none() => Ok(None),
-            Err(Bad::Zero) => {
-                self.damage("a zeroed block header".into(), None).map_err(|d| Damage { zeroed: true, ..d })
-            }
-            Err(Bad::Invalid(what, epochs)) => self.damage(what, epochs),
-        }
+        Ok(self.next(Some(payload))?.map(|(at, lo, hi, _)| (at, lo, hi)))
     }
 
     /// Like [`BlockReader::next_block`], but checks only the next block's
@@ -348,6 +330,11 @@ impl BlockReader {
     /// damaged payload goes unnoticed; callers check the blocks that matter
     /// with `next_block` after [`BlockReader::seek`].
     pub fn next_header(&mut self) -> Result<Option<(u64, u64, u64, usize)>, Damage> {
+        self.next(None)
+    }
+
+    /// The next block, its payload read into `payload` if given.
+    fn next(&mut self, payload: Option<&mut Vec<u8>>) -> Result<Option<(u64, u64, u64, usize)>, Damage> {
         self.skip_padding();
         if self.offset + BLOCK_HEADER_LEN as u64 > self.len {
             if self.offset == self.len {
@@ -355,21 +342,8 @@ impl BlockReader {
             }
             return self.damage("a block header cut short".into(), None);
         }
-        let checked = self
-            .file
-            .read_exact_at(&mut self.header, self.offset)
-            .map_err(|e| Bad::Invalid(format!("read failed: {e}"), None));
-        let checked = checked.and_then(|()| check_header(&self.header, self.version)).and_then(|(len, lo, hi)| {
-            if self.offset + (BLOCK_HEADER_LEN + len) as u64 > self.len {
-                return Err(Bad::Invalid(format!("block length {len} runs past the end of the file"), Some((lo, hi))));
-            }
-            if len == 0 {
-                check_payload(&self.header, &[], Some((lo, hi)))?;
-            }
-            Ok((len, lo, hi))
-        });
-        match checked {
-            Ok((len, lo, hi)) => {
+        match self.try_read(self.offset, payload) {
+            Ok((lo, hi, len)) => {
                 let at = self.offset;
                 self.offset += (BLOCK_HEADER_LEN + len) as u64;
                 Ok(Some((at, lo, hi, len)))
@@ -421,7 +395,9 @@ impl BlockReader {
         }
     }
 
-    fn try_read(&mut self, at: u64, payload: &mut Vec<u8>) -> Result<(u64, u64), Bad> {
+    /// Checks the block at `at` and reads its payload into `payload` (if
+    /// given; else only an empty payload is checked): `(lo, hi, length)`.
+    fn try_read(&mut self, at: u64, payload: Option<&mut Vec<u8>>) -> Result<(u64, u64, usize), Bad> {
         let io = |e: io::Error| Bad::Invalid(format!("read failed: {e}"), None);
         self.file.read_exact_at(&mut self.header, at).map_err(io)?;
         let (len, lo, hi) = check_header(&self.header, self.version)?;
@@ -429,11 +405,17 @@ impl BlockReader {
         if at + (BLOCK_HEADER_LEN + len) as u64 > self.len {
             return Err(Bad::Invalid(format!("block length {len} runs past the end of the file"), epochs));
         }
-        payload.clear();
-        payload.resize(len, 0);
-        self.file.read_exact_at(payload, at + BLOCK_HEADER_LEN as u64).map_err(io)?;
-        check_payload(&self.header, payload, epochs)?;
-        Ok((lo, hi))
+        match payload {
+            Some(payload) => {
+                payload.clear();
+                payload.resize(len, 0);
+                self.file.read_exact_at(payload, at + BLOCK_HEADER_LEN as u64).map_err(io)?;
+                check_payload(&self.header, payload, epochs)?;
+            }
+            None if len == 0 => check_payload(&self.header, &[], epochs)?,
+            None => {}
+        }
+        Ok((lo, hi, len))
     }
 
     /// The offset of the first valid block at or after `from`. Only on the
@@ -458,7 +440,7 @@ impl BlockReader {
             self.file.read_exact_at(&mut window, start).ok()?;
             for i in 0..len.saturating_sub(3) {
                 let at = start + i as u64;
-                if window[i..i + 4] == BLOCK_MAGIC && probe.try_read(at, &mut scratch).is_ok() {
+                if window[i..i + 4] == BLOCK_MAGIC && probe.try_read(at, Some(&mut scratch)).is_ok() {
                     return Some(at);
                 }
             }

@@ -1,7 +1,7 @@
 //! `epochdb bench ycsb` and `epochdb bench tpcc`.
 
 use crate::args::{durability_name, failed, CliError, CliResult, DurabilityArgs, Output, RunArgs};
-use crate::replicas::{ReplicaBenchArgs, Replicas};
+use crate::replicas::{Join, ReplicaBenchArgs, Replicas};
 use crate::say;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
@@ -185,7 +185,7 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     let options = a.replication.apply(a.durability.options()?)?;
     let mut engine = open(variant, options)?;
     engine.snapshot_reads = a.snapshot_reads;
-    let mut replicas = Replicas::start(&a.replication, engine.database())?;
+    let mut replicas = Replicas::start(&a.replication, engine.database(), Join::Start)?;
     let load_start = std::time::Instant::now();
     let spinner = epochdb_workloads::progress::spinner(settings.progress, format!("loading {warehouses} warehouses"));
     let tpcc = Tpcc::load(&engine, warehouses, settings.threads).map_err(failed)?;
@@ -199,6 +199,10 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
         r.sample(engine.database());
     }
     let (m, terminals) = driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(failed)?;
+    let replicas = match replicas {
+        Some(r) => Some(r),
+        None => Replicas::start(&a.replication, engine.database(), Join::End)?,
+    };
     let replication = replicas.map(Replicas::finish);
     let mut inputs = InputStats::default();
     for t in &terminals {
@@ -247,7 +251,7 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
     check_memory(&format!("{keys} rows"), keys.saturating_mul(ROW_OVERHEAD_BYTES + config.value_len() as u64))?;
     let options = a.replication.apply(a.durability.options()?)?;
     let engine = open(variant, options)?;
-    let mut replicas = Replicas::start(&a.replication, engine.database())?;
+    let mut replicas = Replicas::start(&a.replication, engine.database(), Join::Start)?;
     let rss_before = rss_bytes();
     let load_start = std::time::Instant::now();
     let spinner = epochdb_workloads::progress::spinner(settings.progress, format!("loading {keys} rows"));
@@ -260,6 +264,10 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
         r.sample(engine.database());
     }
     let (m, clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(failed)?;
+    let replicas = match replicas {
+        Some(r) => Some(r),
+        None => Replicas::start(&a.replication, engine.database(), Join::End)?,
+    };
     let replication = replicas.map(Replicas::finish);
     let transactions = (ycsb::KINDS.iter().enumerate())
         .map(|(i, kind)| (kind.to_string(), clients.iter().map(|c| c.counts[i]).sum()))

@@ -6,8 +6,8 @@ use crate::args::{failed, CliResult};
 use crate::say;
 use crate::serve::SafetyArg;
 use clap::Args;
-use epochdb::{Database, Durability, Options, PrimaryOptions};
-use epochdb_workloads::report::{Quantiles, ReplicationReport};
+use epochdb::{BackupState, Database, Durability, Options, PrimaryOptions};
+use epochdb_workloads::report::{BootstrapReport, Quantiles, ReplicationReport};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +28,27 @@ pub struct ReplicaBenchArgs {
     /// Pin every backup process to this CPU (`epochdb replica --cpu`); pin the benchmark itself with `taskset`
     #[arg(long, value_name = "CPU", requires = "replicas")]
     pub replica_cpu: Option<usize>,
+    /// Replay threads of each backup (`epochdb replica --replay-threads`) [default: the CPUs it may run on]
+    #[arg(long, value_name = "N", requires = "replicas", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub replay_threads: Option<u32>,
+    /// Threads in each backup that run TPC-C's read-only transactions (order-status, stock-level) at its read
+    /// view while the primary runs the benchmark (`epochdb replica --read-tpcc`); the report gives their rate
+    #[arg(long, value_name = "N", requires = "replicas", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=256))]
+    pub replica_readers: u32,
+    /// When the backups start: before the load, receiving everything live; or after the measured run, each
+    /// catching up from the primary's checkpoint and log files (the report gives seconds until caught up)
+    #[arg(long, value_enum, default_value_t = Join::Start, requires = "replicas")]
+    pub replicas_join: Join,
+}
+
+/// When `bench --replicas` starts its backups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Join {
+    /// Before the load
+    Start,
+    /// After the measured run
+    End,
 }
 
 /// Pins this process's threads, and every thread it starts from now on, to
@@ -83,6 +104,21 @@ pub struct Replicas {
     sampler: Option<(Arc<AtomicBool>, JoinHandle<Lags>)>,
     /// When sampling began, and the backups' CPU seconds then.
     since: Option<(Instant, f64)>,
+    bootstrap: Option<BootstrapReport>,
+    /// The backups' read-only transactions when sampling began.
+    reads_since: u64,
+}
+
+/// Bytes in the files under `dir` (0 for what cannot be read).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    (entries.flatten())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// CPU seconds (user and system) a process has used so far (Linux).
@@ -97,12 +133,17 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 impl Replicas {
-    /// Starts the backups of `db` (none without `--replicas`), each from an
-    /// empty directory, and waits until all are in sync.
-    pub fn start(a: &ReplicaBenchArgs, db: &Database) -> CliResult<Option<Replicas>> {
+    /// Starts the backups of `db` (none without `--replicas`) if they
+    /// join at `when`, each from an empty directory, and waits until all
+    /// are in sync; joining at the end, also until all have replayed
+    /// everything released before they started.
+    pub fn start(a: &ReplicaBenchArgs, db: &Database, when: Join) -> CliResult<Option<Replicas>> {
         let (Some(st), Some(data)) = (db.replication_status(), db.options().data_dir.clone()) else {
             return Ok(None);
         };
+        if a.replicas_join != when {
+            return Ok(None);
+        }
         let exe = std::env::current_exe().map_err(|e| failed(format!("find this executable: {e}")))?;
         let epoch_ms = db.options().epoch_interval.as_secs_f64() * 1e3;
         let mut r = Replicas {
@@ -112,7 +153,10 @@ impl Replicas {
             epoch_ms,
             sampler: None,
             since: None,
+            bootstrap: None,
+            reads_since: 0,
         };
+        let (released, primary_bytes, t0) = (st.released, dir_bytes(&data), Instant::now());
         for i in 0..a.replicas {
             let dir = PathBuf::from(format!("{}.replica-{i}", data.display()));
             let dir_options =
@@ -123,6 +167,12 @@ impl Replicas {
             if let Some(cpu) = a.replica_cpu {
                 cmd.args(["--cpu", &cpu.to_string()]);
             }
+            if let Some(n) = a.replay_threads {
+                cmd.args(["--replay-threads", &n.to_string()]);
+            }
+            if a.replica_readers > 0 {
+                cmd.args(["--read-tpcc", &a.replica_readers.to_string(), "--read-report"]).arg(reads_file(&dir));
+            }
             let child = cmd
                 .env("RUST_LOG", "warn")
                 .stdout(Stdio::null())
@@ -131,24 +181,46 @@ impl Replicas {
             r.children.push(child);
             r.dirs.push(dir);
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // A bootstrap ships the whole database; an empty one only its start.
+        let limit = Duration::from_secs(if when == Join::End { 3600 } else { 60 });
+        let n = a.replicas as usize;
+        r.wait(db, limit, "in sync", |b| b.in_sync)?;
+        let in_sync_s = t0.elapsed().as_secs_f64();
+        say!("replication: {} backups in sync ({}) after {in_sync_s:.2} s", a.replicas, r.safety);
+        if when == Join::End {
+            r.wait(db, limit, "caught up", |b| b.in_sync && b.replayed >= released)?;
+            let caught_up_s = t0.elapsed().as_secs_f64();
+            let backup_cpu_s = r.cpu();
+            say!(
+                "replication: {n} backups bootstrapped from {:.1} MB of checkpoint and log: in sync after {in_sync_s:.2} s, read view at the released epoch {released} after {caught_up_s:.2} s, {backup_cpu_s:.2} CPU seconds",
+                primary_bytes as f64 / 1e6
+            );
+            r.bootstrap =
+                Some(BootstrapReport { released_epoch: released, primary_bytes, in_sync_s, caught_up_s, backup_cpu_s });
+        }
+        Ok(Some(r))
+    }
+
+    /// Waits until every backup is `ready`, for at most `limit`.
+    fn wait(&self, db: &Database, limit: Duration, what: &str, ready: impl Fn(&BackupState) -> bool) -> CliResult<()> {
+        let deadline = Instant::now() + limit;
         loop {
             let st = db.replication_status().map(|s| s.backups).unwrap_or_default();
-            if st.iter().filter(|b| b.in_sync).count() == a.replicas as usize {
-                break;
+            let ready = st.iter().filter(|b| ready(b)).count();
+            if ready == self.children.len() {
+                return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(failed(format!("{} of {} replicas in sync after 60 s", st.len(), a.replicas)));
+                return Err(failed(format!("{ready} of {} replicas {what} after {limit:?}", self.children.len())));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        say!("replication: {} backups in sync ({})", a.replicas, r.safety);
-        Ok(Some(r))
     }
 
     /// Starts sampling the backups' lag (call when the measured run starts).
     pub fn sample(&mut self, db: &Database) {
         self.since = Some((Instant::now(), self.cpu()));
+        self.reads_since = self.reads();
         let stop = Arc::new(AtomicBool::new(false));
         let (s, db) = (stop.clone(), db.clone());
         let lags = Mutex::new((Vec::new(), Vec::new()));
@@ -172,9 +244,16 @@ impl Replicas {
         self.children.iter().map(|c| cpu_seconds(c.id())).sum()
     }
 
+    /// Read-only transactions the backups' readers committed so far.
+    fn reads(&self) -> u64 {
+        self.dirs.iter().map(|d| read_count(&reads_file(d))).sum()
+    }
+
     /// Stops sampling, prints the lags and stops the backups.
     pub fn finish(mut self) -> ReplicationReport {
         let backup_cores = self.since.map_or(0.0, |(t, cpu)| (self.cpu() - cpu) / t.elapsed().as_secs_f64());
+        let backup_reads_per_s =
+            self.since.map_or(0.0, |(t, _)| (self.reads() - self.reads_since) as f64 / t.elapsed().as_secs_f64());
         let (persist, replay) = match self.sampler.take() {
             Some((stop, t)) => {
                 stop.store(true, Ordering::Release);
@@ -190,10 +269,12 @@ impl Replicas {
             replay_lag_epochs: Quantiles::of(replay),
             epoch_ms: self.epoch_ms,
             backup_cores,
+            backup_reads_per_s,
+            bootstrap: self.bootstrap.take(),
         };
         let (p, q) = (&r.persist_lag_epochs, &r.replay_lag_epochs);
         say!(
-            "  replication ({}, {} backups, {} samples): persisted lag p50 {} p99 {} max {} epochs; read-view lag p50 {} p99 {} max {} epochs (epochs of {} ms); backups used {:.2} cores; in {}",
+            "  replication ({}, {} backups, {} samples): persisted lag p50 {} p99 {} max {} epochs; read-view lag p50 {} p99 {} max {} epochs (epochs of {} ms); backups used {:.2} cores and ran {:.0} read-only txn/s; in {}",
             r.safety,
             r.replicas,
             r.samples,
@@ -205,6 +286,7 @@ impl Replicas {
             q.max,
             r.epoch_ms,
             r.backup_cores,
+            r.backup_reads_per_s,
             self.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
         );
         r
@@ -218,4 +300,81 @@ impl Drop for Replicas {
             let _ = c.wait();
         }
     }
+}
+
+/// Where a backup in `dir` reports its readers' count.
+fn reads_file(dir: &std::path::Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push(".reads.json");
+    PathBuf::from(name)
+}
+
+/// The count in a readers' report; 0 before the first.
+fn read_count(path: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["transactions"].as_u64()).unwrap_or(0)
+}
+
+/// Starts `threads` TPC-C terminals running only order-status and
+/// stock-level on `db`, a standby, as snapshot transactions at its read
+/// view; they wait until it shows a finished TPC-C load. With `report`,
+/// their committed count is written there every 100 ms. The threads run
+/// until the process ends.
+pub fn tpcc_readers(db: Database, threads: usize, report: Option<PathBuf>) -> CliResult<()> {
+    use epochdb_workloads::driver::Terminal;
+    use epochdb_workloads::engine::{Engine, EpochDb, Variant};
+    use epochdb_workloads::tpcc::{Tpcc, LOADED_KEY, LOAD_TABLE};
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| failed(format!("start a reader: {e}")))
+    };
+    for i in 0..threads {
+        let (db, count) = (db.clone(), count.clone());
+        spawn(
+            "epochdb-reader",
+            Box::new(move || {
+                // The load's marker, read at the view: then every table is there.
+                let warehouses = loop {
+                    let seen = db.table(LOAD_TABLE).ok().and_then(|t| {
+                        let mut w = db.worker().ok()?;
+                        let mut snap = w.snapshot().ok()?;
+                        let v = snap.get(t, LOADED_KEY).ok()??;
+                        Some(u32::from_be_bytes(v.try_into().ok()?))
+                    });
+                    match seen {
+                        Some(w) => break w,
+                        None => std::thread::sleep(Duration::from_millis(50)),
+                    }
+                };
+                let mut engine = EpochDb::from_database(Variant::MemSilo, db);
+                engine.snapshot_reads = true;
+                let run = || -> epochdb_workloads::engine::TxnResult<()> {
+                    let tpcc = Tpcc::attach(&engine, warehouses)?;
+                    let mut client = tpcc.client(i, 0xBAC0 + i as u64).read_only();
+                    let mut worker = engine.worker()?;
+                    loop {
+                        client.run_one(&mut *worker)?;
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                };
+                if let Err(e) = run() {
+                    log::error!("replica reader {i} stopped: {e}");
+                }
+            }),
+        )?;
+    }
+    if let Some(path) = report {
+        let tmp = path.with_extension("tmp");
+        spawn(
+            "epochdb-reads",
+            Box::new(move || loop {
+                let text = format!("{{\"transactions\": {}}}\n", count.load(Ordering::Relaxed));
+                if std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)).is_err() {
+                    log::warn!("cannot write {}", path.display());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }),
+        )?;
+    }
+    Ok(())
 }

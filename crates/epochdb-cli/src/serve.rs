@@ -113,6 +113,17 @@ pub struct ReplicaArgs {
     /// Run on this CPU only (all of the backup's threads)
     #[arg(long, value_name = "CPU")]
     pub cpu: Option<usize>,
+    /// Threads that replay received epochs (and recover the directory at start) [default: the CPUs it may run on]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub replay_threads: Option<u32>,
+    /// Threads that run TPC-C's read-only transactions (order-status and stock-level, half each) on the standby
+    /// at its read view, once it shows a finished TPC-C load (what `bench tpcc --replica-readers` starts)
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=256))]
+    pub read_tpcc: u32,
+    /// Where --read-tpcc counts its committed transactions: a JSON object `{"transactions": N}`, rewritten
+    /// (through a temporary file and a rename) every 100 ms
+    #[arg(long, value_name = "FILE", requires = "read_tpcc")]
+    pub read_report: Option<PathBuf>,
 }
 
 /// Receives until killed; stops with an error if the primary refuses it.
@@ -120,9 +131,13 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
     if let Some(cpu) = a.cpu {
         crate::replicas::pin_to_cpu(cpu)?;
     }
-    let opts = BackupOptions { secret: a.replication_secret, ..BackupOptions::new(&a.data_dir, &a.primary) };
+    let mut opts = BackupOptions { secret: a.replication_secret, ..BackupOptions::new(&a.data_dir, &a.primary) };
+    opts.database.recovery_threads = a.replay_threads.map_or(0, |n| n as usize);
     let backup = Backup::start(opts).map_err(|e| failed(e.to_string()))?;
     crate::say!("epochdb replica: backing up {} into {}", a.primary, a.data_dir.display());
+    if a.read_tpcc > 0 {
+        crate::replicas::tpcc_readers(backup.database().clone(), a.read_tpcc as usize, a.read_report.clone())?;
+    }
     let mut last = None;
     while !backup.is_finished() {
         std::thread::sleep(std::time::Duration::from_millis(200));

@@ -253,8 +253,9 @@ fn durable_tpcc_recovers_consistent() {
 }
 
 /// `--replicas 1 --safety sync`: the benchmark starts a backup process,
-/// reports its lag, and the backup's directory recovers to a TPC-C state
-/// that passes the consistency checks.
+/// reports its lag and its readers' rate, and the backup's directory recovers to a TPC-C state
+/// that passes the consistency checks; so with `--replicas-join end`,
+/// which reports how long the backup took to bootstrap.
 #[test]
 fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
     let dir = std::env::temp_dir().join(format!("epochdb-cli-replica-{}", std::process::id()));
@@ -279,6 +280,8 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
         "1",
         "--safety",
         "sync",
+        "--replica-readers",
+        "1",
         "--json",
         json.to_str().expect("utf-8"),
     ]);
@@ -286,10 +289,49 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
     let r: BenchReport = read(&json);
     let rep = r.replication.expect("replication fields");
     assert_eq!((rep.replicas, rep.safety.as_str()), (1, "Sync"));
-    assert!(rep.samples > 0 && rep.backup_cores > 0.0, "{rep:?}");
+    assert!(rep.samples > 0 && rep.backup_cores > 0.0 && rep.backup_reads_per_s > 0.0, "{rep:?}");
     // Under sync the backup persisted every released epoch.
     assert_eq!(rep.persist_lag_epochs.max, 0, "{rep:?}");
     let backup = format!("{data}.replica-0");
+    let out = epochdb(&["recover", "--data-dir", &backup, "--check", "tpcc", "--quiet"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("consistency: ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A backup that joins after the run bootstraps from the checkpoint
+    // and the logs, and its directory is as consistent.
+    let out = epochdb(&[
+        "bench",
+        "tpcc",
+        "--threads",
+        "1",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--durability",
+        "log+checkpoint",
+        "--checkpoint-interval",
+        "0.2",
+        "--data-dir",
+        &data,
+        "--replicas",
+        "1",
+        "--replicas-join",
+        "end",
+        "--replay-threads",
+        "2",
+        "--json",
+        json.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: BenchReport = read(&json);
+    let boot = r.replication.and_then(|r| r.bootstrap).expect("bootstrap fields");
+    assert!(boot.released_epoch > 0 && boot.primary_bytes > 0, "{boot:?}");
+    assert!(boot.in_sync_s > 0.0 && boot.caught_up_s >= boot.in_sync_s && boot.backup_cpu_s > 0.0, "{boot:?}");
     let out = epochdb(&["recover", "--data-dir", &backup, "--check", "tpcc", "--quiet"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

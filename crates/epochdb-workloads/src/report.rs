@@ -81,6 +81,33 @@ pub struct ReplicationReport {
     /// CPU the backup processes used while the run was measured, in cores
     /// (CPU seconds per second; receiving, syncing and replaying).
     pub backup_cores: f64,
+    /// Read-only TPC-C transactions (order-status, stock-level) per second
+    /// that the backups' readers committed at their read views while the
+    /// run was measured (`--replica-readers`; 0 without).
+    #[serde(default)]
+    pub backup_reads_per_s: f64,
+    /// With `--replicas-join end`: how long the backups took to catch up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<BootstrapReport>,
+}
+
+/// Backups started after the measured run (`--replicas-join end`), each
+/// from an empty directory: they catch up from the primary's checkpoint
+/// and log files while the primary idles.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BootstrapReport {
+    /// The primary's released epoch when the backups started.
+    pub released_epoch: u64,
+    /// Bytes of checkpoint and log in the primary's data directory then.
+    pub primary_bytes: u64,
+    /// Seconds from starting the backups until every one was in sync
+    /// (had persisted everything and was acknowledging live epochs).
+    pub in_sync_s: f64,
+    /// Seconds from starting the backups until every one's read view
+    /// reached `released_epoch` (all of it replayed and readable).
+    pub caught_up_s: f64,
+    /// CPU seconds the backup processes used in those `caught_up_s`.
+    pub backup_cpu_s: f64,
 }
 
 /// Quantiles of sampled values.
@@ -473,7 +500,7 @@ mod tests {
             durable_latency_us: DurableLatency::default(),
             checkpoint: CheckpointReport::default(),
         });
-        r.replication = Some(ReplicationReport::default());
+        r.replication = Some(ReplicationReport { bootstrap: Some(BootstrapReport::default()), ..Default::default() });
         let rec = RecoverReport {
             pepoch: 1,
             recorded_pepoch: Some(1),

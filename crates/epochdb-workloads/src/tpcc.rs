@@ -401,6 +401,7 @@ impl Tpcc {
             delivered_up_to: [NEW_ORDER_FIRST; DISTRICTS as usize],
             stats: InputStats::default(),
             last: Effects::default(),
+            read_only: false,
         }
     }
 }
@@ -476,6 +477,8 @@ pub struct Client<'t> {
     /// What the last transaction run committed, for callers that check
     /// it later (the crash tests acknowledge it once it is durable).
     pub last: Effects,
+    /// Runs only the read-only transactions ([`Client::read_only`]).
+    read_only: bool,
 }
 
 /// Rows the last transaction of a [`Client`] created or removed.
@@ -528,6 +531,13 @@ fn get_row<R>(
 }
 
 impl Client<'_> {
+    /// This terminal runs only order-status and stock-level, half each (a
+    /// replication backup's readers, which may not write).
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
     fn other_warehouse(&mut self) -> u32 {
         let w = self.tpcc.warehouses;
         let r = self.rng.range(1, w as u64 - 1) as u32;
@@ -789,10 +799,13 @@ impl Client<'_> {
 }
 
 impl Terminal for Client<'_> {
-    /// Runs one transaction of the standard mix (45/43/4/4/4) to commit
-    /// (or to its deliberate rollback). Returns the number of aborts.
+    /// Runs one transaction of the standard mix (45/43/4/4/4), or of the
+    /// read-only one, to commit (or to its deliberate rollback). Returns
+    /// the number of aborts.
     fn run_one(&mut self, w: &mut dyn Worker) -> TxnResult<u32> {
         let kind = match self.rng.below(100) {
+            0..=49 if self.read_only => 2,
+            _ if self.read_only => 4,
             0..=44 => 0,
             45..=87 => 1,
             88..=91 => 2,

@@ -107,7 +107,9 @@ pub struct Options {
     /// wait for the logger.
     pub log_buffers: usize,
     /// Recovery workers that load checkpoints and replay logs at open (fed
-    /// by one more thread that reads the files). 0: one per CPU.
+    /// by one more thread that reads the files); on a replication backup,
+    /// also the threads that replay what it receives. 0: one per CPU it
+    /// may run on.
     pub recovery_threads: usize,
     /// Recover what is valid past damage, instead of stopping with
     /// [`Error::Corrupt`]: skip damaged blocks, cut the recovered state back

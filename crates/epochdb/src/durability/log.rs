@@ -134,6 +134,16 @@ pub struct Entry<'a> {
 /// Decodes a block payload of log records, calling `f` for each write.
 /// An error means a record runs past the payload: a bug or a CRC collision.
 pub fn decode<'a>(payload: &'a [u8], mut f: impl FnMut(Entry<'a>)) -> Result<(), String> {
+    let mut p = payload;
+    while !p.is_empty() {
+        decode_txn(&mut p, &mut f)?;
+    }
+    Ok(())
+}
+
+/// Decodes the transaction record at the start of `p`, calling `f` for
+/// each of its writes, and moves `p` past it.
+fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<(), String> {
     fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
         if p.len() < n {
             return Err(format!("a log record runs {} bytes past its block", n - p.len()));
@@ -142,30 +152,47 @@ pub fn decode<'a>(payload: &'a [u8], mut f: impl FnMut(Entry<'a>)) -> Result<(),
         *p = b;
         Ok(a)
     }
-    let mut p = payload;
     let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-    while !p.is_empty() {
-        let h = take(&mut p, TXN_HEADER)?;
-        let tid = Tid::from_raw(u64::from_le_bytes(h[..8].try_into().unwrap_or([0; 8])));
-        for _ in 0..u32_of(&h[8..]) {
-            let e = take(&mut p, ENTRY_HEADER)?;
-            let table = u32_of(e);
-            let klen = u16::from_le_bytes([e[4], e[5]]) as usize;
-            let vlen = u32_of(&e[6..]);
-            let key = take(&mut p, klen)?;
-            let write = match vlen {
-                DELETE => Write::Delete,
-                v if v & DELTA_BIT != 0 => {
-                    let d = take(&mut p, (v & !DELTA_BIT) as usize)?;
-                    check_columns(d)?;
-                    Write::Delta(Columns(d))
-                }
-                v => Write::Value(take(&mut p, v as usize)?),
-            };
-            f(Entry { tid, table, key, write });
-        }
+    let h = take(p, TXN_HEADER)?;
+    let tid = Tid::from_raw(u64::from_le_bytes(h[..8].try_into().unwrap_or([0; 8])));
+    for _ in 0..u32_of(&h[8..]) {
+        let e = take(p, ENTRY_HEADER)?;
+        let table = u32_of(e);
+        let klen = u16::from_le_bytes([e[4], e[5]]) as usize;
+        let vlen = u32_of(&e[6..]);
+        let key = take(p, klen)?;
+        let write = match vlen {
+            DELETE => Write::Delete,
+            v if v & DELTA_BIT != 0 => {
+                let d = take(p, (v & !DELTA_BIT) as usize)?;
+                check_columns(d)?;
+                Write::Delta(Columns(d))
+            }
+            v => Write::Value(take(p, v as usize)?),
+        };
+        f(Entry { tid, table, key, write });
     }
     Ok(())
+}
+
+/// Appends to `out` the transactions of `payload` whose epoch is at
+/// least `from`, byte for byte, and returns their lowest and highest
+/// epochs (`None` if none). An error means a record runs past the payload.
+pub fn retain_from(payload: &[u8], from: u64, out: &mut Vec<u8>) -> Result<Option<(u64, u64)>, String> {
+    let (mut p, mut epochs) = (payload, None);
+    while !p.is_empty() {
+        let start = payload.len() - p.len();
+        decode_txn(&mut p, &mut |_| {})?;
+        let end = payload.len() - p.len();
+        // `decode_txn` read the header: it is there.
+        let tid = Tid::from_raw(u64::from_le_bytes(payload[start..start + 8].try_into().unwrap_or([0; 8])));
+        let e = tid.epoch();
+        if e >= from {
+            out.extend_from_slice(&payload[start..end]);
+            epochs = Some(epochs.map_or((e, e), |(lo, hi): (u64, u64)| (lo.min(e), hi.max(e))));
+        }
+    }
+    Ok(epochs)
 }
 
 /// A log buffer: one block under construction, and the epochs it holds.
@@ -303,6 +330,31 @@ mod tests {
         let want: Vec<_> = writes.iter().map(|(t, k, v)| (tid, *t, k.to_vec(), v.map(<[u8]>::to_vec))).collect();
         assert_eq!(got, want);
         assert!(decode(&out[..out.len() - 1], |_| {}).is_err());
+    }
+
+    /// Catch-up keeps whole transactions of epochs from `from` on.
+    #[test]
+    fn retain_from_keeps_whole_transactions_of_later_epochs() {
+        let txn = |epoch: u64, keys: &[&[u8]]| {
+            let mut out = Vec::new();
+            encode_txn(&mut out, Tid::new(epoch, 1), keys.len() as u32);
+            for k in keys {
+                encode_entry(&mut out, 0, k, Some(b"v"));
+            }
+            out
+        };
+        let (a, b, c, empty) = (txn(7, &[b"a", b"b"]), txn(3, &[b"c"]), txn(9, &[b"d"]), txn(2, &[]));
+        let payload = [&a[..], &b, &empty, &c].concat();
+        let mut out = Vec::new();
+        assert_eq!(retain_from(&payload, 4, &mut out), Ok(Some((7, 9))));
+        assert_eq!(out, [&a[..], &c].concat());
+        out.clear();
+        assert_eq!(retain_from(&payload, 0, &mut out), Ok(Some((2, 9))));
+        assert_eq!(out, payload);
+        out.clear();
+        assert_eq!(retain_from(&payload, 10, &mut out), Ok(None));
+        assert!(out.is_empty());
+        assert!(retain_from(&payload[..payload.len() - 1], 0, &mut out).is_err());
     }
 
     #[test]

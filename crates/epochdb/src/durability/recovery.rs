@@ -499,6 +499,12 @@ pub(crate) struct Shipped {
     /// A `data.log` a logger may be appending to: damage at its end is the
     /// block being written, not corruption.
     pub current: bool,
+    /// Transactions of epochs below this are not to be sent: the
+    /// checkpoint (or the backup) has them, and, as recovery does when it
+    /// skips them, the sender must not replay them: a later write of the
+    /// same key may be in a file already deleted (a log file's epochs are
+    /// not ordered against another logger's, nor a backup's files at all).
+    pub from: u64,
 }
 
 /// Opens, now, every file a backup that persisted `pepoch` needs to catch
@@ -522,7 +528,7 @@ pub(crate) fn open_for_catch_up(
             for f in &c.files {
                 let path = f.path(&dirs.checkpoint);
                 let reader = BlockReader::open(&path, CHECKPOINT_MAGIC).map_err(|d| what(&path, d))?;
-                out.push(Shipped { stream: 0, reader, current: false });
+                out.push(Shipped { stream: 0, reader, current: false, from: 0 });
             }
         }
     }
@@ -531,7 +537,7 @@ pub(crate) fn open_for_catch_up(
     for f in logs.iter().rev() {
         let stream = dirs.log.iter().position(|d| f.path.parent() == Some(d.as_path())).unwrap_or(0);
         let reader = BlockReader::open(&f.path, LOG_MAGIC).map_err(|d| what(&f.path, d))?;
-        out.push(Shipped { stream, reader, current: f.kind == Kind::Log { current: true } });
+        out.push(Shipped { stream, reader, current: f.kind == Kind::Log { current: true }, from });
     }
     // Checked after listing and opening: a cleanup raises it before it
     // deletes, so a file missing from the listing shows here; files opened

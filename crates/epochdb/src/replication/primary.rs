@@ -16,7 +16,7 @@
 use super::wire::{self, Msg};
 use super::{PrimaryOptions, Safety};
 use crate::durability::datadir::Dirs;
-use crate::durability::log::lock;
+use crate::durability::log::{self, lock};
 use crate::durability::logger::{Durable, Tap};
 use crate::durability::manifest::Manifest;
 use crate::durability::{frame, recovery, Retention};
@@ -419,7 +419,9 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
 
 /// Sends the blocks of `files` holding epochs above `pepoch`, each framed
 /// as its stream's Block (re-sealed from its payload, so any readable file
-/// version ships as the current block format). Returns the bytes sent.
+/// version ships as the current block format), with only the
+/// transactions of epochs from the file's `from` on. Returns the bytes
+/// sent.
 fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>, pepoch: u64) -> Result<u64> {
     let mut w = std::io::BufWriter::with_capacity(1 << 20, sock);
     let (mut payload, mut sent) = (Vec::new(), 0u64);
@@ -429,9 +431,19 @@ fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>, pepoch: u64) -> R
                 // A seal marker is this primary's record of its own
                 // pepoch; the stream has Seals for that.
                 Ok(Some(_)) if frame::is_seal_marker(&payload) => {}
-                Ok(Some((_, lo, hi))) if hi > pepoch => {
+                Ok(Some((_, lo, hi))) if hi > pepoch && hi >= f.from => {
                     let mut block = frame::new_block(frame::BLOCK_HEADER_LEN + payload.len());
-                    block.extend_from_slice(&payload);
+                    let (lo, hi) = if lo >= f.from {
+                        block.extend_from_slice(&payload);
+                        (lo, hi)
+                    } else {
+                        let kept = log::retain_from(&payload, f.from, &mut block)
+                            .map_err(|e| Error::Replication(format!("a damaged file: {e}")))?;
+                        match kept {
+                            Some(epochs) => epochs,
+                            None => continue,
+                        }
+                    };
                     frame::seal(&mut block, lo, hi);
                     let bytes = wire::block_frame(f.stream as u16, lo, hi, &block);
                     std::io::Write::write_all(&mut w, &bytes).map_err(|e| Error::Replication(format!("send: {e}")))?;

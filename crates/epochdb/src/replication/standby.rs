@@ -3,7 +3,7 @@
 //!
 //! The receiver hands each block to the [`Replay`] queue after appending
 //! it, and tells the queue the epochs it persisted and the epochs the
-//! primary released. The replayer thread applies, in TID order, every
+//! primary released. The replayer thread applies every
 //! entry of epochs `(view, target]` with `target = min(persisted,
 //! released)` (replay pipelining: nothing is replayed before it is on the
 //! backup's disk, nothing is shown before the primary released it), then
@@ -14,17 +14,24 @@
 //! `<= view`) is kept as the record's previous version, exactly as a
 //! committer keeps one for Silo's snapshots, and freed through the same
 //! epoch-based lists once the snapshot bound passes the new version's
-//! epoch. Replay applies entries in TID order, so the largest TID wins and
-//! a delta (Gawain) merges into the row as of the entry before it.
+//! epoch. A whole row (value or delete) is installed unless the key holds
+//! a newer TID, so the largest TID wins in any order and rows install as
+//! they are decoded; deltas (Gawain) are sorted and merged after them, so
+//! each merges into the row as of the entry before it (`apply_part`).
+//!
+//! A batch of at least 64 KiB is replayed by `Options::recovery_threads`
+//! threads, each taking the keys that hash to it (`apply`), so every
+//! entry of a key goes through the one thread that orders its deltas.
 //!
 //! Replay arrays (§3.4.1, keeping only where the newest version lives
-//! until a reader needs it) were not built: one replayer thread installs
+//! until a reader needs it) were not built: the replay threads install
 //! values directly, which keeps the in-memory state an ordinary epochdb
 //! table that Silo's snapshot reads already handle.
 
 use crate::catalog::Schema;
 use crate::db::{Database, Worker};
 use crate::durability::log::{self, lock, Entry, Write};
+use crate::durability::manifest::Manifest;
 use crate::durability::{columns, frame};
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
@@ -304,11 +311,12 @@ impl Drop for Replayer {
 }
 
 fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Result<()> {
-    let mut w = db.worker()?;
-    let mut s = Scratch::default();
+    let threads = db.options().recovery_threads().max(1);
+    let mut parts =
+        (0..threads).map(|_| Ok(Part { w: db.worker()?, s: Scratch::default() })).collect::<Result<Vec<_>>>()?;
     while let Some((target, batch, heard_at)) = replay.next(view.view(), applied) {
         if target > applied {
-            apply(db, &mut w, &batch, applied, target, &mut s)?;
+            apply(db, &mut parts, &batch, applied, target)?;
             applied = target;
         }
         // The versions of epochs <= target are all in place: show them.
@@ -319,6 +327,12 @@ fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Res
         }
     }
     Ok(())
+}
+
+/// One replay thread's worker and buffers.
+struct Part {
+    w: Worker,
+    s: Scratch,
 }
 
 /// Buffers reused across entries.
@@ -333,41 +347,112 @@ fn bad(what: impl std::fmt::Display) -> Error {
     Error::Replication(format!("replay: {what}"))
 }
 
-/// Applies every entry of epochs `(from, to]` in `batch`, in TID order.
-fn apply(db: &Database, w: &mut Worker, batch: &[Arc<Block>], from: u64, to: u64, s: &mut Scratch) -> Result<()> {
+/// Below this many payload bytes a batch is replayed by one thread: a
+/// thread start (tens of microseconds) would cost more than it saves.
+const PARALLEL_MIN_BYTES: usize = 64 << 10;
+
+/// Applies every entry of epochs `(from, to]` in `batch`, with one thread
+/// per part. Entries are split by key, so every key's entries go through
+/// one thread, which orders its deltas (`apply_part`). Keys are
+/// independent (a snapshot sees nothing of `(from, to]` until the view
+/// moves), so the threads need no order between them.
+fn apply(db: &Database, parts: &mut [Part], batch: &[Arc<Block>], from: u64, to: u64) -> Result<()> {
     let manifest = lock(&db.store().manifest).clone();
-    let mut entries: Vec<Entry<'_>> = Vec::new();
+    let bytes: usize = batch.iter().map(|b| b.bytes.len()).sum();
+    let n = if bytes < PARALLEL_MIN_BYTES { 1 } else { parts.len() };
+    // Idle parts still collect the garbage and deletes due from their
+    // last batch.
+    for p in &mut parts[n..] {
+        p.w.enter()?;
+        p.w.leave();
+    }
+    let Some((first, helpers)) = parts[..n].split_first_mut() else { return Ok(()) };
+    let manifest = &manifest;
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (helpers.iter_mut().enumerate())
+            .map(|(i, p)| {
+                let thread = std::thread::Builder::new().name("epochdb-replay".into());
+                thread.spawn_scoped(scope, move || apply_part(manifest, p, batch, from, to, (i + 1, n)))
+            })
+            .collect();
+        let mut result = apply_part(manifest, first, batch, from, to, (0, n));
+        for h in helpers {
+            let r = match h {
+                Ok(h) => h.join().unwrap_or_else(|_| Err(bad("a replay thread panicked"))),
+                Err(e) => Err(bad(format!("start a replay thread: {e}"))),
+            };
+            result = result.and(r);
+        }
+        result
+    })
+}
+
+/// Which of `parts` replays `key`'s entries.
+fn part_of(table: u32, key: &[u8], parts: usize) -> usize {
+    crate::crc32c::extend(table, key) as usize % parts
+}
+
+/// Applies the entries of epochs `(from, to]` in `batch` whose keys fall
+/// to part `part.0` of `part.1`. A whole row (a value, or a delete) wins
+/// by its TID whatever the order, so those are installed as they are
+/// decoded; deltas are kept, sorted by TID and merged after them: a delta
+/// older than the key's newest whole row is overwritten by it, and the
+/// newer ones merge onto it in order (Gawain needs the row as of the entry
+/// before each delta). No entry vector for the common, value-logged case.
+fn apply_part(
+    manifest: &Manifest,
+    p: &mut Part,
+    batch: &[Arc<Block>],
+    from: u64,
+    to: u64,
+    (part, parts): (usize, usize),
+) -> Result<()> {
+    let Part { w, s } = p;
+    let mut deltas: Vec<Entry<'_>> = Vec::new();
+    let mut result = Ok(());
+    w.enter()?;
     for b in batch {
         // Checked by the receiver: a header, then the payload.
         let payload = b.bytes.get(frame::BLOCK_HEADER_LEN..).unwrap_or_default();
-        log::decode(payload, |e| {
+        let decoded = log::decode(payload, |e| {
             let epoch = e.tid.epoch();
-            if epoch > from && epoch <= to && !manifest.is_void(epoch) {
-                entries.push(e);
+            let mine = epoch > from
+                && epoch <= to
+                && !manifest.is_void(epoch)
+                && (parts == 1 || part_of(e.table, e.key, parts) == part);
+            if !mine || result.is_err() {
+                return;
             }
-        })
-        .map_err(bad)?;
-    }
-    entries.sort_unstable_by_key(|e| e.tid);
-    w.enter()?;
-    let mut result = Ok(());
-    for e in &entries {
-        let Some(ti) = w.table_slot(e.table) else {
-            result = Err(bad(format!("an entry of table {}, which the catalog lacks", e.table)));
-            break;
-        };
-        let schema = manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
-        if let Err(what) = install(w, ti, schema, e, from, s) {
-            result = Err(bad(format!("table {}, key {:02x?}: {what}", e.table, e.key)));
+            match e.write {
+                Write::Delta(_) => deltas.push(e),
+                _ => result = install_entry(w, manifest, &e, from, s),
+            }
+        });
+        result = result.and(decoded.map_err(bad));
+        if result.is_err() {
             break;
         }
+    }
+    if result.is_ok() {
+        deltas.sort_unstable_by_key(|e| e.tid);
+        result = deltas.iter().try_for_each(|e| install_entry(w, manifest, e, from, s));
     }
     w.leave();
     result
 }
 
-/// Installs one entry. Readers may be at any view `<= view`: a version
-/// they can see (epoch `<= view`) is kept behind the new one.
+/// Installs `e` into its table (see `install`).
+fn install_entry(w: &mut Worker, manifest: &Manifest, e: &Entry<'_>, view: u64, s: &mut Scratch) -> Result<()> {
+    let Some(ti) = w.table_slot(e.table) else {
+        return Err(bad(format!("an entry of table {}, which the catalog lacks", e.table)));
+    };
+    let schema = manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
+    install(w, ti, schema, e, view, s).map_err(|what| bad(format!("table {}, key {:02x?}: {what}", e.table, e.key)))
+}
+
+/// Installs one entry unless the key holds a newer one. Readers may be at
+/// any view `<= view`: a version they can see (epoch `<= view`) is kept
+/// behind the new one.
 fn install(
     w: &mut Worker,
     ti: usize,
@@ -384,13 +469,21 @@ fn install(
     loop {
         let Some(rec) = tree.lookup(key).record else {
             let value = match e.write {
-                Write::Delete => return Ok(()), // never here: nothing to delete
+                // A tombstone: an older write of the key, installed after
+                // this, must not bring the row back.
+                Write::Delete => &[][..],
                 Write::Delta(_) => return Err("a delta for a row this standby lacks".into()),
                 Write::Value(v) => v,
             };
             let fresh = Record::alloc(key, value, 0, new_word, std::ptr::null_mut());
             match tree.insert_if_absent(key, fresh) {
-                crate::index::Insert::Inserted { .. } => return Ok(()),
+                crate::index::Insert::Inserted { .. } => {
+                    if e.write == Write::Delete {
+                        let c = Cleanup { snap_epoch: epoch, table: e.table, key: key.into(), word: new_word };
+                        w.garbage.defer_cleanup(c);
+                    }
+                    return Ok(());
+                }
                 // SAFETY: never published.
                 crate::index::Insert::Existing(_) => unsafe { Record::free(fresh) },
             }
@@ -446,5 +539,65 @@ fn install(
             w.swap_in_grown(ti, rec, old, grown, keep_old, epoch);
         }
         return Ok(());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Durability;
+    use crate::TableOptions;
+
+    /// `(epoch, key, value)`; no value: a delete.
+    type Write1<'a> = (u64, &'a [u8], Option<&'a [u8]>);
+
+    fn block(lo: u64, hi: u64, writes: &[Write1<'_>]) -> Arc<Block> {
+        let mut bytes = vec![0; frame::BLOCK_HEADER_LEN];
+        for &(epoch, key, value) in writes {
+            log::encode_txn(&mut bytes, Tid::new(epoch, 1), 1);
+            log::encode_entry(&mut bytes, 0, key, value);
+        }
+        Arc::new(Block { lo, hi, bytes })
+    }
+
+    /// Whole rows install in any order: a delete decoded before the older
+    /// insert it undoes leaves a tombstone the insert does not pass, and
+    /// an older value decoded after a newer one is dropped. With one part
+    /// and with two.
+    #[test]
+    fn whole_rows_replayed_out_of_order_keep_the_newest() {
+        for parts in [1, 2] {
+            let dir = std::env::temp_dir().join(format!("epochdb-standby-order-{parts}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+            let db = Database::open(options.clone()).expect("open");
+            db.create_table("t", TableOptions::new()).expect("create table");
+            drop(db);
+            let view = Arc::new(ReadView::default());
+            let (db, _pepoch_file) = Database::open_standby(options, view.clone()).expect("open the standby");
+            let batch = [
+                block(2, 3, &[(3, b"gone", None), (3, b"kept", Some(b"new"))]),
+                block(1, 2, &[(1, b"gone", Some(b"old")), (2, b"kept", Some(b"older")), (2, b"back", None)]),
+                block(3, 3, &[(3, b"back", Some(b"again"))]),
+            ];
+            let mut p: Vec<Part> =
+                (0..parts).map(|_| Part { w: db.worker().expect("worker"), s: Scratch::default() }).collect();
+            // Below PARALLEL_MIN_BYTES `apply` uses one part: call each.
+            let manifest = lock(&db.store().manifest).clone();
+            for (i, part) in p.iter_mut().enumerate() {
+                apply_part(&manifest, part, &batch, 0, 3, (i, parts)).expect("apply");
+            }
+            db.epochs().drive_snapshot(4);
+            view.view.store(3, Ordering::Release);
+            let t = db.table("t").expect("table");
+            let mut w = db.worker().expect("worker");
+            let mut snap = w.snapshot().expect("snapshot");
+            assert_eq!(snap.get(t, b"gone").expect("get"), None);
+            assert_eq!(snap.get(t, b"kept").expect("get"), Some(&b"new"[..]));
+            assert_eq!(snap.get(t, b"back").expect("get"), Some(&b"again"[..]));
+            drop(snap);
+            drop((w, p, db));
+            std::fs::remove_dir_all(&dir).ok();
+        }
     }
 }

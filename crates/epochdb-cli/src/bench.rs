@@ -249,6 +249,9 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
         return Err("the kv variant has only gets and puts: use a mix without inserts or scans".into());
     }
     check_memory(&format!("{keys} rows"), keys.saturating_mul(ROW_OVERHEAD_BYTES + config.value_len() as u64))?;
+    if a.replication.replica_readers > 0 {
+        return Err("--replica-readers runs TPC-C's read-only transactions: use it with bench tpcc".into());
+    }
     let options = a.replication.apply(a.durability.options()?)?;
     let engine = open(variant, options)?;
     let mut replicas = Replicas::start(&a.replication, engine.database(), Join::Start)?;

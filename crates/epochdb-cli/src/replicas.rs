@@ -252,8 +252,9 @@ impl Replicas {
     /// Stops sampling, prints the lags and stops the backups.
     pub fn finish(mut self) -> ReplicationReport {
         let backup_cores = self.since.map_or(0.0, |(t, cpu)| (self.cpu() - cpu) / t.elapsed().as_secs_f64());
-        let backup_reads_per_s =
-            self.since.map_or(0.0, |(t, _)| (self.reads() - self.reads_since) as f64 / t.elapsed().as_secs_f64());
+        let backup_reads_per_s = self
+            .since
+            .map_or(0.0, |(t, _)| self.reads().saturating_sub(self.reads_since) as f64 / t.elapsed().as_secs_f64());
         let (persist, replay) = match self.sampler.take() {
             Some((stop, t)) => {
                 stop.store(true, Ordering::Release);

@@ -262,86 +262,47 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
     let _ = std::fs::remove_dir_all(&dir);
     let data = dir.to_string_lossy().into_owned();
     let json = dir.with_extension("json");
-    let out = epochdb(&[
-        "bench",
-        "tpcc",
-        "--threads",
-        "1",
-        "--duration",
-        "1",
-        "--warmup",
-        "0",
-        "--quiet",
-        "--durability",
-        "log",
-        "--data-dir",
-        &data,
-        "--replicas",
-        "1",
-        "--safety",
-        "sync",
-        "--replica-readers",
-        "1",
-        "--json",
-        json.to_str().expect("utf-8"),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r: BenchReport = read(&json);
+    let json_path = json.to_str().expect("utf-8");
+    // A 1-second, 1-thread durable TPC-C run with one replica.
+    let bench = |durability: &str, extra: &[&str]| -> BenchReport {
+        let mut args = vec!["bench", "tpcc", "--threads", "1", "--duration", "1", "--warmup", "0", "--quiet"];
+        args.extend(["--durability", durability, "--data-dir", &data, "--replicas", "1", "--json", json_path]);
+        args.extend(extra);
+        let out = epochdb(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        read(&json)
+    };
+    let backup = format!("{data}.replica-0");
+    let backup_is_consistent = || {
+        let out = epochdb(&["recover", "--data-dir", &backup, "--check", "tpcc", "--quiet"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("consistency: ok"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let r = bench("log", &["--safety", "sync", "--replica-readers", "1"]);
     let rep = r.replication.expect("replication fields");
     assert_eq!((rep.replicas, rep.safety.as_str()), (1, "Sync"));
     assert!(rep.samples > 0 && rep.backup_cores > 0.0 && rep.backup_reads_per_s > 0.0, "{rep:?}");
     // Under sync the backup persisted every released epoch.
     assert_eq!(rep.persist_lag_epochs.max, 0, "{rep:?}");
-    let backup = format!("{data}.replica-0");
-    let out = epochdb(&["recover", "--data-dir", &backup, "--check", "tpcc", "--quiet"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("consistency: ok"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    backup_is_consistent();
     // A backup that joins after the run bootstraps from the checkpoint
     // and the logs, and its directory is as consistent.
-    let out = epochdb(&[
-        "bench",
-        "tpcc",
-        "--threads",
-        "1",
-        "--duration",
-        "1",
-        "--warmup",
-        "0",
-        "--quiet",
-        "--durability",
-        "log+checkpoint",
-        "--checkpoint-interval",
-        "0.2",
-        "--data-dir",
-        &data,
-        "--replicas",
-        "1",
-        "--replicas-join",
-        "end",
-        "--replay-threads",
-        "2",
-        "--json",
-        json.to_str().expect("utf-8"),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r: BenchReport = read(&json);
+    let r =
+        bench("log+checkpoint", &["--checkpoint-interval", "0.2", "--replicas-join", "end", "--replay-threads", "2"]);
     let boot = r.replication.and_then(|r| r.bootstrap).expect("bootstrap fields");
     assert!(boot.released_epoch > 0 && boot.primary_bytes > 0, "{boot:?}");
     assert!(boot.in_sync_s > 0.0 && boot.caught_up_s >= boot.in_sync_s && boot.backup_cpu_s > 0.0, "{boot:?}");
-    let out = epochdb(&["recover", "--data-dir", &backup, "--check", "tpcc", "--quiet"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("consistency: ok"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    backup_is_consistent();
     let out = epochdb(&["bench", "ycsb", "--replicas", "1", "--duration", "0.2"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.code() == Some(2) && stderr.contains("--replicas needs --durability"), "{stderr}");
+    let out = epochdb(&["bench", "ycsb", "--durability", "log", "--replicas", "1", "--replica-readers", "1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && stderr.contains("use it with bench tpcc"), "{stderr}");
     for d in [dir.clone(), backup.into()] {
         std::fs::remove_dir_all(d).ok();
     }

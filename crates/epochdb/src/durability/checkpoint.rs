@@ -490,8 +490,13 @@ fn remove_uninstalled(cx: &Checkpointing, gradually: bool) -> Result<()> {
 /// Files a connected backup still needs (`Retention::hold`) stay, the
 /// newest first, up to `Retention::cap` bytes.
 fn remove_obsolete(cx: &Checkpointing, e_l: u64, stop: &AtomicBool) -> Result<()> {
-    remove_uninstalled(cx, true)?;
     let retention = &cx.store.retention;
+    // A catch-up may be sending these very files: the next checkpoint's
+    // cleanup removes them instead.
+    if retention.is_sending() {
+        return Ok(());
+    }
+    remove_uninstalled(cx, true)?;
     let hold = retention.hold.load(Ordering::Acquire);
     let mut obsolete = Vec::new();
     for dir in &cx.store.dirs.log {
@@ -511,7 +516,7 @@ fn remove_obsolete(cx: &Checkpointing, e_l: u64, stop: &AtomicBool) -> Result<()
     obsolete.sort_by_key(|f| std::cmp::Reverse(f.0));
     let (mut kept, cap) = (0u64, retention.cap.load(Ordering::Acquire));
     for (hi, path) in obsolete {
-        if stop.load(Ordering::Acquire) {
+        if stop.load(Ordering::Acquire) || retention.is_sending() {
             return Ok(());
         }
         let len = std::fs::metadata(&path).map_or(0, |m| m.len());

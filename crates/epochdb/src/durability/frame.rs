@@ -307,6 +307,13 @@ impl BlockReader {
         Ok(BlockReader { file, path: path.into(), version, offset: FILE_HEADER_LEN as u64, len, header: [0; 32] })
     }
 
+    /// Whether the file is shorter now than when it was opened: another
+    /// handle cut it (a cleanup frees a file from its end, step by step,
+    /// before unlinking it), so a clean end seen since may be early.
+    pub fn shrank(&self) -> bool {
+        self.file.metadata().map_or(true, |m| m.len() < self.len)
+    }
+
     /// The file's format version.
     pub fn version(&self) -> u32 {
         self.version
@@ -500,6 +507,23 @@ mod tests {
                 Err(d) => return (out, Some(d)),
             }
         }
+    }
+
+    /// A file cut at a block boundary through another handle reads short;
+    /// `shrank` tells a clean end there from a whole file's (catch-ups
+    /// rely on it, see `replication/primary.rs`).
+    #[test]
+    fn a_file_cut_under_a_reader_reads_short_and_shrank_says_so() {
+        let (path, offs) = file_with(&[b"one", b"two", b"three"], &[]);
+        let mut r = BlockReader::open(&path, b"EPOCHTST").expect("open");
+        let mut p = Vec::new();
+        assert!(matches!(r.next_block(&mut p), Ok(Some(_))));
+        assert!(!r.shrank());
+        File::options().write(true).open(&path).expect("open").set_len(offs[1]).expect("cut");
+        // The reader knew the old length: the missing block reads as a
+        // torn one, or, cut at its start, as a clean end.
+        assert!(!matches!(r.next_block(&mut p), Ok(Some(_))));
+        assert!(r.shrank());
     }
 
     #[test]

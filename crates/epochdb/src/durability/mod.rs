@@ -43,7 +43,7 @@ use fsio::Io;
 use logger::{Durable, Loggers, PepochFile, Rotation};
 use manifest::Manifest;
 use recovery::{Progress, RecoveryReport};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A database's disk state, shared by the database, its workers and the
@@ -77,11 +77,43 @@ pub(crate) struct Retention {
     pub cap: AtomicU64,
     /// Log files holding only epochs `<=` this may be gone.
     pub deleted_through: AtomicU64,
+    /// Catch-ups sending files now ([`Retention::sending`]). While any
+    /// does, a checkpoint's cleanup removes nothing: it frees a file from
+    /// its end, so the reader of an obsolete checkpoint or log would send
+    /// less than the file held.
+    sending: AtomicUsize,
 }
 
 impl Default for Retention {
     fn default() -> Retention {
-        Retention { hold: AtomicU64::new(u64::MAX), cap: AtomicU64::new(0), deleted_through: AtomicU64::new(0) }
+        Retention {
+            hold: AtomicU64::new(u64::MAX),
+            cap: AtomicU64::new(0),
+            deleted_through: AtomicU64::new(0),
+            sending: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Retention {
+    /// Holds off the checkpoints' cleanups until the guard drops.
+    pub fn sending(&self) -> Sending<'_> {
+        self.sending.fetch_add(1, Ordering::AcqRel);
+        Sending(self)
+    }
+
+    /// Whether a catch-up is sending files now.
+    pub fn is_sending(&self) -> bool {
+        self.sending.load(Ordering::Acquire) > 0
+    }
+}
+
+/// A catch-up sending files ([`Retention::sending`]).
+pub(crate) struct Sending<'r>(&'r Retention);
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        self.0.sending.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -511,9 +511,9 @@ pub(crate) struct Shipped {
 /// up: with nothing persisted, the installed checkpoints (chain first) and
 /// the logs from their `e_l`; else the logs holding epochs above `pepoch`,
 /// which must all still be there (none deleted above `deleted_through`).
-/// Logs come oldest first in each directory (stream). Open handles keep a
-/// file readable if a checkpoint deletes it meanwhile. `Err` says why the
-/// backup cannot be caught up.
+/// Logs come oldest first in each directory (stream). A checkpoint's
+/// cleanup may still cut a file while it is sent (the sender checks
+/// `BlockReader::shrank`). `Err` says why the backup cannot be caught up.
 pub(crate) fn open_for_catch_up(
     dirs: &Dirs,
     manifest: &Manifest,

@@ -272,6 +272,9 @@ impl Drop for Backup {
 /// stopped. Hands its disk back (for a promotion).
 fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBool) -> (Result<()>, Disk) {
     while !stop.load(Ordering::Acquire) {
+        if let Err(e) = disk.forget_unpersisted() {
+            return (Err(e), disk);
+        }
         let r = session(&opts, &mut disk, status, stop);
         status.connected.store(false, Ordering::Release);
         match r {
@@ -461,6 +464,24 @@ impl Disk {
         }
         self.store.store_manifest(&mut ours, next)?;
         self.db.extend_catalog(&ours);
+        Ok(())
+    }
+
+    /// Before a session: a backup that has persisted nothing drops what an
+    /// earlier session sent it (a catch-up cut short). The next catch-up
+    /// may start from a newer checkpoint, and rows of the older one
+    /// whose later deletes it never received would come back. (Once
+    /// something is persisted, a session resumes above it, with no
+    /// checkpoint: what it sends again is the same history.) Nothing of
+    /// it was replayed: replay waits for a persisted epoch.
+    fn forget_unpersisted(&mut self) -> Result<()> {
+        if self.pepoch > 0 || self.top == 0 {
+            return Ok(());
+        }
+        ::log::info!("backup: dropping a catch-up cut short (nothing of it was persisted)");
+        self.log = LogFile::create(&self.store.dirs.log[0], &self.store.io)?;
+        self.replay.clear();
+        self.top = 0;
         Ok(())
     }
 

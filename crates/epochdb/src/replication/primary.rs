@@ -347,6 +347,9 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     let mut welcome = Vec::new();
     Msg::Welcome { streams: st.backlog.len() as u16, proof, manifest: st.manifest.clone() }.encode(&mut welcome);
     let behind = st.backlog.iter().any(|b| b.evicted > pepoch);
+    // No checkpoint cleanup removes a file while it is sent (a cleanup
+    // already under way may still cut one: `send_files` notices).
+    let _sending = behind.then(|| hub.retention.sending());
     let files = if behind {
         // Too far behind (or new): from the files, opened now; every block
         // tapped from here on is queued, and a block in both is harmless.
@@ -450,6 +453,13 @@ fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>, pepoch: u64) -> R
                     sent += bytes.len() as u64;
                 }
                 Ok(Some(_)) => {}
+                // A checkpoint's cleanup frees an obsolete file from its
+                // end while it is read here: what was sent of it is not
+                // all of it. The backup connects again and gets the newer
+                // checkpoint instead.
+                Ok(None) if f.reader.shrank() => {
+                    return Err(Error::Replication("a file was removed while being sent".into()));
+                }
                 Ok(None) => break,
                 // The block a logger is writing now: it is in the queue.
                 Err(_) if f.current => break,

@@ -207,6 +207,15 @@ impl Replay {
         self.cv.notify_all();
     }
 
+    /// Drops every block not yet replayed (the backup forgets a session
+    /// whose blocks it never persisted).
+    pub fn clear(&self) {
+        let mut q = lock(&self.q);
+        q.blocks.clear();
+        q.bytes = 0;
+        self.cv.notify_all();
+    }
+
     /// The primary released every epoch `<= epoch`.
     pub fn released(&self, epoch: u64) {
         let mut q = lock(&self.q);

@@ -68,10 +68,11 @@ impl Drop for Shared {
 /// Stops the background threads when the last `Database` clone is
 /// dropped: the checkpointer first, then the advancer, then the loggers
 /// (whose final flush makes every commit durable), then replication, then
-/// the lock. A standby has only the advancer until it is promoted.
+/// the lock. A standby has the advancer and its own checkpointer until
+/// it is promoted.
 struct Handle {
     shared: Arc<Shared>,
-    _checkpointer: OnceLock<Checkpointer>,
+    checkpointer: Mutex<Option<Checkpointer>>,
     _advancer: Advancer,
     _loggers: OnceLock<Loggers>,
     primary: OnceLock<Primary>,
@@ -148,9 +149,9 @@ impl Database {
         };
         let loggers = store.start_loggers(opened.pepoch_file, &epochs, &options)?;
         let tables = Arc::new(Tables::new(opened.tables));
-        let checkpointer = store.start_checkpointer(&epochs, &tables, &options)?;
+        let checkpointer = store.start_checkpointer(&epochs, &tables, &options, None)?;
         let handle = Handle {
-            _checkpointer: once(checkpointer),
+            checkpointer: Mutex::new(checkpointer),
             _advancer: start_advancer(&epochs, &options)?,
             _loggers: once(loggers),
             primary: once(primary),
@@ -178,7 +179,7 @@ impl Database {
         let store = Arc::new(opened.store);
         let tables = Arc::new(Tables::new(opened.tables));
         let handle = Handle {
-            _checkpointer: OnceLock::new(),
+            checkpointer: Mutex::new(None),
             _advancer: start_advancer(&epochs, &options)?,
             _loggers: OnceLock::new(),
             primary: OnceLock::new(),
@@ -186,6 +187,16 @@ impl Database {
             shared: Arc::new(Shared::new(options, tag, epochs, tables, store, Some(view))),
         };
         Ok((Database { handle: Arc::new(handle) }, pepoch_file))
+    }
+
+    /// Starts a standby's own checkpoints (`durability/checkpoint.rs`),
+    /// if its options take checkpoints; `persisted` is the epoch its
+    /// backup's disk holds everything through.
+    pub(crate) fn start_standby_checkpoints(&self, persisted: Arc<std::sync::atomic::AtomicU64>) -> Result<()> {
+        let shared = self.shared();
+        let c = shared.store.start_checkpointer(&shared.epochs, &shared.tables, &shared.options, Some(persisted))?;
+        *log::lock(&self.handle.checkpointer) = c;
+        Ok(())
     }
 
     /// Makes a standby a primary in place (failover, Query Fresh §3.4.4).
@@ -203,6 +214,9 @@ impl Database {
         }
         let store = &shared.store;
         let durable = store.durable.as_ref().ok_or(Error::NotDurable)?;
+        // The standby's checkpoints end (one being written is left
+        // uninstalled, and removed by the next checkpointer's start).
+        drop(log::lock(&handle.checkpointer).take());
         let epochs = &shared.epochs;
         let first = epochs.boundary_at_or_above(top.max(epochs.current()).max(pepoch) + 1);
         {
@@ -232,9 +246,7 @@ impl Database {
         if let Some(l) = store.start_loggers(Some(pepoch_file), epochs, options)? {
             let _ = handle._loggers.set(l);
         }
-        if let Some(c) = store.start_checkpointer(epochs, &shared.tables, options)? {
-            let _ = handle._checkpointer.set(c);
-        }
+        *log::lock(&handle.checkpointer) = store.start_checkpointer(epochs, &shared.tables, options, None)?;
         shared.standby.store(false, Ordering::Release);
         ::log::info!("promoted: epochs <= {pepoch} kept, {}..={} void, new epochs from {first}", pepoch + 1, first - 1);
         Ok(first)

@@ -585,6 +585,73 @@ fn parallel_replay_keeps_each_keys_order() {
     }
 }
 
+/// A backup checkpoints its standby's memory (issue #18): the log files
+/// below its checkpoint go, and its directory, restarted as a backup and
+/// opened as a database, has the primary's rows.
+#[test]
+fn a_backup_checkpoints_and_drops_its_old_logs() {
+    let (pdir, bdir) = (dir("bckpt-p"), dir("bckpt-b"));
+    let db = primary(&pdir, Safety::Async, Duration::from_secs(5));
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let mut opts = BackupOptions::new(&bdir, addr(&db));
+    opts.database.checkpoint_interval = Duration::from_millis(30);
+    opts.database.log_rotate_epochs = 4;
+    // The standby's own epochs tick faster than the primary's (5 ms): a
+    // checkpoint that took its `e_l` from them, not from the read view,
+    // would delete log files its restart needs.
+    opts.database.epoch_interval = Duration::from_millis(1);
+    let backup = Backup::start(opts.clone()).expect("start the backup");
+    let standby = backup.database().clone();
+    let mut w = db.worker().expect("worker");
+    let mut last = 0;
+    let mut i = 0u64;
+    // Rows come, change and go while the backup checkpoints, until it has
+    // installed three checkpoints.
+    while standby.checkpoint_stats().installed < 3 {
+        assert!(i < 2_000_000, "no backup checkpoints: {:?}", standby.checkpoint_stats());
+        let (_, info) = w
+            .run_with_info(|txn| {
+                txn.put(t, &(i % 5000).to_be_bytes(), &[i as u8; 300])?;
+                if i.is_multiple_of(7) {
+                    txn.delete(t, &((i * 13) % 5000).to_be_bytes())?;
+                }
+                Ok(())
+            })
+            .expect("write");
+        last = info.epoch;
+        i += 1;
+    }
+    let e_l = standby.checkpoint_stats().epoch;
+    assert!(e_l > 1, "{:?}", standby.checkpoint_stats());
+    let want = rows(&mut w, t);
+    wait_until("the backup persisted the last write", || backup.persisted_epoch() >= last);
+    let old: Vec<u64> = std::fs::read_dir(bdir.join("log"))
+        .expect("the backup's log directory")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("old_data.")?.parse().ok())
+        .collect();
+    assert!(old.iter().all(|&hi| hi >= e_l), "log files below the checkpoint at {e_l} remain: {old:?}");
+    drop(standby);
+    backup.stop().expect("stop");
+    // Restarted, the backup recovers from its checkpoint and goes on.
+    let again = Backup::start(opts).expect("restart the backup");
+    let mut sw = again.database().worker().expect("worker");
+    let fresh = epochdb::Freshness::AtLeast { epoch: last, wait: Duration::from_secs(20) };
+    let mut snap = sw.snapshot_fresh(fresh).unwrap_or_else(|e| panic!("{e}: {:?}", again.status()));
+    let got = snapshot_rows(&mut snap, again.database().table("t").expect("table"));
+    drop(snap);
+    assert!(got == want, "the restarted standby has {} rows, the primary {}", got.len(), want.len());
+    drop((sw, w, db));
+    again.stop().expect("stop");
+    let promoted = promote(&bdir).expect("open the backup's directory");
+    let mut pw = promoted.worker().expect("worker");
+    let recovered = rows(&mut pw, promoted.table("t").expect("table"));
+    assert!(recovered == want, "the backup's directory has {} rows, the primary {}", recovered.len(), want.len());
+    drop((pw, promoted));
+    for d in [pdir, bdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
 /// Backups prove they hold the primary's secret, and the primary proves it
 /// to them; a wrong or missing secret is refused and stops the backup. A
 /// primary listening beyond loopback without a secret does not open.

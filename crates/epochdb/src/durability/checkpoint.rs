@@ -22,6 +22,17 @@
 //! included, plus the deletes committed since (the deletions list). They
 //! form a chain in the manifest, loaded whole at recovery, until a full
 //! checkpoint compacts it (`incremental_base`).
+//!
+//! A replication backup's hot standby checkpoints too (Query Fresh §3.4.4:
+//! "backups take their own checkpoints"), so its log does not grow
+//! without end and a restart recovers from the checkpoint. There `E`
+//! only paces reclamation; replay drives `SE`, below which every epoch is
+//! in memory, and installs nothing above the epoch the backup persisted.
+//! So `e_l = SE` (no wait), `e_h` = the persisted epoch at the end (the
+//! checkpoint is valid at once), every checkpoint is full (replay keeps
+//! no deletions list), and no record is skipped for being newer than
+//! `e_l`: the primary's log may hold deltas of it (Gawain), whatever the
+//! standby's own options say.
 
 use super::datadir::{self, CHECKPOINT_MAGIC, CHECKPOINT_PREFIX as DIR_PREFIX, DELETES_FILE};
 use super::frame::{self, BlockWriter};
@@ -37,7 +48,7 @@ use crate::options::Options;
 use crate::tid::{self, Tid};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -88,6 +99,8 @@ pub(crate) struct Checkpointing {
     pub epochs: Arc<Epochs>,
     pub tables: Arc<Tables>,
     pub options: Options,
+    /// On a hot standby, the epoch its disk holds everything through.
+    pub standby: Option<Arc<AtomicU64>>,
 }
 
 /// The checkpoint manager thread; stopped on drop.
@@ -131,6 +144,9 @@ fn manage(cx: &Checkpointing, stop: &AtomicBool) {
                 deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
             );
         }
+        if !due(cx) {
+            continue;
+        }
         lock(&cx.store.checkpoint_stats).in_progress = true;
         let taken = checkpoint(cx, stop);
         lock(&cx.store.checkpoint_stats).in_progress = false;
@@ -156,15 +172,22 @@ fn manage(cx: &Checkpointing, stop: &AtomicBool) {
     }
 }
 
+/// Whether a checkpoint would hold anything new: always on a primary; on
+/// a standby, once replay has shown epochs the installed one lacks.
+fn due(cx: &Checkpointing) -> bool {
+    let installed = lock(&cx.store.manifest).checkpoint.as_ref().map_or(1, |c| c.e_l);
+    cx.standby.is_none() || cx.epochs.snapshot() > installed
+}
+
 /// Takes and installs one checkpoint; `None` if stopped first.
 fn checkpoint(cx: &Checkpointing, stop: &AtomicBool) -> Result<Option<CheckpointStats>> {
     let start = Instant::now();
     let epochs = &cx.epochs;
-    let e_l = epochs.current();
+    let e_l = if cx.standby.is_some() { epochs.snapshot() } else { epochs.current() };
     // Transactions of epoch e_l - 1 may still be installing (E - e_w <= 1),
     // and the log replay will skip them, so the checkpoint must see them:
     // E moves past e_l only once no worker is in an epoch below e_l.
-    while epochs.current() <= e_l {
+    while cx.standby.is_none() && epochs.current() <= e_l {
         if stop.load(Ordering::Acquire) {
             return Ok(None);
         }
@@ -206,9 +229,12 @@ fn checkpoint(cx: &Checkpointing, stop: &AtomicBool) -> Result<Option<Checkpoint
         stats.records += n;
         files.push(file);
     }
-    let e_h = epochs.current();
+    let e_h = match &cx.standby {
+        Some(persisted) => persisted.load(Ordering::Acquire),
+        None => epochs.current(),
+    };
     let durable = cx.store.durable.as_ref().ok_or(crate::Error::NotDurable)?;
-    while durable.pepoch() < e_h {
+    while cx.standby.is_none() && durable.pepoch() < e_h {
         durable.check()?;
         if stop.load(Ordering::Acquire) {
             return Ok(None);
@@ -247,7 +273,7 @@ fn checkpoint(cx: &Checkpointing, stop: &AtomicBool) -> Result<Option<Checkpoint
 /// links: a full checkpoint then compacts the chain, so recovery never
 /// loads more than about twice a full checkpoint.
 fn incremental_base(cx: &Checkpointing) -> Option<u64> {
-    if cx.options.durability != crate::Durability::DeltaAndCheckpoint {
+    if cx.options.durability != crate::Durability::DeltaAndCheckpoint || cx.standby.is_some() {
         return None;
     }
     if lock(&cx.store.checkpoint_stats).installed == 0 {
@@ -353,7 +379,7 @@ fn write_part(
     let mut value = Vec::new();
     // SiloR's skip of records the log holds whole; with delta logging the
     // log may hold only some of their columns, so every row is written.
-    let skip_new = !cx.options.durability.delta();
+    let skip_new = !cx.options.durability.delta() && cx.standby.is_none();
     for t in tables {
         let mut files: Vec<(PathBuf, BlockWriter)> = Vec::new();
         for j in 0..m {

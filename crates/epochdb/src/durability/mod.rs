@@ -210,12 +210,14 @@ impl Store {
     }
 
     /// Starts the checkpointer when the options ask for checkpoints and the
-    /// store logs.
+    /// store logs; `standby`: a hot standby's persisted epoch (see
+    /// `checkpoint.rs`).
     pub fn start_checkpointer(
         self: &Arc<Self>,
         epochs: &Arc<Epochs>,
         tables: &Arc<Tables>,
         options: &Options,
+        standby: Option<Arc<AtomicU64>>,
     ) -> Result<Option<Checkpointer>> {
         if !options.durability.checkpoints() || self.durable.is_none() {
             return Ok(None);
@@ -225,6 +227,7 @@ impl Store {
             epochs: epochs.clone(),
             tables: tables.clone(),
             options: options.clone(),
+            standby,
         };
         Checkpointer::start(cx).map(Some)
     }

@@ -11,7 +11,10 @@
 //!
 //! The backup is also a hot standby: its directory is recovered into a
 //! read-only [`Database`], and `standby.rs` replays each persisted,
-//! released epoch into it for snapshot reads.
+//! released epoch into it for snapshot reads. With checkpointing options
+//! the standby checkpoints its memory into the directory, as a primary
+//! does, and deletes the log files below it (`durability/checkpoint.rs`),
+//! so the backup's log does not grow without end.
 
 use super::standby::{ReadView, Replay, Replayer, StandbyStatus};
 use super::wire::{self, Msg};
@@ -48,7 +51,8 @@ pub struct BackupOptions {
     pub secret: Option<String>,
     /// The standby database's options, which are also those of the
     /// primary it becomes when promoted ([`Backup::promote`]): its
-    /// durability (not `Off`; checkpoints start at promotion), epochs,
+    /// durability (not `Off`; with checkpoints, the standby takes its own
+    /// every `checkpoint_interval`, always full ones), epochs,
     /// and `primary` (where its own backups connect once promoted).
     /// `data_dir` is replaced by the one above. Default: value logging
     /// with checkpoints.
@@ -84,7 +88,8 @@ pub struct Backup {
 
 #[derive(Default)]
 struct Status {
-    persisted: AtomicU64,
+    /// Shared with the standby's checkpointer.
+    persisted: Arc<AtomicU64>,
     connected: AtomicBool,
     error: Mutex<Option<String>>,
 }
@@ -136,7 +141,8 @@ impl Backup {
             view: view.clone(),
             top: 0,
         };
-        let status = Arc::new(Status { persisted: AtomicU64::new(pepoch), ..Status::default() });
+        let status = Arc::new(Status { persisted: Arc::new(AtomicU64::new(pepoch)), ..Status::default() });
+        db.start_standby_checkpoints(status.persisted.clone())?;
         let stop = Arc::new(AtomicBool::new(false));
         let (st, s) = (status.clone(), stop.clone());
         let thread = std::thread::Builder::new()

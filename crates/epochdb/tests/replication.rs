@@ -81,6 +81,16 @@ fn snapshot_rows(snap: &mut epochdb::SnapshotTxn<'_>, t: epochdb::TableId) -> Ro
     out
 }
 
+/// Every row of `table` on `backup`'s standby once its read view covers
+/// `epoch` (waiting up to a minute).
+fn standby_rows(backup: &Backup, table: &str, epoch: u64) -> Rows {
+    let standby = backup.database();
+    let mut sw = standby.worker().expect("worker");
+    let fresh = epochdb::Freshness::AtLeast { epoch, wait: Duration::from_secs(60) };
+    let mut snap = sw.snapshot_fresh(fresh).unwrap_or_else(|e| panic!("{e}: {:?}", backup.status()));
+    snapshot_rows(&mut snap, standby.table(table).expect("table"))
+}
+
 fn in_sync(db: &Database, n: usize) -> bool {
     db.replication_status().expect("replication status").backups.iter().filter(|b| b.in_sync).count() == n
 }
@@ -513,7 +523,7 @@ fn a_standby_of_a_delta_logging_primary_merges_columns() {
 /// the standby ends with the primary's rows.
 #[test]
 fn parallel_replay_keeps_each_keys_order() {
-    use epochdb::{Column, Freshness, Schema};
+    use epochdb::{Column, Schema};
     let schema = || {
         let columns = vec![Column::fixed("n", 8), Column::var("tag", 32), Column::var("pad", 256)];
         Schema::new(columns).expect("schema")
@@ -570,15 +580,10 @@ fn parallel_replay_keeps_each_keys_order() {
         last = round(&mut w, r);
     }
     let want = rows(&mut w, t);
-    let standby = backup.database();
-    let mut sw = standby.worker().expect("worker");
-    let fresh = Freshness::AtLeast { epoch: last, wait: Duration::from_secs(60) };
-    let mut snap = sw.snapshot_fresh(fresh).unwrap_or_else(|e| panic!("{e}: {:?}", backup.status()));
-    let got = snapshot_rows(&mut snap, standby.table("rows").expect("table"));
-    drop(snap);
+    let got = standby_rows(&backup, "rows", last);
     assert!(got == want, "the standby has {} rows, the primary {}", got.len(), want.len());
     assert!(backup.status().replay_error.is_none());
-    drop((sw, w, db));
+    drop((w, db));
     backup.stop().expect("stop");
     for d in [pdir, bdir] {
         std::fs::remove_dir_all(d).ok();
@@ -634,13 +639,9 @@ fn a_backup_checkpoints_and_drops_its_old_logs() {
     backup.stop().expect("stop");
     // Restarted, the backup recovers from its checkpoint and goes on.
     let again = Backup::start(opts).expect("restart the backup");
-    let mut sw = again.database().worker().expect("worker");
-    let fresh = epochdb::Freshness::AtLeast { epoch: last, wait: Duration::from_secs(20) };
-    let mut snap = sw.snapshot_fresh(fresh).unwrap_or_else(|e| panic!("{e}: {:?}", again.status()));
-    let got = snapshot_rows(&mut snap, again.database().table("t").expect("table"));
-    drop(snap);
+    let got = standby_rows(&again, "t", last);
     assert!(got == want, "the restarted standby has {} rows, the primary {}", got.len(), want.len());
-    drop((sw, w, db));
+    drop((w, db));
     again.stop().expect("stop");
     let promoted = promote(&bdir).expect("open the backup's directory");
     let mut pw = promoted.worker().expect("worker");

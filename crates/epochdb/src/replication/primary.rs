@@ -349,7 +349,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     let behind = st.backlog.iter().any(|b| b.evicted > pepoch);
     // No checkpoint cleanup removes a file while it is sent (a cleanup
     // already under way may still cut one: `send_files` notices).
-    let _sending = behind.then(|| hub.retention.sending());
+    let sending = behind.then(|| hub.retention.sending());
     let files = if behind {
         // Too far behind (or new): from the files, opened now; every block
         // tapped from here on is queued, and a block in both is harmless.
@@ -400,6 +400,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
             }
         }
     }
+    drop(sending); // the files are sent: cleanups may go on
     ::log::info!("replication: backup {addr} connected at epoch {pepoch}");
     let (p, d) = (peer.clone(), durable.clone());
     let sender = std::thread::Builder::new()

@@ -107,6 +107,8 @@ pub struct Replicas {
     bootstrap: Option<BootstrapReport>,
     /// The backups' read-only transactions when sampling began.
     reads_since: u64,
+    /// Whether the backups run readers (and write their counts).
+    readers: bool,
 }
 
 /// Bytes in the files under `dir` (0 for what cannot be read).
@@ -155,6 +157,7 @@ impl Replicas {
             since: None,
             bootstrap: None,
             reads_since: 0,
+            readers: a.replica_readers > 0,
         };
         let (released, primary_bytes, t0) = (st.released, dir_bytes(&data), Instant::now());
         for i in 0..a.replicas {
@@ -171,6 +174,9 @@ impl Replicas {
                 cmd.args(["--replay-threads", &n.to_string()]);
             }
             if a.replica_readers > 0 {
+                // A count left by an earlier run that was killed must not
+                // be taken for this one's.
+                remove_reads(&reads_file(&dir));
                 cmd.args(["--read-tpcc", &a.replica_readers.to_string(), "--read-report"]).arg(reads_file(&dir));
             }
             let child = cmd
@@ -246,7 +252,7 @@ impl Replicas {
 
     /// Read-only transactions the backups' readers committed so far.
     fn reads(&self) -> u64 {
-        self.dirs.iter().map(|d| read_count(&reads_file(d))).sum()
+        self.dirs.iter().filter(|_| self.readers).map(|d| read_count(&reads_file(d))).sum()
     }
 
     /// Stops sampling, prints the lags and stops the backups.
@@ -300,6 +306,13 @@ impl Drop for Replicas {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // The readers' counts: files this run wrote beside the replicas'
+        // directories (only those, and only once their writers are dead).
+        for d in self.dirs.iter().filter(|_| self.readers) {
+            let reads = reads_file(d);
+            remove_reads(&reads.with_extension("tmp"));
+            remove_reads(&reads);
+        }
     }
 }
 
@@ -308,6 +321,17 @@ fn reads_file(dir: &std::path::Path) -> PathBuf {
     let mut name = dir.as_os_str().to_owned();
     name.push(".reads.json");
     PathBuf::from(name)
+}
+
+/// Removes `path` if it is a readers' report (`{"transactions": N}` and
+/// nothing else): never a file this command did not write.
+fn remove_reads(path: &std::path::Path) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let ours = serde_json::from_str::<serde_json::Value>(&text)
+        .is_ok_and(|v| v.as_object().is_some_and(|o| o.len() == 1 && o.contains_key("transactions")));
+    if ours {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// The count in a readers' report; 0 before the first.

@@ -286,6 +286,8 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
     let rep = r.replication.expect("replication fields");
     assert_eq!((rep.replicas, rep.safety.as_str()), (1, "Sync"));
     assert!(rep.samples > 0 && rep.backup_cores > 0.0 && rep.backup_reads_per_s > 0.0, "{rep:?}");
+    let reads = format!("{data}.replica-0.reads.json");
+    assert!(!std::path::Path::new(&reads).exists(), "the readers' count outlived the run");
     // Under sync the backup persisted every released epoch.
     assert_eq!(rep.persist_lag_epochs.max, 0, "{rep:?}");
     backup_is_consistent();

@@ -142,8 +142,8 @@ pub fn decode<'a>(payload: &'a [u8], mut f: impl FnMut(Entry<'a>)) -> Result<(),
 }
 
 /// Decodes the transaction record at the start of `p`, calling `f` for
-/// each of its writes, and moves `p` past it.
-fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<(), String> {
+/// each of its writes, moves `p` past it and returns its TID.
+fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<Tid, String> {
     fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
         if p.len() < n {
             return Err(format!("a log record runs {} bytes past its block", n - p.len()));
@@ -172,7 +172,7 @@ fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<(),
         };
         f(Entry { tid, table, key, write });
     }
-    Ok(())
+    Ok(tid)
 }
 
 /// Appends to `out` the transactions of `payload` whose epoch is at
@@ -182,11 +182,8 @@ pub fn retain_from(payload: &[u8], from: u64, out: &mut Vec<u8>) -> Result<Optio
     let (mut p, mut epochs) = (payload, None);
     while !p.is_empty() {
         let start = payload.len() - p.len();
-        decode_txn(&mut p, &mut |_| {})?;
+        let e = decode_txn(&mut p, &mut |_| {})?.epoch();
         let end = payload.len() - p.len();
-        // `decode_txn` read the header: it is there.
-        let tid = Tid::from_raw(u64::from_le_bytes(payload[start..start + 8].try_into().unwrap_or([0; 8])));
-        let e = tid.epoch();
         if e >= from {
             out.extend_from_slice(&payload[start..end]);
             epochs = Some(epochs.map_or((e, e), |(lo, hi): (u64, u64)| (lo.min(e), hi.max(e))));

@@ -390,7 +390,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         // queue.
         let sent = std::io::Write::write_all(&mut &sock, &welcome)
             .map_err(|e| Error::Replication(format!("send: {e}")))
-            .and_then(|()| send_files(&sock, files, pepoch));
+            .and_then(|()| send_files(&sock, files));
         match sent {
             Ok(bytes) => ::log::info!("replication: backup {addr} caught up from files ({bytes} bytes)"),
             Err(e) => {
@@ -421,12 +421,12 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     result
 }
 
-/// Sends the blocks of `files` holding epochs above `pepoch`, each framed
-/// as its stream's Block (re-sealed from its payload, so any readable file
-/// version ships as the current block format), with only the
-/// transactions of epochs from the file's `from` on. Returns the bytes
-/// sent.
-fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>, pepoch: u64) -> Result<u64> {
+/// Sends the blocks of `files` holding epochs from each file's `from` on
+/// (above the backup's pepoch), each framed as its stream's Block
+/// (re-sealed from its payload, so any readable file version ships as the
+/// current block format) with only the transactions of those epochs.
+/// Returns the bytes sent.
+fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>) -> Result<u64> {
     let mut w = std::io::BufWriter::with_capacity(1 << 20, sock);
     let (mut payload, mut sent) = (Vec::new(), 0u64);
     for mut f in files {
@@ -435,7 +435,7 @@ fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>, pepoch: u64) -> R
                 // A seal marker is this primary's record of its own
                 // pepoch; the stream has Seals for that.
                 Ok(Some(_)) if frame::is_seal_marker(&payload) => {}
-                Ok(Some((_, lo, hi))) if hi > pepoch && hi >= f.from => {
+                Ok(Some((_, lo, hi))) if hi >= f.from => {
                     let mut block = frame::new_block(frame::BLOCK_HEADER_LEN + payload.len());
                     let (lo, hi) = if lo >= f.from {
                         block.extend_from_slice(&payload);

@@ -49,11 +49,12 @@ pub use durability::checkpoint::CheckpointStats;
 pub use durability::datadir::destroy;
 pub use durability::fsio::{Fault, Faults, Op};
 pub use durability::inspect::{inspect, CheckpointSummary, FileSummary, Inspection};
+pub use durability::lease::Lease;
 pub use durability::recovery::{Phase, Progress, RecoveryReport};
 pub use error::{AbortReason, Error, Result};
 pub use options::{Durability, Options, MAX_KEY_LEN};
 pub use replication::{
-    Backup, BackupOptions, BackupState, Freshness, PrimaryOptions, ReplicationStatus, Safety, StandbyStatus,
+    Backup, BackupOptions, BackupState, Freshness, Membership, PrimaryOptions, ReplicationStatus, Safety, StandbyStatus,
 };
 pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};

@@ -131,6 +131,12 @@ pub struct Options {
     /// `VerySafe` release commits only once the backups have them. Needs
     /// a durable, writable database. `None`: no replication.
     pub primary: Option<crate::replication::PrimaryOptions>,
+    /// Fencing by a control plane (`epochdb-control`): commits are
+    /// released (durable replies sent, `wait_durable` returns) only while
+    /// this lease holds, so a deposed primary releases nothing a newly
+    /// elected one may lack. Also for a backup, whose lease matters once it
+    /// is promoted. `None`: release is this node's own decision.
+    pub lease: Option<Arc<crate::durability::lease::Lease>>,
     /// Fault injection for tests: failed syncs and a full disk.
     #[doc(hidden)]
     pub faults: Option<Arc<Faults>>,
@@ -163,6 +169,7 @@ impl Default for Options {
             salvage: false,
             read_only: false,
             primary: None,
+            lease: None,
             faults: None,
             keep_tombstones: false,
         }

@@ -184,12 +184,13 @@ fn fake_backup(addr: &str, pepoch: u64) -> std::net::TcpStream {
     };
     let mut body = vec![1u8];
     body.extend_from_slice(b"EPOCHREP");
-    body.extend_from_slice(&3u16.to_le_bytes());
+    body.extend_from_slice(&4u16.to_le_bytes());
     body.extend_from_slice(&pepoch.to_le_bytes());
     body.extend_from_slice(&0u32.to_le_bytes()); // term
     body.extend_from_slice(&0u64.to_le_bytes()); // its first epoch
     body.extend_from_slice(&nonce);
     body.extend_from_slice(&proof);
+    body.extend_from_slice(&0u64.to_le_bytes()); // no control-plane node id
     sock.write_all(&frame(&body)).expect("send the hello");
     sock
 }

@@ -26,6 +26,7 @@
 
 use super::frame::{self, BlockWriter, Damage};
 use super::fsio::{DataFile, Io};
+use super::lease::Lease;
 use super::log::{lock, Buf, LogSlot};
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
@@ -110,6 +111,8 @@ pub struct Durable {
     threads: std::sync::OnceLock<Vec<std::thread::Thread>>,
     /// Called with the new pepoch each time it grows (and on failure).
     listeners: Mutex<Vec<Listener>>,
+    /// A control plane's lease: nothing is released while it has lapsed.
+    lease: std::sync::OnceLock<Arc<Lease>>,
 }
 
 impl std::fmt::Debug for Durable {
@@ -154,7 +157,20 @@ impl Durable {
             wanted: AtomicU64::new(0),
             threads: std::sync::OnceLock::new(),
             listeners: Mutex::new(Vec::new()),
+            lease: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Releases only while `lease` holds (fencing: a deposed primary tells
+    /// no client of a commit); each renewal releases what waited on it.
+    pub fn attach_lease(self: &Arc<Self>, lease: Arc<Lease>) {
+        let me = Arc::downgrade(self);
+        lease.on_renew(Box::new(move || {
+            if let Some(d) = me.upgrade() {
+                d.release();
+            }
+        }));
+        let _ = self.lease.set(lease);
     }
 
     /// The released epoch: every transaction in an epoch `<= pepoch` is
@@ -293,6 +309,11 @@ impl Durable {
 
     fn release(&self) {
         let g = lock(&self.releasing);
+        // Checked under the lock, right before the store: the lease's
+        // margin covers the nanoseconds between.
+        if self.lease.get().is_some_and(|l| !l.is_valid()) {
+            return;
+        }
         let released = self.local_pepoch().min(self.limit.load(Ordering::Acquire));
         if released <= self.pepoch() {
             return;

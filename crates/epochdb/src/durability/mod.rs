@@ -28,6 +28,7 @@ pub(crate) mod datadir;
 pub(crate) mod frame;
 pub(crate) mod fsio;
 pub(crate) mod inspect;
+pub(crate) mod lease;
 pub(crate) mod log;
 pub(crate) mod logger;
 pub(crate) mod manifest;
@@ -167,6 +168,9 @@ pub(crate) fn open(
     let mut r = recovery::recover(options, &dirs, manifest, tag, progress)?;
     let pepoch_file = if writing { Some(r.commit(&dirs, &io, keep_tail)?) } else { None };
     let durable = pepoch_file.as_ref().map(|_| Arc::new(Durable::new(dirs.log.len(), r.report.pepoch)));
+    if let (Some(d), Some(lease)) = (&durable, &options.lease) {
+        d.attach_lease(lease.clone());
+    }
     // Files below the checkpoint may be gone (a cleanup may have run).
     let e_l = r.manifest.checkpoint.as_ref().map_or(0, |c| c.e_l);
     let retention =

@@ -49,6 +49,9 @@ pub struct BackupOptions {
     pub idle_timeout: Duration,
     /// The primary's shared secret ([`crate::PrimaryOptions::secret`]).
     pub secret: Option<String>,
+    /// This backup's node id in a control plane (`epochdb-control`), told
+    /// to the primary so its in-sync set can name it; 0: none.
+    pub node: u64,
     /// The standby database's options, which are also those of the
     /// primary it becomes when promoted ([`Backup::promote`]): its
     /// durability (not `Off`; with checkpoints, the standby takes its own
@@ -68,6 +71,7 @@ impl BackupOptions {
             retry: Duration::from_millis(200),
             idle_timeout: Duration::from_secs(5),
             secret: None,
+            node: 0,
             database: Options { durability: Durability::LogAndCheckpoint, ..Options::default() },
         }
     }
@@ -378,7 +382,8 @@ fn session(
     let ours = wire::nonce()?;
     let proof = wire::proof(secret, wire::Side::Backup, &theirs, &ours);
     let (term, term_start) = lock(&disk.store.manifest).term();
-    let hello = Msg::Hello { version: wire::VERSION, pepoch: disk.pepoch, term, term_start, nonce: ours, proof };
+    let (version, pepoch, node) = (wire::VERSION, disk.pepoch, opts.node);
+    let hello = Msg::Hello { version, pepoch, term, term_start, nonce: ours, proof, node };
     wire::send(&mut w, &hello).map_err(Ended::Retry)?;
     let streams = match next(&mut r, &mut body)? {
         Some(Msg::Welcome { streams, proof, manifest }) => {

@@ -9,11 +9,13 @@
 //! mode; FORMAT.md the wire protocol.
 
 mod backup;
+pub(crate) mod fence;
 mod primary;
 pub(crate) mod standby;
 pub(crate) mod wire;
 
 pub use backup::{Backup, BackupOptions};
+pub use fence::Membership;
 pub use primary::BackupState;
 pub(crate) use primary::Primary;
 pub use standby::{Freshness, StandbyStatus};
@@ -62,6 +64,11 @@ pub struct PrimaryOptions {
     /// primary proves to them) in the handshake; required to listen on a
     /// non-loopback address. Never sent over the wire.
     pub secret: Option<String>,
+    /// A control plane's in-sync set (`epochdb-control`): a backup leaves
+    /// the set that counts for release only once the control plane has
+    /// committed a set without it, because a backup in the committed set
+    /// may be promoted. `None`: the primary alone decides.
+    pub membership: Option<std::sync::Arc<dyn Membership>>,
 }
 
 impl Default for PrimaryOptions {
@@ -74,6 +81,7 @@ impl Default for PrimaryOptions {
             ack_timeout: Duration::from_secs(2),
             retain_bytes: 1 << 30,
             secret: None,
+            membership: None,
         }
     }
 }

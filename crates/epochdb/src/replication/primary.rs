@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 pub struct BackupState {
     /// Its address as the primary sees it.
     pub addr: SocketAddr,
+    /// Its node id in the control plane (0: none).
+    pub node: u64,
     /// The last epoch it acknowledged as persisted.
     pub acked: u64,
     /// Its hot standby's read view: every epoch `<=` this is replayed and
@@ -87,6 +89,8 @@ struct Backlog {
 
 struct Peer {
     addr: SocketAddr,
+    /// Its node id in the control plane (0: none).
+    node: u64,
     sock: TcpStream,
     queue: Mutex<(VecDeque<Frame>, usize)>,
     acked: AtomicU64,
@@ -211,6 +215,16 @@ impl Primary {
         let senders = Mutex::new(Vec::new());
         let hub = Arc::new(Hub { opts, dirs, retention, history, state: Mutex::new(state), senders });
         durable.set_tap(hub.clone());
+        if let Some(m) = &hub.opts.membership {
+            // A newly committed set may let release go on.
+            let (h, d) = (Arc::downgrade(&hub), Arc::downgrade(&durable));
+            m.subscribe(Box::new(move || {
+                if let (Some(h), Some(d)) = (h.upgrade(), d.upgrade()) {
+                    update_limit(&h, &d);
+                }
+            }));
+            update_limit(&hub, &durable);
+        }
         let h = hub.clone();
         // Each growth of the released epoch wakes the senders, which pass it on.
         durable.listen(Box::new(move |_| lock(&h.senders).iter().for_each(|t| t.unpark())));
@@ -238,6 +252,7 @@ impl Primary {
             .filter(|p| !p.dead.load(Ordering::Acquire))
             .map(|p| BackupState {
                 addr: p.addr,
+                node: p.node,
                 acked: p.acked.load(Ordering::Acquire),
                 replayed: p.replayed.load(Ordering::Acquire),
                 in_sync: p.in_sync.load(Ordering::Acquire),
@@ -311,21 +326,22 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     wire::send(&mut &sock, &Msg::Challenge { version: wire::VERSION, nonce: ours })?;
     let secret = hub.opts.secret.as_deref().unwrap_or_default().as_bytes();
     // Unauthenticated yet: a hello is small, and nothing larger is read.
-    let (pepoch, term, theirs) = match wire::recv_at_most(&mut reader, &mut body, wire::MAX_HANDSHAKE)? {
+    let (pepoch, term, theirs, node) = match wire::recv_at_most(&mut reader, &mut body, wire::MAX_HANDSHAKE)? {
         Some(Msg::Hello { version, .. }) if version != wire::VERSION => {
             let reason = format!("protocol version {version}; this primary speaks {}", wire::VERSION);
             return refuse(&sock, reason);
         }
-        Some(Msg::Hello { pepoch, term, term_start, nonce, proof, .. }) => {
+        Some(Msg::Hello { pepoch, term, term_start, nonce, proof, node, .. }) => {
             if !wire::verify(secret, wire::Side::Backup, &ours, &nonce, &proof) {
                 return refuse(&sock, "authentication failed: the backup does not hold this primary's secret".into());
             }
-            (pepoch, (term, term_start), nonce)
+            (pepoch, (term, term_start), nonce, node)
         }
         other => return Err(Error::Replication(format!("expected a hello, got {other:?}"))),
     };
     let peer = Arc::new(Peer {
         addr,
+        node,
         sock: sock.try_clone().map_err(io)?,
         queue: Mutex::new((VecDeque::new(), 0)),
         acked: AtomicU64::new(pepoch),
@@ -569,10 +585,22 @@ fn hold_logs(hub: &Hub, st: &State) {
 fn update_limit(hub: &Hub, durable: &Durable) {
     let st = lock(&hub.state);
     hold_logs(hub, &st);
-    let acked: Vec<u64> = (st.peers.iter())
-        .filter(|p| p.in_sync.load(Ordering::Acquire) && !p.dead.load(Ordering::Acquire))
-        .map(|p| p.acked.load(Ordering::Acquire))
-        .collect();
+    let in_sync = || (st.peers.iter()).filter(|p| p.in_sync.load(Ordering::Acquire) && !p.dead.load(Ordering::Acquire));
+    let acked: Vec<u64> = in_sync().map(|p| p.acked.load(Ordering::Acquire)).collect();
+    // With a control plane, nothing more is released while a backup of the
+    // committed set is out of sync (gone, or not back since a restart),
+    // until a set without it is committed.
+    let held = hub.opts.membership.as_ref().is_some_and(|m| {
+        let mut want: Vec<u64> = in_sync().map(|p| p.node).filter(|&n| n != 0).collect();
+        want.sort_unstable();
+        want.dedup();
+        let committed = m.committed();
+        let held = committed.iter().any(|n| want.binary_search(n).is_err());
+        if committed != want {
+            m.propose(want);
+        }
+        held
+    });
     let limit = match hub.opts.safety {
         Safety::Async => return,
         // 2-safe: every in-sync backup; none in sync releases at the local pepoch.
@@ -581,5 +609,5 @@ fn update_limit(hub: &Hub, durable: &Durable) {
         Safety::VerySafe if acked.len() < hub.opts.backups.max(1) => durable.pepoch(),
         Safety::VerySafe => acked.iter().copied().min().unwrap_or(0),
     };
-    durable.set_limit(limit);
+    durable.set_limit(if held { limit.min(durable.pepoch()) } else { limit });
 }

@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 /// The first bytes of a backup's hello.
 pub const MAGIC: &[u8; 8] = b"EPOCHREP";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// The largest frame body: the largest log block and its header. Bodies
 /// are read as their bytes arrive, so a length alone allocates nothing.
 pub const MAX_FRAME: usize = crate::durability::frame::MAX_PAYLOAD + 64;
@@ -31,8 +31,9 @@ pub enum Msg {
     /// Primary to backup, first: its protocol version and a nonce.
     Challenge { version: u16, nonce: Nonce },
     /// Backup to primary, the answer: its version, what it has persisted,
-    /// its own nonce, and its proof of the secret over both nonces.
-    Hello { version: u16, pepoch: u64, term: u32, term_start: u64, nonce: Nonce, proof: Nonce },
+    /// its own nonce, its proof of the secret over both nonces, and its
+    /// node id in the control plane (0: none).
+    Hello { version: u16, pepoch: u64, term: u32, term_start: u64, nonce: Nonce, proof: Nonce, node: u64 },
     /// Primary to backup, the answer to a hello it accepts: how many log
     /// streams follow, its own proof of the secret, and the manifest
     /// (catalog and void epochs).
@@ -81,7 +82,7 @@ impl Msg {
                 out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(nonce);
             }
-            Msg::Hello { version, pepoch, term, term_start, nonce, proof } => {
+            Msg::Hello { version, pepoch, term, term_start, nonce, proof, node } => {
                 out.push(HELLO);
                 out.extend_from_slice(MAGIC);
                 out.extend_from_slice(&version.to_le_bytes());
@@ -90,6 +91,7 @@ impl Msg {
                 out.extend_from_slice(&term_start.to_le_bytes());
                 out.extend_from_slice(nonce);
                 out.extend_from_slice(proof);
+                out.extend_from_slice(&node.to_le_bytes());
             }
             Msg::Welcome { streams, proof, manifest } => {
                 out.push(WELCOME);
@@ -141,7 +143,8 @@ impl Msg {
                     Msg::Challenge { version, nonce: f.nonce()? }
                 } else {
                     let (pepoch, term, term_start) = (f.u64()?, f.u32()?, f.u64()?);
-                    Msg::Hello { version, pepoch, term, term_start, nonce: f.nonce()?, proof: f.nonce()? }
+                    let (nonce, proof) = (f.nonce()?, f.nonce()?);
+                    Msg::Hello { version, pepoch, term, term_start, nonce, proof, node: f.u64()? }
                 }
             }
             WELCOME => Msg::Welcome { streams: f.u16()?, proof: f.nonce()?, manifest: f.rest() },
@@ -340,7 +343,7 @@ mod tests {
     fn all() -> Vec<Msg> {
         vec![
             Msg::Challenge { version: VERSION, nonce: [3; 32] },
-            Msg::Hello { version: VERSION, pepoch: 7, term: 2, term_start: 9, nonce: [1; 32], proof: [2; 32] },
+            Msg::Hello { version: VERSION, pepoch: 7, term: 2, term_start: 9, nonce: [1; 32], proof: [2; 32], node: 3 },
             Msg::Welcome { streams: 2, proof: [4; 32], manifest: vec![1, 2, 3] },
             Msg::Refuse { reason: "behind".into() },
             Msg::Block { stream: 1, lo: 3, hi: 4, block: vec![9; 100] },
@@ -408,7 +411,7 @@ mod tests {
         let mut body = Vec::new();
         assert!(recv_at_most(&mut &big[..], &mut body, MAX_HANDSHAKE).is_err());
         let mut hello = Vec::new();
-        Msg::Hello { version: VERSION, pepoch: 1, term: 0, term_start: 0, nonce: [1; 32], proof: [2; 32] }
+        Msg::Hello { version: VERSION, pepoch: 1, term: 0, term_start: 0, nonce: [1; 32], proof: [2; 32], node: 3 }
             .encode(&mut hello);
         assert!(recv_at_most(&mut &hello[..], &mut body, MAX_HANDSHAKE).is_ok_and(|m| m.is_some()));
         let (p, b) = ([3u8; 32], [4u8; 32]);

@@ -1,0 +1,539 @@
+//! epochdb's control plane: a small Raft group that decides who the
+//! primary is, fences the others, and keeps the in-sync set (issue #18).
+//!
+//! Raft is tikv's `raft` crate (`RawNode`): synchronous, no async runtime
+//! (our threads poll and never hand off on the commit path, and the
+//! server is not built on tokio), and it has the two things fencing needs:
+//! check-quorum leases (a follower that heard from the leader within an
+//! election timeout refuses to vote) and ReadIndex (the leader learns when
+//! a quorum confirmed it). openraft would bring tokio for a group that
+//! exchanges a few messages per tick.
+//!
+//! Every node runs the same code; a node is a data node (it may become the
+//! primary) or a witness (a voter only, so two machines can keep a
+//! quorum). The Raft leader is the primary: the node that wins an
+//! election proposes its own appointment ([`state::Command::Appoint`]),
+//! which takes effect only if it may be appointed (the old primary, or a
+//! backup in the committed in-sync set). While it leads, it renews its
+//! [`Lease`] after each ReadIndex round a quorum answered; the engine
+//! releases commits only under that lease. ARCHITECTURE.md ("Control
+//! plane") has the safety argument; FORMAT.md its bytes.
+
+pub mod state;
+mod storage;
+mod transport;
+
+use epochdb::{Lease, Membership};
+use raft::prelude::{Entry, EntryType, Message, Snapshot};
+use raft::{RawNode, StateRole};
+use state::{Cluster, Command};
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use storage::Log;
+use transport::Transport;
+
+/// How to run one node of the control plane.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This node's id (not 0; unique in the group).
+    pub id: u64,
+    /// Where the other nodes reach this one (loopback unless told).
+    pub listen: SocketAddr,
+    /// Every other voter: id and address.
+    pub peers: BTreeMap<u64, String>,
+    /// The shared secret every node holds; required beyond loopback.
+    pub secret: Option<String>,
+    /// Where this node keeps its Raft log.
+    pub dir: PathBuf,
+    /// A witness votes but never becomes the primary.
+    pub witness: bool,
+    /// Where this node's backups would connect if it became the primary
+    /// (its replication address); unused by a witness.
+    pub replicate_addr: String,
+    /// One Raft tick.
+    pub tick: Duration,
+    /// Ticks without a leader before a data node campaigns (randomized up
+    /// to twice this); also what a lease is derived from.
+    pub election_ticks: usize,
+}
+
+impl Config {
+    pub fn new(id: u64, listen: SocketAddr, dir: impl Into<PathBuf>) -> Config {
+        Config {
+            id,
+            listen,
+            peers: BTreeMap::new(),
+            secret: None,
+            dir: dir.into(),
+            witness: false,
+            replicate_addr: String::new(),
+            tick: Duration::from_millis(20),
+            election_ticks: 25,
+        }
+    }
+
+    /// How long a quorum's confirmation lets the leader release: until no
+    /// other node can have been elected. A follower grants no vote until
+    /// `election_ticks` of its ticks have passed since it last heard the
+    /// leader, and it ticks at most once per `tick`, so no election ends
+    /// before `(election_ticks - 1) * tick` after the confirming round was
+    /// sent; one more tick and 10% are left for clock rates and the check.
+    pub fn lease(&self) -> Duration {
+        self.tick * (self.election_ticks.saturating_sub(2) as u32) * 9 / 10
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.id == 0 || self.peers.contains_key(&self.id) || self.peers.contains_key(&0) {
+            return Err("control: node ids must be unique and not 0".into());
+        }
+        if self.peers.len() < 2 {
+            return Err("control: a group needs at least 3 voters (add a witness for two machines)".into());
+        }
+        if self.election_ticks < 5 || self.tick < Duration::from_millis(1) {
+            return Err("control: election_ticks must be at least 5 and tick at least 1 ms".into());
+        }
+        if !self.listen.ip().is_loopback() && self.secret.as_deref().is_none_or(str::is_empty) {
+            return Err(format!("control: listening on {}, beyond this machine: set a secret", self.listen));
+        }
+        if !self.witness && self.replicate_addr.is_empty() {
+            return Err("control: a data node needs its replication address".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a node knows now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    /// This node.
+    pub me: u64,
+    /// The Raft leader (0: none known).
+    pub leader: u64,
+    /// The Raft term.
+    pub raft_term: u64,
+    /// The applied cluster state.
+    pub cluster: Cluster,
+    /// The appointment under which this node last served as primary and
+    /// whose data it still holds (0: none); see [`Node::forget_served`].
+    pub served: u64,
+    /// Bumped at every change.
+    pub version: u64,
+}
+
+impl View {
+    /// Whether this node is the appointed primary.
+    pub fn is_primary(&self) -> bool {
+        self.cluster.primary == self.me && self.me != 0
+    }
+}
+
+struct Shared {
+    view: Mutex<View>,
+    changed: Condvar,
+    lease: Arc<Lease>,
+    /// In-sync sets the engine asked for; the loop proposes the last.
+    wanted: Mutex<Option<Vec<u64>>>,
+    forget: AtomicBool,
+    subscribers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    stop: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running control-plane node. Dropping it stops it.
+pub struct Node {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+impl Node {
+    /// Opens the node's Raft log and starts its thread and transport.
+    pub fn start(cfg: Config) -> Result<Node, String> {
+        cfg.validate()?;
+        let mut voters: Vec<u64> = cfg.peers.keys().copied().chain([cfg.id]).collect();
+        voters.sort_unstable();
+        let log = Log::open(&cfg.dir, &voters)?;
+        let cluster = Cluster::decode(log.snapshot_state().1).ok_or("control: the snapshot does not decode")?;
+        let applied = log.snapshot_state().0;
+        let served = log.served;
+        let raft_cfg = raft::Config {
+            id: cfg.id,
+            election_tick: cfg.election_ticks,
+            heartbeat_tick: (cfg.election_ticks / 8).max(1),
+            // Raft's own timer never campaigns: the loop below does, and
+            // only on a node that may become the primary.
+            min_election_tick: 1 << 40,
+            max_election_tick: (1 << 40) + 1,
+            check_quorum: true,
+            pre_vote: true,
+            applied,
+            ..raft::Config::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raw = RawNode::new(&raft_cfg, log, &logger).map_err(|e| format!("control: start Raft: {e}"))?;
+        let listener = TcpListener::bind(cfg.listen).map_err(|e| format!("control: listen on {}: {e}", cfg.listen))?;
+        let (tx, rx) = channel();
+        let secret = cfg.secret.clone().unwrap_or_default().into_bytes();
+        let transport = Transport::start(cfg.id, listener, &cfg.peers, secret, tx)
+            .map_err(|e| format!("control: start the transport: {e}"))?;
+        let addr = transport.addr();
+        let shared = Arc::new(Shared {
+            view: Mutex::new(View { me: cfg.id, cluster: cluster.clone(), served, ..View::default() }),
+            changed: Condvar::new(),
+            lease: Arc::new(Lease::expired()),
+            wanted: Mutex::new(None),
+            forget: AtomicBool::new(false),
+            subscribers: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
+        let mut node = Looper {
+            seed: u64::from(addr.port()) ^ (cfg.id << 32) ^ Instant::now().elapsed().as_nanos() as u64,
+            raw,
+            transport,
+            cluster,
+            applied,
+            campaign_after: 0,
+            pending: None,
+            rounds: 0,
+            confirmed: None,
+            current: false,
+            proposed: None,
+            shared: shared.clone(),
+            cfg,
+        };
+        node.campaign_after = node.random_timeout();
+        let thread = std::thread::Builder::new()
+            .name("epochdb-control".into())
+            .spawn(move || node.run(&rx))
+            .map_err(|e| format!("control: start the node's thread: {e}"))?;
+        Ok(Node { shared, thread: Some(thread), addr })
+    }
+
+    /// Where other nodes reach this one.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The lease the engine releases under (`Options::lease`).
+    pub fn lease(&self) -> Arc<Lease> {
+        self.shared.lease.clone()
+    }
+
+    /// The in-sync set for the engine (`PrimaryOptions::membership`).
+    pub fn membership(&self) -> Arc<dyn Membership> {
+        Arc::new(InSync(self.shared.clone()))
+    }
+
+    pub fn view(&self) -> View {
+        lock(&self.shared.view).clone()
+    }
+
+    /// Waits until the view's version passes `seen` (or `timeout`).
+    pub fn wait_change(&self, seen: u64, timeout: Duration) -> View {
+        let g = lock(&self.shared.view);
+        let (g, _) = (self.shared.changed)
+            .wait_timeout_while(g, timeout, |v| v.version <= seen)
+            .unwrap_or_else(|e| e.into_inner());
+        g.clone()
+    }
+
+    /// Records that this node's data from its time as primary was set
+    /// aside (a deposed primary rejoining as a backup starts empty).
+    pub fn forget_served(&self) {
+        self.shared.forget.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.lease.revoke();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The engine's view of the committed in-sync set.
+struct InSync(Arc<Shared>);
+
+impl Membership for InSync {
+    fn committed(&self) -> Vec<u64> {
+        lock(&self.0.view).cluster.in_sync.clone()
+    }
+
+    fn propose(&self, nodes: Vec<u64>) {
+        *lock(&self.0.wanted) = Some(nodes);
+    }
+
+    fn subscribe(&self, f: Box<dyn Fn() + Send + Sync>) {
+        lock(&self.0.subscribers).push(f);
+    }
+}
+
+/// The node's thread: owns the `RawNode`.
+struct Looper {
+    cfg: Config,
+    raw: RawNode<Log>,
+    transport: Transport,
+    cluster: Cluster,
+    applied: u64,
+    /// Ticks without a leader after which this node campaigns.
+    campaign_after: usize,
+    /// The ReadIndex round in flight: its number and when it was sent.
+    pending: Option<(u64, Instant)>,
+    rounds: u64,
+    /// The last round a quorum answered: when it was sent, and the commit
+    /// index to apply before this leader's view counts as current.
+    confirmed: Option<(Instant, u64)>,
+    /// This leadership had a round answered and applied: its view of the
+    /// cluster is current, and it may propose.
+    current: bool,
+    /// The last command proposed, not yet seen applied.
+    proposed: Option<(Command, Instant)>,
+    shared: Arc<Shared>,
+    seed: u64,
+}
+
+impl Looper {
+    fn random_timeout(&mut self) -> usize {
+        // xorshift: spreads the nodes' campaigns; no need for a crate.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let n = self.cfg.election_ticks;
+        n + (self.seed % n as u64) as usize
+    }
+
+    fn run(&mut self, rx: &Receiver<Message>) {
+        let mut next_tick = Instant::now() + self.cfg.tick;
+        while !self.shared.stop.load(Ordering::Acquire) {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(m) => self.step(m),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            while let Ok(m) = rx.try_recv() {
+                self.step(m);
+            }
+            // Never more ticks than time passed: a follower's count of
+            // ticks since it heard the leader is what leases rest on.
+            while Instant::now() >= next_tick {
+                self.raw.tick();
+                next_tick += self.cfg.tick;
+                self.tick_duties();
+            }
+            if let Err(e) = self.handle_ready() {
+                // Raft's state could not be made durable: this node must
+                // not vote or lead on state it may lose.
+                ::log::error!("control: {e}; this node stops");
+                self.shared.lease.revoke();
+                return;
+            }
+            self.publish();
+        }
+    }
+
+    fn step(&mut self, m: Message) {
+        if let Err(e) = self.raw.step(m) {
+            ::log::debug!("control: step: {e}");
+        }
+    }
+
+    fn eligible(&self) -> bool {
+        !self.cfg.witness && self.cluster.eligible(self.cfg.id)
+    }
+
+    fn tick_duties(&mut self) {
+        let r = &self.raw.raft;
+        if r.state != StateRole::Leader {
+            self.shared.lease.revoke();
+            (self.pending, self.confirmed, self.current) = (None, None, false);
+            if self.eligible() && r.election_elapsed >= self.campaign_after {
+                self.campaign_after = self.random_timeout();
+                let _ = self.raw.campaign();
+            }
+            return;
+        }
+        // The leader: one ReadIndex round at a time renews the lease (a
+        // round unanswered for long is replaced; its answer is ignored).
+        if self.pending.is_none_or(|(_, at)| at.elapsed() > self.cfg.lease() * 2) {
+            self.rounds += 1;
+            self.pending = Some((self.rounds, Instant::now()));
+            self.raw.read_index(self.rounds.to_le_bytes().to_vec());
+        }
+        let me = self.cfg.id;
+        let want = if self.cluster.primary != me && self.eligible() {
+            Some(Command::Appoint { node: me, addr: self.cfg.replicate_addr.clone() })
+        } else if self.cluster.primary == me {
+            (lock(&self.shared.wanted).clone())
+                .filter(|n| *n != self.cluster.in_sync)
+                .map(|nodes| Command::InSync { appointment: self.cluster.appointment, nodes })
+        } else {
+            None
+        };
+        // Proposed only once this leader's view is current (a confirmed
+        // read), and again only if the last one did not take effect soon.
+        if let Some(c) = want.filter(|_| self.current) {
+            let repeat = self.proposed.as_ref().is_some_and(|(p, at)| *p == c && at.elapsed() < self.cfg.tick * 10);
+            if !repeat {
+                let _ = self.raw.propose(Vec::new(), c.encode());
+                self.proposed = Some((c, Instant::now()));
+            }
+        }
+    }
+
+    fn handle_ready(&mut self) -> Result<(), String> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut rd = self.raw.ready();
+        self.send(rd.take_messages());
+        let served = self.raw.store().served;
+        let mut dirty = false;
+        if !rd.snapshot().is_empty() {
+            self.restore(rd.snapshot().clone());
+            dirty = true;
+        }
+        self.apply(rd.take_committed_entries());
+        if !rd.entries().is_empty() {
+            self.raw.mut_store().append(rd.entries());
+            dirty = true;
+        }
+        if let Some(hs) = rd.hs() {
+            self.raw.mut_store().hs = hs.clone();
+            dirty = true;
+        }
+        for rs in rd.take_read_states() {
+            self.confirm(&rs.request_ctx, rs.index);
+        }
+        if dirty || self.apply_forget() || served != self.raw.store().served {
+            self.raw.store().persist()?;
+        }
+        self.send(rd.take_persisted_messages());
+        let mut light = self.raw.advance(rd);
+        if let Some(commit) = light.commit_index() {
+            self.raw.mut_store().hs.commit = commit;
+            self.raw.store().persist()?;
+        }
+        self.send(light.take_messages());
+        self.apply(light.take_committed_entries());
+        self.raw.advance_apply();
+        self.renew();
+        Ok(())
+    }
+
+    fn apply_forget(&mut self) -> bool {
+        if !self.shared.forget.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        self.raw.mut_store().served = 0;
+        true
+    }
+
+    fn send(&self, msgs: Vec<Message>) {
+        msgs.into_iter().for_each(|m| self.transport.send(m));
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        if let Some(c) = Cluster::decode(&s.data) {
+            self.cluster = c;
+        }
+        self.applied = s.get_metadata().index;
+        self.raw.mut_store().apply_snapshot(&s);
+    }
+
+    fn apply(&mut self, entries: Vec<Entry>) {
+        let mut in_sync_changed = false;
+        for e in entries {
+            self.applied = e.index;
+            if e.get_entry_type() != EntryType::EntryNormal {
+                continue; // the voters are fixed by the configuration
+            }
+            let Some(c) = Command::decode(&e.data) else { continue };
+            if self.proposed.as_ref().is_some_and(|(p, _)| *p == c) {
+                self.proposed = None;
+            }
+            let before = self.cluster.clone();
+            if self.cluster.apply(c) {
+                in_sync_changed |= before.in_sync != self.cluster.in_sync;
+                if self.cluster.primary != before.primary || self.cluster.appointment != before.appointment {
+                    ::log::info!(
+                        "control: node {} is the primary (appointment {}, backups connect to {})",
+                        self.cluster.primary,
+                        self.cluster.appointment,
+                        self.cluster.primary_addr
+                    );
+                    if self.cluster.primary == self.cfg.id {
+                        self.raw.mut_store().served = self.cluster.appointment;
+                    } else {
+                        self.shared.lease.revoke();
+                    }
+                }
+            }
+            let state = self.cluster.encode();
+            self.raw.mut_store().applied(e.index, state);
+        }
+        if in_sync_changed {
+            // Published first, so the engine reads the new set.
+            self.publish();
+            for f in lock(&self.shared.subscribers).iter() {
+                f();
+            }
+        }
+    }
+
+    /// A ReadIndex round came back: a quorum confirmed this leader.
+    fn confirm(&mut self, ctx: &[u8], index: u64) {
+        let round = ctx.try_into().ok().map(u64::from_le_bytes);
+        if let Some((n, sent)) = self.pending.filter(|(n, _)| Some(*n) == round) {
+            debug_assert_eq!(Some(n), round);
+            self.pending = None;
+            self.confirmed = Some((sent, index));
+        }
+    }
+
+    /// Once a confirmed round's commit index is applied: this leader's
+    /// view is current, and if it is the appointed primary its lease runs
+    /// from when the round was sent.
+    fn renew(&mut self) {
+        let Some((sent, index)) = self.confirmed.filter(|c| c.1 <= self.applied) else { return };
+        self.confirmed = None;
+        if self.raw.raft.state != StateRole::Leader {
+            return;
+        }
+        self.current = true;
+        if self.cluster.primary == self.cfg.id {
+            self.shared.lease.renew(sent + self.cfg.lease());
+        }
+        let _ = index;
+    }
+
+    fn publish(&self) {
+        let r = &self.raw.raft;
+        let mut v = lock(&self.shared.view);
+        let served = self.raw.store().served;
+        let now = View {
+            me: self.cfg.id,
+            leader: r.leader_id,
+            raft_term: r.term,
+            cluster: self.cluster.clone(),
+            served,
+            version: v.version,
+        };
+        if *v != now {
+            *v = View { version: v.version + 1, ..now };
+            self.shared.changed.notify_all();
+        }
+    }
+}

@@ -919,3 +919,96 @@ fn a_promoted_backup_keeps_every_acknowledged_commit_and_takes_writes() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+/// A control plane's in-sync set, held by the test: committed when it says.
+#[derive(Default)]
+struct Members {
+    committed: std::sync::Mutex<Vec<u64>>,
+    proposed: std::sync::Mutex<Vec<Vec<u64>>>,
+    subscribers: std::sync::Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+impl epochdb::Membership for Members {
+    fn committed(&self) -> Vec<u64> {
+        self.committed.lock().expect("lock").clone()
+    }
+    fn propose(&self, nodes: Vec<u64>) {
+        self.proposed.lock().expect("lock").push(nodes);
+    }
+    fn subscribe(&self, f: Box<dyn Fn() + Send + Sync>) {
+        self.subscribers.lock().expect("lock").push(f);
+    }
+}
+
+impl Members {
+    fn commit(&self, nodes: Vec<u64>) {
+        *self.committed.lock().expect("lock") = nodes;
+        self.subscribers.lock().expect("lock").iter().for_each(|f| f());
+    }
+    fn last_proposed(&self) -> Option<Vec<u64>> {
+        self.proposed.lock().expect("lock").last().cloned()
+    }
+}
+
+/// Fencing: nothing is released while the lease has lapsed, and a backup
+/// of the committed in-sync set holds release after it is gone until a set
+/// without it is committed (else it could be promoted without commits that
+/// were released).
+#[test]
+fn release_waits_for_the_lease_and_for_the_committed_in_sync_set() {
+    let (pdir, bdir) = (dir("fence-p"), dir("fence-b"));
+    let members = std::sync::Arc::new(Members::default());
+    let lease = std::sync::Arc::new(epochdb::Lease::expired());
+    let p = PrimaryOptions {
+        listen: "127.0.0.1:0".parse().expect("parse"),
+        safety: Safety::Sync,
+        ack_timeout: Duration::from_millis(500),
+        membership: Some(members.clone()),
+        ..PrimaryOptions::default()
+    };
+    let options = Options {
+        durability: Durability::Log,
+        data_dir: Some(pdir.clone()),
+        epoch_interval: Duration::from_millis(5),
+        primary: Some(p),
+        lease: Some(lease.clone()),
+        ..Options::default()
+    };
+    let db = Database::open(options).expect("open the primary");
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let mut w = db.worker().expect("worker");
+    let (_, info) = w.run_with_info(|txn| txn.put(t, b"a", b"1")).expect("commit");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!db.is_durable(info.epoch).expect("is durable"), "released without a lease");
+    lease.renew(Instant::now() + Duration::from_secs(3600));
+    w.wait_durable(info.epoch).expect("released once leased");
+
+    // Backup 7 joins; the primary asks for it in the set, which commits.
+    let backup = Backup::start(BackupOptions { node: 7, ..BackupOptions::new(&bdir, addr(&db)) }).expect("backup");
+    wait_until("the backup is in sync", || in_sync(&db, 1));
+    wait_until("{7} proposed", || members.last_proposed() == Some(vec![7]));
+    members.commit(vec![7]);
+    let status = db.replication_status().expect("status");
+    assert_eq!(status.backups[0].node, 7, "the hello names the node");
+    // It goes away: release holds, past the ack timeout, until {} commits.
+    backup.stop().expect("stop the backup");
+    let (_, info) = w.run_with_info(|txn| txn.put(t, b"b", b"2")).expect("commit");
+    wait_until("{} proposed", || members.last_proposed() == Some(vec![]));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!db.is_durable(info.epoch).expect("is durable"), "released without backup 7, which may be promoted");
+    members.commit(vec![]);
+    w.wait_durable(info.epoch).expect("released once the set without it is committed");
+
+    // The lease lapses: nothing more is released, however durable here.
+    lease.revoke();
+    let (_, info) = w.run_with_info(|txn| txn.put(t, b"c", b"3")).expect("commit");
+    wait_until("durable here", || db.replication_status().expect("status").local >= info.epoch);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!db.is_durable(info.epoch).expect("is durable"), "a fenced primary released a commit");
+    lease.renew(Instant::now() + Duration::from_secs(3600));
+    w.wait_durable(info.epoch).expect("released under the renewed lease");
+    drop((w, db));
+    for d in [pdir, bdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

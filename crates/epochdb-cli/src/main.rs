@@ -3,7 +3,8 @@
 //! prints a completion script.
 //!
 //! Exit status: 0 success; 1 a failure while running, a failed
-//! consistency check, or damage found; 2 a usage error.
+//! consistency check, or damage found; 2 a usage error; 3 a control-plane
+//! node (`serve --node-id`) that another node's appointment deposed.
 
 /// Records, index nodes and log buffers are many small objects with short
 /// and long lives mixed. mimalloc's per-thread free lists cost less than
@@ -17,6 +18,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod args;
 mod bench;
 mod churn;
+mod cluster;
 mod datacmd;
 mod nvm;
 mod remote;
@@ -30,7 +32,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 const EXIT_STATUS: &str = "\
-Exit status: 0 success; 1 a failure while running, a failed check, or damage found; 2 a usage error.
+Exit status: 0 success; 1 a failure while running, a failed check, or damage found; 2 a usage error;
+3 (serve --node-id) another node was appointed primary: restart it to rejoin as a backup.
 Logging: the engine's events go to standard error at info level; RUST_LOG changes it (RUST_LOG=debug, RUST_LOG=off).";
 
 /// epochdb: a multicore in-memory transactional database
@@ -58,6 +61,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run a replication backup: receive a primary's log into a data directory of its own (issue #18)
     Replica(serve::ReplicaArgs),
+    /// Run a control-plane witness: a Raft voter with no data, the third vote of a two-machine deployment
+    Witness(cluster::WitnessArgs),
     /// Promote a replica (`serve --replicaof`) to a primary in place: REPLICAOF NO ONE to a running server
     Promote(remote::PromoteArgs),
     /// Print a running server's replication state: role, term, epochs, lag (INFO replication)
@@ -179,6 +184,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Inspect(a) => datacmd::inspect(a),
         Command::Serve(a) => serve::serve(a),
         Command::Replica(a) => serve::replica(a),
+        Command::Witness(a) => cluster::witness(a),
         Command::Promote(a) => remote::promote(a),
         Command::Status(a) => remote::status(a),
         Command::Completions { shell } => {

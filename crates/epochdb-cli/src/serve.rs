@@ -76,6 +76,8 @@ pub struct ServeArgs {
     /// proves to its primary; prefer the environment variable, which `ps` does not show
     #[arg(long, value_name = "SECRET", env = "EPOCHDB_REPLICATION_SECRET", hide_env_values = true)]
     pub replication_secret: Option<String>,
+    #[command(flatten)]
+    pub node: crate::cluster::NodeArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -191,10 +193,15 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         requirepass: a.requirepass,
         databases: a.databases.into(),
         maxclients: a.maxclients,
-        replicaof: a.replicaof.map(|primary| ReplicaOf { secret: replication_secret, ..ReplicaOf::new(primary) }),
+        replicaof: a
+            .replicaof
+            .map(|primary| ReplicaOf { secret: replication_secret.clone(), ..ReplicaOf::new(primary) }),
         options,
         ..Config::default()
     };
+    if a.node.node_id.is_some() {
+        return crate::cluster::serve(a.node, config, replication_secret);
+    }
     let server = Server::start(config).map_err(|e| failed(e.to_string()))?;
     crate::say!("epochdb serve: listening on {} (redis-cli -p {})", server.local_addr(), server.local_addr().port());
     if let Some(primary) = server.replica_of() {

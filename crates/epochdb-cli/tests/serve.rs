@@ -2,24 +2,12 @@
 //! restart that has every write whose reply was sent; and redis-cli and
 //! redis-benchmark against it when they are installed.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+mod common;
+
+use common::{join_writers, start_writers, Served};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A running `epochdb serve`, its port, and what it wrote to stderr (shown
-/// when a test fails).
-struct Served {
-    child: Child,
-    port: u16,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Served {
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
 
 /// Starts a durable server on a port the kernel picks (`--port 0`) and waits
 /// for the line that names it. Probing a guessed port by connecting is racy:
@@ -32,25 +20,14 @@ fn serve(dir: &std::path::Path) -> Served {
 /// `serve` with more arguments; with `--replicate-listen`, also the
 /// address backups connect to.
 fn serve_with(dir: &std::path::Path, more: &[&str]) -> (Served, Option<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-        .args(["serve", "--port", "0", "--durability", "log", "--appendfsync", "always", "--threads", "2"])
-        .args(more)
-        .arg("--data-dir")
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start epochdb serve");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let mut pipe = child.stderr.take().unwrap();
-    let sink = stderr.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = pipe.read(&mut buf) {
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut args: Vec<std::ffi::OsString> =
+        ["serve", "--port", "0", "--durability", "log", "--appendfsync", "always", "--threads", "2"]
+            .iter()
+            .chain(more)
+            .map(Into::into)
+            .collect();
+    args.extend(["--data-dir".into(), dir.as_os_str().to_owned()]);
+    let (child, stderr, mut lines) = common::spawn(&args);
     let port = loop {
         match lines.next() {
             Some(Ok(line)) => {
@@ -75,43 +52,6 @@ fn serve_with(dir: &std::path::Path, more: &[&str]) -> (Served, Option<String>) 
     // Keep draining stdout so the server never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     (Served { child, port, stderr }, repl)
-}
-
-/// What a writer had acknowledged when its server died: the last value
-/// of its key `w<n>`, and how many of its INCRs of `total` were answered.
-type Acked = (Option<u64>, i64);
-
-/// Four clients that run until the server dies: each SETs `w<n>` to
-/// `base`, `base + 1`, ... and INCRs `total` after each SET.
-fn start_writers(addr: &str, base: u64) -> Vec<std::thread::JoinHandle<Acked>> {
-    (0..4u64)
-        .map(|w| {
-            let addr = addr.to_string();
-            std::thread::spawn(move || {
-                let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
-                let mut acked = (None, 0);
-                for i in base.. {
-                    let r: redis::RedisResult<()> = redis::cmd("SET").arg(format!("w{w}")).arg(i).query(&mut c);
-                    if r.is_err() {
-                        break;
-                    }
-                    acked.0 = Some(i);
-                    let r: redis::RedisResult<i64> = redis::cmd("INCR").arg("total").query(&mut c);
-                    if r.is_err() {
-                        break;
-                    }
-                    acked.1 += 1;
-                }
-                acked
-            })
-        })
-        .collect()
-}
-
-fn join_writers(writers: Vec<std::thread::JoinHandle<Acked>>, server: &Served) -> Vec<Acked> {
-    (writers.into_iter())
-        .map(|t| t.join().unwrap_or_else(|_| panic!("a writer failed; the server said: {}", server.log())))
-        .collect()
 }
 
 #[test]

@@ -122,6 +122,10 @@ pub struct View {
     /// The appointment under which this node last served as primary and
     /// whose data it still holds (0: none); see [`Node::forget_served`].
     pub served: u64,
+    /// This node has applied everything the leader had committed when it
+    /// last asked (a ReadIndex round); until then, after a restart, the
+    /// cluster state may be its own stale copy.
+    pub current: bool,
     /// Bumped at every change.
     pub version: u64,
 }
@@ -206,6 +210,7 @@ impl Node {
             rounds: 0,
             confirmed: None,
             current: false,
+            role: (false, 0, 0),
             proposed: None,
             shared: shared.clone(),
             cfg,
@@ -295,9 +300,11 @@ struct Looper {
     /// The last round a quorum answered: when it was sent, and the commit
     /// index to apply before this leader's view counts as current.
     confirmed: Option<(Instant, u64)>,
-    /// This leadership had a round answered and applied: its view of the
-    /// cluster is current, and it may propose.
+    /// A round of this role and term was answered and applied: this
+    /// node's view of the cluster is current (a leader may propose).
     current: bool,
+    /// (leading, term, leader) when the rounds began.
+    role: (bool, u64, u64),
     /// The last command proposed, not yet seen applied.
     proposed: Option<(Command, Instant)>,
     shared: Arc<Shared>,
@@ -356,21 +363,29 @@ impl Looper {
 
     fn tick_duties(&mut self) {
         let r = &self.raw.raft;
-        if r.state != StateRole::Leader {
-            self.shared.lease.revoke();
+        let role = (r.state == StateRole::Leader, r.term, r.leader_id);
+        if role != self.role {
+            // A round of another role or term says nothing about this one.
+            self.role = role;
             (self.pending, self.confirmed, self.current) = (None, None, false);
+        }
+        if !role.0 {
+            self.shared.lease.revoke();
             if self.eligible() && r.election_elapsed >= self.campaign_after {
                 self.campaign_after = self.random_timeout();
                 let _ = self.raw.campaign();
             }
-            return;
         }
-        // The leader: one ReadIndex round at a time renews the lease (a
-        // round unanswered for long is replaced; its answer is ignored).
-        if self.pending.is_none_or(|(_, at)| at.elapsed() > self.cfg.lease() * 2) {
+        // One ReadIndex round at a time: on the leader it renews the lease;
+        // on a follower (forwarded to the leader) it tells when this node's
+        // view is current. A round unanswered for long is replaced.
+        if role.2 != 0 && self.pending.is_none_or(|(_, at)| at.elapsed() > self.cfg.lease() * 2) {
             self.rounds += 1;
             self.pending = Some((self.rounds, Instant::now()));
             self.raw.read_index(self.rounds.to_le_bytes().to_vec());
+        }
+        if !role.0 {
+            return;
         }
         let me = self.cfg.id;
         let want = if self.cluster.primary != me && self.eligible() {
@@ -496,27 +511,22 @@ impl Looper {
     /// A ReadIndex round came back: a quorum confirmed this leader.
     fn confirm(&mut self, ctx: &[u8], index: u64) {
         let round = ctx.try_into().ok().map(u64::from_le_bytes);
-        if let Some((n, sent)) = self.pending.filter(|(n, _)| Some(*n) == round) {
-            debug_assert_eq!(Some(n), round);
+        if let Some((_, sent)) = self.pending.filter(|(n, _)| Some(*n) == round) {
             self.pending = None;
             self.confirmed = Some((sent, index));
         }
     }
 
-    /// Once a confirmed round's commit index is applied: this leader's
-    /// view is current, and if it is the appointed primary its lease runs
-    /// from when the round was sent.
+    /// Once a confirmed round's commit index is applied: this node's view
+    /// is current, and if it leads and is the appointed primary its lease
+    /// runs from when the round was sent.
     fn renew(&mut self) {
-        let Some((sent, index)) = self.confirmed.filter(|c| c.1 <= self.applied) else { return };
+        let Some((sent, _)) = self.confirmed.filter(|c| c.1 <= self.applied) else { return };
         self.confirmed = None;
-        if self.raw.raft.state != StateRole::Leader {
-            return;
-        }
         self.current = true;
-        if self.cluster.primary == self.cfg.id {
+        if self.raw.raft.state == StateRole::Leader && self.cluster.primary == self.cfg.id {
             self.shared.lease.renew(sent + self.cfg.lease());
         }
-        let _ = index;
     }
 
     fn publish(&self) {
@@ -529,6 +539,7 @@ impl Looper {
             raft_term: r.term,
             cluster: self.cluster.clone(),
             served,
+            current: self.current,
             version: v.version,
         };
         if *v != now {

@@ -394,6 +394,10 @@ fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
         );
         return;
     }
+    if shared.config.controlled {
+        c.out().error("ERR this node's promotion is the control plane's decision (epochdb serve --node-id)");
+        return;
+    }
     match shared.promote() {
         Ok(()) => c.out().ok(),
         Err(e) => c.out().error(&format!("ERR promotion failed: {e}")),
@@ -517,7 +521,8 @@ fn primary_info(out: &mut String, shared: &crate::server::Shared) {
                 );
                 let _ = write!(
                     out,
-                    "epochdb_backup{i}:acked_epoch={},replayed_epoch={},lag_epochs={},replay_lag_epochs={},ack_age_ms={},queued_bytes={}\r\n",
+                    "epochdb_backup{i}:node={},acked_epoch={},replayed_epoch={},lag_epochs={},replay_lag_epochs={},ack_age_ms={},queued_bytes={}\r\n",
+                    b.node,
                     b.acked,
                     b.replayed,
                     st.local.saturating_sub(b.acked),
@@ -907,6 +912,9 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
         match (backup.as_ref(), primary_of(shared)) {
             (Some(b), Some((host, port))) => replica_info(&mut out, shared, b, &host, port),
             _ => primary_info(&mut out, shared),
+        }
+        if let Some(lines) = &shared.config.control_info {
+            out.push_str(&(lines.0)());
         }
         out.push_str("\r\n");
     }

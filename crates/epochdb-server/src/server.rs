@@ -82,6 +82,21 @@ pub struct Config {
     /// Serve as a hot standby of this primary instead of opening the
     /// data directory as a database of its own.
     pub replicaof: Option<ReplicaOf>,
+    /// A control plane (`epochdb-control`) decides promotions: `REPLICAOF
+    /// NO ONE` is refused, and [`Promoter`] promotes.
+    pub controlled: bool,
+    /// Lines the control plane adds to `INFO replication`.
+    pub control_info: Option<InfoLines>,
+}
+
+/// `INFO` lines (`field:value\r\n` each) made when INFO is asked.
+#[derive(Clone)]
+pub struct InfoLines(pub Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for InfoLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InfoLines")
+    }
 }
 
 /// A replica's primary (`--replicaof`): the server serves reads at the
@@ -97,11 +112,13 @@ pub struct ReplicaOf {
     /// How long a new replica may wait at start for its primary's
     /// numbered databases.
     pub start_timeout: Duration,
+    /// This node's id in a control plane (0: none), told to the primary.
+    pub node: u64,
 }
 
 impl ReplicaOf {
     pub fn new(primary: impl Into<String>) -> ReplicaOf {
-        ReplicaOf { primary: primary.into(), secret: None, start_timeout: Duration::from_secs(30) }
+        ReplicaOf { primary: primary.into(), secret: None, start_timeout: Duration::from_secs(30), node: 0 }
     }
 }
 
@@ -121,6 +138,8 @@ impl Default for Config {
             slowlog_max_len: 128,
             options: Options::default(),
             replicaof: None,
+            controlled: false,
+            control_info: None,
         }
     }
 }
@@ -282,7 +301,12 @@ fn start_replica(r: &ReplicaOf, options: Options) -> Result<Backup, StartError> 
     let Some(dir) = options.data_dir.clone() else {
         return Err(StartError::Config("a replica needs a data directory (and durability other than off)".into()));
     };
-    let opts = BackupOptions { secret: r.secret.clone(), database: options, ..BackupOptions::new(dir, &r.primary) };
+    let opts = BackupOptions {
+        secret: r.secret.clone(),
+        node: r.node,
+        database: options,
+        ..BackupOptions::new(dir, &r.primary)
+    };
     Ok(Backup::start(opts)?)
 }
 
@@ -423,6 +447,11 @@ impl Server {
         &self.shared.db
     }
 
+    /// A handle that promotes this replica from another thread.
+    pub fn promoter(&self) -> Promoter {
+        Promoter(self.shared.clone())
+    }
+
     /// Stops accepting, closes every connection and waits for the loops.
     pub fn shutdown(mut self) {
         self.shared.stop();
@@ -445,6 +474,27 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shared.stop();
         self.join();
+    }
+}
+
+/// Promotes a replica when a control plane appoints it.
+#[derive(Clone)]
+pub struct Promoter(Arc<Shared>);
+
+impl Promoter {
+    /// Makes the replica a primary in place (nothing to do on a primary).
+    pub fn promote(&self) -> epochdb::Result<()> {
+        self.0.promote()
+    }
+
+    /// Whether it is still a replica.
+    pub fn is_replica(&self) -> bool {
+        self.0.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// Whether the server stopped (SHUTDOWN).
+    pub fn is_stopped(&self) -> bool {
+        self.0.shutdown.load(Ordering::Acquire)
     }
 }
 

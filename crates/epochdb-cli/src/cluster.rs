@@ -1,0 +1,246 @@
+//! `epochdb serve --node-id` and `epochdb witness`: nodes of a control
+//! plane (`epochdb-control`, Raft) that appoints the primary.
+//!
+//! A data node waits until the group has appointed a primary, then serves
+//! as it (under the control plane's lease) or as a replica of it. A
+//! watcher thread follows the appointments: an appointed replica promotes
+//! itself in place; a primary that learns another was appointed exits
+//! with status 3 (its lease has already lapsed, so it released nothing
+//! the new primary lacks), and when restarted it rejoins as a backup,
+//! with the data of its own term set aside (it may hold epochs the new
+//! primary never received).
+
+use crate::args::{failed, CliResult};
+use clap::Args;
+use epochdb_control::{Config as NodeConfig, Node, View};
+use epochdb_server::{Config, InfoLines, ReplicaOf, Server};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit status of a node that learned it is no longer the primary (or
+/// that its primary moved): restart it, and it rejoins as a backup.
+pub const EXIT_DEPOSED: u8 = 3;
+
+/// The control-plane options of `epochdb serve`.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// Be a node of a control plane (a Raft group of data nodes and witnesses) that appoints the primary and
+    /// fences the others; this node's id (unique, not 0). Needs --control-listen, --control-peer and
+    /// --replicate-listen (a concrete address the other nodes reach)
+    #[arg(long, value_name = "ID", requires_all = ["control_listen", "replicate_listen"], conflicts_with = "replicaof")]
+    pub node_id: Option<u64>,
+    /// Where the other control-plane nodes reach this one
+    #[arg(long, value_name = "ADDR", requires = "node_id")]
+    pub control_listen: Option<SocketAddr>,
+    /// Another voter, ID=HOST:PORT (its --control-listen); repeat for every other node, witnesses included
+    #[arg(long = "control-peer", value_name = "ID=HOST:PORT", value_parser = peer, requires = "node_id")]
+    pub control_peers: Vec<(u64, String)>,
+    /// Where this node keeps its Raft log [default: DATA-DIR.control, beside the data directory]
+    #[arg(long, value_name = "DIR", requires = "node_id")]
+    pub control_dir: Option<PathBuf>,
+}
+
+/// A control-plane voter that holds no data, so two machines can keep a
+/// quorum: run it on a third (small) machine
+#[derive(Debug, Args)]
+pub struct WitnessArgs {
+    /// This node's id (unique, not 0)
+    #[arg(long, value_name = "ID")]
+    pub node_id: u64,
+    /// Where the other nodes reach this one
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Another voter, ID=HOST:PORT; repeat for every other node
+    #[arg(long = "peer", value_name = "ID=HOST:PORT", value_parser = peer, required = true)]
+    pub peers: Vec<(u64, String)>,
+    /// Where it keeps its Raft log
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The nodes' shared secret (required beyond loopback); prefer the environment variable
+    #[arg(long, value_name = "SECRET", env = "EPOCHDB_REPLICATION_SECRET", hide_env_values = true)]
+    pub replication_secret: Option<String>,
+}
+
+fn peer(s: &str) -> Result<(u64, String), String> {
+    let (id, addr) = s.split_once('=').ok_or("expected ID=HOST:PORT")?;
+    let id: u64 = id.parse().map_err(|_| format!("{id:?} is not a node id"))?;
+    if id == 0 || !addr.contains(':') {
+        return Err("expected ID=HOST:PORT with an id above 0".into());
+    }
+    Ok((id, addr.to_string()))
+}
+
+fn peers(list: Vec<(u64, String)>) -> CliResult<BTreeMap<u64, String>> {
+    let n = list.len();
+    let map: BTreeMap<u64, String> = list.into_iter().collect();
+    if map.len() != n {
+        return Err("a --control-peer id is given twice".into());
+    }
+    Ok(map)
+}
+
+/// Serves `config` as node `id` of the control plane.
+pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResult<ExitCode> {
+    let id = n.node_id.ok_or("--node-id is required")?;
+    let data = config.options.data_dir.clone().ok_or("a control-plane node needs --durability other than off")?;
+    if !config.options.log_dirs.is_empty() {
+        return Err("a control-plane node keeps its logs in its data directory (no --log-dir): a deposed \
+                    primary sets the whole directory aside when it rejoins"
+            .into());
+    }
+    let replicate = config.options.primary.as_ref().map(|p| p.listen).ok_or("--replicate-listen is required")?;
+    if replicate.port() == 0 || replicate.ip().is_unspecified() {
+        return Err(format!(
+            "--replicate-listen {replicate}: give the address and port the other nodes reach, as they are told it"
+        )
+        .into());
+    }
+    let mut cfg = NodeConfig::new(id, n.control_listen.ok_or("--control-listen is required")?, control_dir(&n, &data));
+    cfg.peers = peers(n.control_peers)?;
+    cfg.secret = secret.clone();
+    cfg.replicate_addr = replicate.to_string();
+    let node = Arc::new(Node::start(cfg).map_err(failed)?);
+    crate::say!("epochdb serve: control node {id} on {}; waiting for the group to appoint a primary", node.addr());
+    let mut v = node.view();
+    // Its own copy of the state may be stale (a deposed primary restarting
+    // would take itself for the primary): wait until it is current.
+    while v.cluster.primary == 0 || !v.current {
+        v = node.wait_change(v.version, Duration::from_secs(5));
+    }
+    config.controlled = true;
+    config.control_info = Some(info_lines(node.clone()));
+    config.options.lease = Some(node.lease());
+    if let Some(p) = config.options.primary.as_mut() {
+        p.membership = Some(node.membership());
+    }
+    if !v.is_primary() {
+        if v.served != 0 {
+            set_aside(&data, v.served)?;
+            node.forget_served();
+        }
+        let primary = v.cluster.primary_addr.clone();
+        config.replicaof = Some(ReplicaOf { secret, node: id, ..ReplicaOf::new(primary) });
+    }
+    let server = Server::start(config).map_err(|e| failed(e.to_string()))?;
+    crate::say!(
+        "epochdb serve: listening on {} as {} (appointment {})",
+        server.local_addr(),
+        describe(&v),
+        v.cluster.appointment
+    );
+    let promoter = server.promoter();
+    let following = v.cluster.primary_addr.clone();
+    std::thread::Builder::new()
+        .name("epochdb-appointments".into())
+        .spawn(move || watch(&node, v, &promoter, &following))
+        .map_err(|e| failed(format!("start the appointment watcher: {e}")))?;
+    server.wait();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The control plane's fields of `INFO replication`.
+fn info_lines(node: Arc<Node>) -> InfoLines {
+    InfoLines(Arc::new(move || {
+        let v = node.view();
+        let in_sync: Vec<String> = v.cluster.in_sync.iter().map(u64::to_string).collect();
+        format!(
+            "epochdb_node_id:{}\r\nepochdb_primary_node:{}\r\nepochdb_appointment:{}\r\nepochdb_in_sync_nodes:{}\r\nepochdb_raft_leader:{}\r\nepochdb_raft_term:{}\r\nepochdb_lease_valid:{}\r\n",
+            v.me,
+            v.cluster.primary,
+            v.cluster.appointment,
+            in_sync.join(","),
+            v.leader,
+            v.raft_term,
+            u8::from(node.lease().is_valid()),
+        )
+    }))
+}
+
+fn describe(v: &View) -> String {
+    if v.is_primary() {
+        "the primary".into()
+    } else {
+        format!("a replica of node {} ({})", v.cluster.primary, v.cluster.primary_addr)
+    }
+}
+
+fn control_dir(n: &NodeArgs, data: &Path) -> PathBuf {
+    n.control_dir.clone().unwrap_or_else(|| {
+        let mut name = data.file_name().unwrap_or_default().to_os_string();
+        name.push(".control");
+        data.with_file_name(name)
+    })
+}
+
+/// Moves a deposed primary's data directory aside (kept, never deleted:
+/// its unreplicated tail is evidence), so it rejoins as a new backup.
+fn set_aside(data: &Path, appointment: u64) -> CliResult<()> {
+    if !data.exists() {
+        return Ok(());
+    }
+    let mut name = data.file_name().unwrap_or_default().to_os_string();
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    name.push(format!(".deposed-{appointment}-{secs}"));
+    let aside = data.with_file_name(name);
+    std::fs::rename(data, &aside)
+        .map_err(|e| failed(format!("set aside {} as {}: {e}", data.display(), aside.display())))?;
+    ::log::warn!(
+        "this node served as primary (appointment {appointment}) and another was appointed since: its data, which may \
+         hold epochs the new primary lacks, is now {}; it rejoins as a new backup",
+        aside.display()
+    );
+    Ok(())
+}
+
+/// Follows the appointments until the server stops.
+fn watch(node: &Node, mut v: View, promoter: &epochdb_server::Promoter, following: &str) {
+    loop {
+        v = node.wait_change(v.version, Duration::from_millis(200));
+        if promoter.is_stopped() {
+            return;
+        }
+        if v.cluster.primary == 0 {
+            continue;
+        }
+        let replica = promoter.is_replica();
+        if v.is_primary() && replica {
+            ::log::info!("control: appointed primary (appointment {}): promoting", v.cluster.appointment);
+            if let Err(e) = promoter.promote() {
+                ::log::error!("control: promotion failed: {e}");
+                std::process::exit(1);
+            }
+        } else if !v.is_primary() && (!replica || v.cluster.primary_addr != following) {
+            let was = if replica { "a replica of a primary that moved" } else { "the primary, deposed" };
+            ::log::error!(
+                "control: node {} is the primary now (appointment {}); this node was {was}: exiting, restart it to \
+                 rejoin as a backup",
+                v.cluster.primary,
+                v.cluster.appointment
+            );
+            std::process::exit(i32::from(EXIT_DEPOSED));
+        }
+    }
+}
+
+/// Runs a witness until killed.
+pub fn witness(a: WitnessArgs) -> CliResult<ExitCode> {
+    let mut cfg = NodeConfig::new(a.node_id, a.listen, a.dir);
+    cfg.peers = peers(a.peers)?;
+    cfg.secret = a.replication_secret;
+    cfg.witness = true;
+    let node = Node::start(cfg).map_err(failed)?;
+    crate::say!("epochdb witness: control node {} on {}", a.node_id, node.addr());
+    let mut v = node.view();
+    let mut told = (u64::MAX, u64::MAX);
+    loop {
+        if (v.cluster.primary, v.cluster.appointment) != told {
+            told = (v.cluster.primary, v.cluster.appointment);
+            crate::say!("epochdb witness: primary node {} (appointment {})", told.0, told.1);
+        }
+        v = node.wait_change(v.version, Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,225 @@
+//! `epochdb serve --node-id` and `epochdb witness` as processes: two data
+//! nodes and a witness. The control plane (Raft) appoints the primary;
+//! kill -9 of the primary makes the in-sync backup the primary with every
+//! acknowledged write, and a primary that was stopped (SIGSTOP, as a
+//! partition or a long pause would) and comes back releases nothing and
+//! exits, deposed.
+
+mod common;
+
+use common::{join_writers, start_writers, Served};
+use std::ffi::OsString;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// Two data nodes (ids 1 and 2) and a witness (id 3) on loopback.
+struct Group {
+    base: PathBuf,
+    control: [u16; 3],
+    replicate: [u16; 2],
+    witness: Child,
+}
+
+impl Group {
+    fn start(name: &str) -> Group {
+        let base = std::env::temp_dir().join(format!("epochdb-cluster-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let control = [free_port(), free_port(), free_port()];
+        let replicate = [free_port(), free_port()];
+        let witness = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+            .args(["witness", "--node-id", "3", "--listen", &format!("127.0.0.1:{}", control[2])])
+            .args(["--peer", &format!("1=127.0.0.1:{}", control[0])])
+            .args(["--peer", &format!("2=127.0.0.1:{}", control[1])])
+            .arg("--dir")
+            .arg(base.join("witness"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the witness");
+        Group { base, control, replicate, witness }
+    }
+
+    /// Starts data node `id` (`--safety sync`) and waits until it serves
+    /// (as the primary or as a replica); returns it and the role line it
+    /// printed.
+    fn node(&self, id: usize) -> (Served, String) {
+        self.node_with(id, "sync")
+    }
+
+    fn node_with(&self, id: usize, safety: &str) -> (Served, String) {
+        let c = |i: usize| format!("127.0.0.1:{}", self.control[i - 1]);
+        let other = 3 - id;
+        let args: Vec<OsString> = [
+            "serve",
+            "--port",
+            "0",
+            "--durability",
+            "log",
+            "--appendfsync",
+            "always",
+            "--threads",
+            "2",
+            "--safety",
+            safety,
+            "--node-id",
+            &id.to_string(),
+            "--control-listen",
+            &c(id),
+            "--control-peer",
+            &format!("{other}={}", c(other)),
+            "--control-peer",
+            &format!("3={}", c(3)),
+            "--replicate-listen",
+            &format!("127.0.0.1:{}", self.replicate[id - 1]),
+        ]
+        .iter()
+        .map(Into::into)
+        .chain([OsString::from("--data-dir"), self.base.join(format!("d{id}")).into_os_string()])
+        .collect();
+        let (child, stderr, mut lines) = common::spawn(&args);
+        let (port, role) = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(rest) = line.split("listening on ").nth(1) {
+                        let addr: std::net::SocketAddr = rest.split_whitespace().next().unwrap().parse().unwrap();
+                        break (addr.port(), line);
+                    }
+                }
+                _ => panic!("node {id} exited before serving: {}", stderr.lock().unwrap()),
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        (Served { child, port, stderr }, role)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = self.witness.kill();
+        let _ = self.witness.wait();
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+fn client(s: &Served) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{}/", s.port)).unwrap().get_connection().unwrap()
+}
+
+/// A field of `INFO replication`.
+fn field(c: &mut redis::Connection, name: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("replication").query(c).unwrap();
+    let prefix = format!("{name}:");
+    info.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_default().to_string()
+}
+
+/// Waits until `primary` holds its lease with `backup` in the committed
+/// in-sync set (so `backup` may take over with everything released).
+fn wait_in_sync(primary: &Served, backup: usize) {
+    let mut c = client(primary);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while field(&mut c, "epochdb_in_sync_nodes") != backup.to_string() || field(&mut c, "epochdb_lease_valid") != "1" {
+        assert!(Instant::now() < deadline, "node {backup} never came in sync: {}", primary.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Writes on `s` until a durable reply comes (it is the primary, with a
+/// lease); returns how long that took.
+fn until_it_takes_writes(s: &Served, key: &str) -> Duration {
+    let start = Instant::now();
+    let mut c = client(s);
+    while redis::cmd("SET").arg(key).arg(1).query::<()>(&mut c).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(30), "it never took writes: {}", s.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    start.elapsed()
+}
+
+fn kill(s: &mut Served) {
+    s.child.kill().unwrap(); // SIGKILL
+    s.child.wait().unwrap();
+}
+
+#[test]
+fn the_in_sync_backup_takes_over_with_every_acknowledged_write() {
+    let g = Group::start("failover");
+    let (a, role) = g.node(1);
+    let mut nodes = [Some(a), None];
+    std::thread::sleep(Duration::from_millis(200));
+    nodes[1] = Some(g.node(2).0);
+    // A new group appoints whichever data node wins the first election.
+    let mut primary = if role.contains("as the primary") { 1 } else { 2 };
+    let mut times = Vec::new();
+    for round in 0..4u64 {
+        let backup = 3 - primary;
+        let p = nodes[primary - 1].as_mut().unwrap();
+        wait_in_sync(p, backup);
+        let writers = start_writers(&format!("redis://127.0.0.1:{}/", p.port), round * 1_000_000);
+        std::thread::sleep(Duration::from_millis(200 + 150 * round));
+        kill(p);
+        let killed = Instant::now();
+        let acked = join_writers(writers, p);
+        let b = nodes[backup - 1].as_ref().unwrap();
+        until_it_takes_writes(b, &format!("round{round}"));
+        times.push(killed.elapsed());
+        let mut c = client(b);
+        for (w, (a, _)) in acked.iter().enumerate() {
+            let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
+            assert!(got >= *a, "round {round}: writer {w} acked {a:?}, node {backup} has {got:?}: {}", b.log());
+        }
+        let incrs: i64 = acked.iter().map(|a| a.1).sum();
+        assert!(incrs > 0, "round {round}: no write acknowledged before the kill");
+        // The killed node comes back as the new primary's backup.
+        let (back, role) = g.node(primary);
+        assert!(role.contains(&format!("a replica of node {backup}")), "{role}: {}", back.log());
+        nodes[primary - 1] = Some(back);
+        primary = backup;
+    }
+    eprintln!("kill -9 of the primary to a durable write on the new one: {times:?}");
+    assert!(times.iter().all(|t| *t < Duration::from_secs(10)), "{times:?}");
+    for n in nodes.iter_mut().flatten() {
+        kill(n);
+    }
+}
+
+/// Under `async`, where no backup's acknowledgement holds release back,
+/// only the lease fences the stopped primary.
+#[test]
+fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
+    let g = Group::start("fence");
+    let (a, role) = g.node_with(1, "async");
+    let b = g.node_with(2, "async").0;
+    let (mut p, b, backup) = if role.contains("as the primary") { (a, b, 2) } else { (b, a, 1) };
+    wait_in_sync(&p, backup);
+    let pid = p.child.id().to_string();
+    let signal = |sig: &str| assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    let mut c = client(&p); // connected while it runs
+    signal("-STOP");
+    // A write sent to the stopped primary waits in its socket.
+    let fenced = std::thread::spawn(move || redis::cmd("SET").arg("fenced").arg(1).query::<()>(&mut c));
+    let took = until_it_takes_writes(&b, "after");
+    eprintln!("a stopped primary replaced in {took:?}");
+    signal("-CONT");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the deposed primary did not exit: {}", p.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3), "{}", p.log());
+    assert!(fenced.join().unwrap().is_err(), "the deposed primary acknowledged a durable write");
+    assert!(p.log().contains("deposed"), "{}", p.log());
+    let got: Option<i64> = redis::cmd("GET").arg("fenced").query(&mut client(&b)).unwrap();
+    assert_eq!(got, None, "a write to the deposed primary reached the new one");
+    kill(&mut p);
+    let mut b = b;
+    kill(&mut b);
+}

@@ -19,6 +19,8 @@
 //! releases commits only under that lease. ARCHITECTURE.md ("Control
 //! plane") has the safety argument; FORMAT.md its bytes.
 
+#[cfg(test)]
+mod sim;
 pub mod state;
 mod storage;
 mod transport;
@@ -61,6 +63,10 @@ pub struct Config {
     /// Ticks without a leader before a data node campaigns (randomized up
     /// to twice this); also what a lease is derived from.
     pub election_ticks: usize,
+    /// Replaces the lease's length: only for the simulation's check that
+    /// a lease longer than the rule allows is caught.
+    #[doc(hidden)]
+    pub lease_override: Option<Duration>,
 }
 
 impl Config {
@@ -75,6 +81,7 @@ impl Config {
             replicate_addr: String::new(),
             tick: Duration::from_millis(20),
             election_ticks: 25,
+            lease_override: None,
         }
     }
 
@@ -85,6 +92,9 @@ impl Config {
     /// before `(election_ticks - 1) * tick` after the confirming round was
     /// sent; one more tick and 10% are left for clock rates and the check.
     pub fn lease(&self) -> Duration {
+        if let Some(l) = self.lease_override {
+            return l;
+        }
         self.tick * (self.election_ticks.saturating_sub(2) as u32) * 9 / 10
     }
 
@@ -148,6 +158,20 @@ struct Shared {
     stop: AtomicBool,
 }
 
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            view: Mutex::new(View::default()),
+            changed: Condvar::new(),
+            lease: Arc::new(Lease::expired()),
+            wanted: Mutex::new(None),
+            forget: AtomicBool::new(false),
+            subscribers: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -166,59 +190,18 @@ impl Node {
         let mut voters: Vec<u64> = cfg.peers.keys().copied().chain([cfg.id]).collect();
         voters.sort_unstable();
         let log = Log::open(&cfg.dir, &voters)?;
-        let cluster = Cluster::decode(log.snapshot_state().1).ok_or("control: the snapshot does not decode")?;
-        let applied = log.snapshot_state().0;
-        let served = log.served;
-        let raft_cfg = raft::Config {
-            id: cfg.id,
-            election_tick: cfg.election_ticks,
-            heartbeat_tick: (cfg.election_ticks / 8).max(1),
-            // Raft's own timer never campaigns: the loop below does, and
-            // only on a node that may become the primary.
-            min_election_tick: 1 << 40,
-            max_election_tick: (1 << 40) + 1,
-            check_quorum: true,
-            pre_vote: true,
-            applied,
-            ..raft::Config::default()
-        };
-        let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let raw = RawNode::new(&raft_cfg, log, &logger).map_err(|e| format!("control: start Raft: {e}"))?;
         let listener = TcpListener::bind(cfg.listen).map_err(|e| format!("control: listen on {}: {e}", cfg.listen))?;
         let (tx, rx) = channel();
         let secret = cfg.secret.clone().unwrap_or_default().into_bytes();
         let transport = Transport::start(cfg.id, listener, &cfg.peers, secret, tx)
             .map_err(|e| format!("control: start the transport: {e}"))?;
         let addr = transport.addr();
-        let shared = Arc::new(Shared {
-            view: Mutex::new(View { me: cfg.id, cluster: cluster.clone(), served, ..View::default() }),
-            changed: Condvar::new(),
-            lease: Arc::new(Lease::expired()),
-            wanted: Mutex::new(None),
-            forget: AtomicBool::new(false),
-            subscribers: Mutex::new(Vec::new()),
-            stop: AtomicBool::new(false),
-        });
-        let mut node = Looper {
-            seed: u64::from(addr.port()) ^ (cfg.id << 32) ^ Instant::now().elapsed().as_nanos() as u64,
-            raw,
-            transport,
-            cluster,
-            applied,
-            campaign_after: 0,
-            pending: None,
-            rounds: 0,
-            confirmed: None,
-            current: false,
-            role: (false, 0, 0),
-            proposed: None,
-            shared: shared.clone(),
-            cfg,
-        };
-        node.campaign_after = node.random_timeout();
+        let shared = Arc::new(Shared::new());
+        let seed = u64::from(addr.port()) ^ (cfg.id << 32) ^ std::process::id() as u64;
+        let core = Core::new(cfg, log, shared.clone(), seed)?;
         let thread = std::thread::Builder::new()
             .name("epochdb-control".into())
-            .spawn(move || node.run(&rx))
+            .spawn(move || run(core, &transport, &rx))
             .map_err(|e| format!("control: start the node's thread: {e}"))?;
         Ok(Node { shared, thread: Some(thread), addr })
     }
@@ -268,6 +251,38 @@ impl Drop for Node {
     }
 }
 
+/// Drives `core` in real time: messages as they arrive, a tick every
+/// `tick` (never more ticks than time passed: a follower's count of ticks
+/// since it heard the leader is what leases rest on).
+fn run(mut core: Core, transport: &Transport, rx: &Receiver<Message>) {
+    let mut next_tick = Instant::now() + core.cfg.tick;
+    while !core.shared.stop.load(Ordering::Acquire) {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(wait) {
+            Ok(m) => core.step(m),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while let Ok(m) = rx.try_recv() {
+            core.step(m);
+        }
+        while Instant::now() >= next_tick {
+            core.tick(Instant::now());
+            next_tick += core.cfg.tick;
+        }
+        match core.ready() {
+            Ok(out) => out.into_iter().for_each(|m| transport.send(m)),
+            Err(e) => {
+                // Raft's state could not be made durable: this node must
+                // not vote or lead on state it may lose.
+                ::log::error!("control: {e}; this node stops");
+                core.shared.lease.revoke();
+                return;
+            }
+        }
+    }
+}
+
 /// The engine's view of the committed in-sync set.
 struct InSync(Arc<Shared>);
 
@@ -285,11 +300,12 @@ impl Membership for InSync {
     }
 }
 
-/// The node's thread: owns the `RawNode`.
-struct Looper {
+/// A node's logic: owns the `RawNode`, and is driven by [`run`] (real
+/// time, TCP) or by the simulation (simulated time and network). It never
+/// reads the clock: every step is given the time.
+struct Core {
     cfg: Config,
     raw: RawNode<Log>,
-    transport: Transport,
     cluster: Cluster,
     applied: u64,
     /// Ticks without a leader after which this node campaigns.
@@ -305,13 +321,15 @@ struct Looper {
     current: bool,
     /// (leading, term, leader) when the rounds began.
     role: (bool, u64, u64),
+    /// Leadership hand-overs tried (each to the next candidate).
+    transfers: usize,
     /// The last command proposed, not yet seen applied.
     proposed: Option<(Command, Instant)>,
     shared: Arc<Shared>,
     seed: u64,
 }
 
-impl Looper {
+impl Core {
     fn random_timeout(&mut self) -> usize {
         // xorshift: spreads the nodes' campaigns; no need for a crate.
         self.seed ^= self.seed << 13;
@@ -321,34 +339,49 @@ impl Looper {
         n + (self.seed % n as u64) as usize
     }
 
-    fn run(&mut self, rx: &Receiver<Message>) {
-        let mut next_tick = Instant::now() + self.cfg.tick;
-        while !self.shared.stop.load(Ordering::Acquire) {
-            let wait = next_tick.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(wait) {
-                Ok(m) => self.step(m),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-            while let Ok(m) = rx.try_recv() {
-                self.step(m);
-            }
-            // Never more ticks than time passed: a follower's count of
-            // ticks since it heard the leader is what leases rest on.
-            while Instant::now() >= next_tick {
-                self.raw.tick();
-                next_tick += self.cfg.tick;
-                self.tick_duties();
-            }
-            if let Err(e) = self.handle_ready() {
-                // Raft's state could not be made durable: this node must
-                // not vote or lead on state it may lose.
-                ::log::error!("control: {e}; this node stops");
-                self.shared.lease.revoke();
-                return;
-            }
-            self.publish();
-        }
+    fn new(cfg: Config, log: Log, shared: Arc<Shared>, seed: u64) -> Result<Core, String> {
+        let cluster = Cluster::decode(log.snapshot_state().1).ok_or("control: the snapshot does not decode")?;
+        let applied = log.snapshot_state().0;
+        *lock(&shared.view) = View { me: cfg.id, cluster: cluster.clone(), served: log.served, ..View::default() };
+        let raft_cfg = raft::Config {
+            id: cfg.id,
+            election_tick: cfg.election_ticks,
+            heartbeat_tick: (cfg.election_ticks / 8).max(1),
+            // Raft's own timer never campaigns: `tick` does, and only on a
+            // node that may become the primary.
+            min_election_tick: 1 << 40,
+            max_election_tick: (1 << 40) + 1,
+            check_quorum: true,
+            pre_vote: true,
+            applied,
+            ..raft::Config::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raw = RawNode::new(&raft_cfg, log, &logger).map_err(|e| format!("control: start Raft: {e}"))?;
+        let mut core = Core {
+            seed: seed | 1,
+            raw,
+            cluster,
+            applied,
+            campaign_after: 0,
+            pending: None,
+            rounds: 0,
+            confirmed: None,
+            current: false,
+            role: (false, 0, 0),
+            transfers: 0,
+            proposed: None,
+            shared,
+            cfg,
+        };
+        core.campaign_after = core.random_timeout();
+        Ok(core)
+    }
+
+    /// One Raft tick at `now`, and what the node does on a tick.
+    fn tick(&mut self, now: Instant) {
+        self.raw.tick();
+        self.tick_duties(now);
     }
 
     fn step(&mut self, m: Message) {
@@ -361,7 +394,7 @@ impl Looper {
         !self.cfg.witness && self.cluster.eligible(self.cfg.id)
     }
 
-    fn tick_duties(&mut self) {
+    fn tick_duties(&mut self, now: Instant) {
         let r = &self.raw.raft;
         let role = (r.state == StateRole::Leader, r.term, r.leader_id);
         if role != self.role {
@@ -379,15 +412,32 @@ impl Looper {
         // One ReadIndex round at a time: on the leader it renews the lease;
         // on a follower (forwarded to the leader) it tells when this node's
         // view is current. A round unanswered for long is replaced.
-        if role.2 != 0 && self.pending.is_none_or(|(_, at)| at.elapsed() > self.cfg.lease() * 2) {
+        if role.2 != 0 && self.pending.is_none_or(|(_, at)| now.saturating_duration_since(at) > self.cfg.lease() * 2) {
             self.rounds += 1;
-            self.pending = Some((self.rounds, Instant::now()));
+            self.pending = Some((self.rounds, now));
             self.raw.read_index(self.rounds.to_le_bytes().to_vec());
         }
         if !role.0 {
             return;
         }
         let me = self.cfg.id;
+        if self.current && !self.eligible() {
+            // A leader that may not be the primary (it was eligible when it
+            // campaigned; an in-sync change committed under it says no
+            // more) hands the leadership to one that may, or the group
+            // would wait on it forever. It holds no lease, so the
+            // transferee's forced election fences nobody.
+            let candidates: Vec<u64> = [self.cluster.primary]
+                .into_iter()
+                .chain(self.cluster.in_sync.iter().copied())
+                .filter(|&n| n != 0 && n != me)
+                .collect();
+            if self.raw.raft.lead_transferee.is_none() && !candidates.is_empty() {
+                self.transfers += 1;
+                self.raw.transfer_leader(candidates[self.transfers % candidates.len()]);
+            }
+            return;
+        }
         let want = if self.cluster.primary != me && self.eligible() {
             Some(Command::Appoint { node: me, addr: self.cfg.replicate_addr.clone() })
         } else if self.cluster.primary == me {
@@ -400,20 +450,29 @@ impl Looper {
         // Proposed only once this leader's view is current (a confirmed
         // read), and again only if the last one did not take effect soon.
         if let Some(c) = want.filter(|_| self.current) {
-            let repeat = self.proposed.as_ref().is_some_and(|(p, at)| *p == c && at.elapsed() < self.cfg.tick * 10);
+            let repeat = (self.proposed.as_ref())
+                .is_some_and(|(p, at)| *p == c && now.saturating_duration_since(*at) < self.cfg.tick * 10);
             if !repeat {
                 let _ = self.raw.propose(Vec::new(), c.encode());
-                self.proposed = Some((c, Instant::now()));
+                self.proposed = Some((c, now));
             }
         }
     }
 
-    fn handle_ready(&mut self) -> Result<(), String> {
-        if !self.raw.has_ready() {
-            return Ok(());
+    /// Handles Raft's ready state: persists, applies, and returns the
+    /// messages to send. Then publishes the view.
+    fn ready(&mut self) -> Result<Vec<Message>, String> {
+        let mut out = Vec::new();
+        if self.raw.has_ready() {
+            self.handle_ready(&mut out)?;
         }
+        self.publish();
+        Ok(out)
+    }
+
+    fn handle_ready(&mut self, out: &mut Vec<Message>) -> Result<(), String> {
         let mut rd = self.raw.ready();
-        self.send(rd.take_messages());
+        out.extend(rd.take_messages());
         let served = self.raw.store().served;
         let mut dirty = false;
         if !rd.snapshot().is_empty() {
@@ -435,13 +494,13 @@ impl Looper {
         if dirty || self.apply_forget() || served != self.raw.store().served {
             self.raw.store().persist()?;
         }
-        self.send(rd.take_persisted_messages());
+        out.extend(rd.take_persisted_messages());
         let mut light = self.raw.advance(rd);
         if let Some(commit) = light.commit_index() {
             self.raw.mut_store().hs.commit = commit;
             self.raw.store().persist()?;
         }
-        self.send(light.take_messages());
+        out.extend(light.take_messages());
         self.apply(light.take_committed_entries());
         self.raw.advance_apply();
         self.renew();
@@ -454,10 +513,6 @@ impl Looper {
         }
         self.raw.mut_store().served = 0;
         true
-    }
-
-    fn send(&self, msgs: Vec<Message>) {
-        msgs.into_iter().for_each(|m| self.transport.send(m));
     }
 
     fn restore(&mut self, s: Snapshot) {

@@ -25,7 +25,7 @@ const KEEP: usize = 64;
 /// What a node's Raft log holds; the `raft::Storage` of its `RawNode`.
 #[derive(Debug)]
 pub struct Log {
-    dir: PathBuf,
+    disk: Disk,
     pub hs: HardState,
     voters: Vec<u64>,
     /// The snapshot: the state applied through `snap_index`.
@@ -45,13 +45,38 @@ pub struct Log {
 /// Why a control directory could not be used.
 pub type Error = String;
 
+/// Where a log is kept: a directory, or (the simulation) bytes in memory
+/// that survive the node's crash.
+#[derive(Debug, Clone)]
+pub enum Disk {
+    Dir(PathBuf),
+    #[cfg_attr(not(test), allow(dead_code))]
+    Memory(std::sync::Arc<std::sync::Mutex<Option<Vec<u8>>>>),
+}
+
 impl Log {
     /// Opens the log in `dir`, or starts an empty one with `voters`.
     pub fn open(dir: &Path, voters: &[u64]) -> Result<Log, Error> {
         fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-        let path = dir.join(FILE);
+        Log::load(Disk::Dir(dir.to_path_buf()), voters)
+    }
+
+    /// Opens the log kept on `disk`.
+    pub fn load(disk: Disk, voters: &[u64]) -> Result<Log, Error> {
+        let (bytes, name) = match &disk {
+            Disk::Dir(dir) => {
+                let path = dir.join(FILE);
+                let name = path.display().to_string();
+                match fs::read(&path) {
+                    Ok(b) => (Some(b), name),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, name),
+                    Err(e) => return Err(format!("read {name}: {e}")),
+                }
+            }
+            Disk::Memory(m) => (m.lock().unwrap_or_else(|e| e.into_inner()).clone(), "the simulated disk".into()),
+        };
         let mut log = Log {
-            dir: dir.to_path_buf(),
+            disk,
             hs: HardState::default(),
             voters: voters.to_vec(),
             snap_index: 0,
@@ -61,15 +86,11 @@ impl Log {
             served: 0,
             applied: (0, 0, Vec::new()),
         };
-        match fs::read(&path) {
-            Ok(b) => log.decode(&b).ok_or_else(|| format!("{} is damaged (or not a control log)", path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(log),
-            Err(e) => return Err(format!("read {}: {e}", path.display())),
-        }
+        let Some(bytes) = bytes else { return Ok(log) };
+        log.decode(&bytes).ok_or_else(|| format!("{name} is damaged (or not a control log)"))?;
         if log.voters != voters {
             return Err(format!(
-                "{} was made for the voters {:?}, not {voters:?}: a cluster's members cannot change yet",
-                path.display(),
+                "{name} was made for the voters {:?}, not {voters:?}: a cluster's members cannot change yet",
                 log.voters
             ));
         }
@@ -136,13 +157,20 @@ impl Log {
     /// Writes the whole log, durably.
     pub fn persist(&self) -> Result<(), Error> {
         let bytes = self.encode();
-        let (tmp, path) = (self.dir.join("raft.tmp"), self.dir.join(FILE));
+        let dir = match &self.disk {
+            Disk::Dir(dir) => dir,
+            Disk::Memory(m) => {
+                *m.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes);
+                return Ok(());
+            }
+        };
+        let (tmp, path) = (dir.join("raft.tmp"), dir.join(FILE));
         let io = |what: &str, e: std::io::Error| format!("{what} {}: {e}", tmp.display());
         let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
         f.write_all(&bytes).map_err(|e| io("write", e))?;
         f.sync_data().map_err(|e| io("sync", e))?;
         fs::rename(&tmp, &path).map_err(|e| io("rename", e))?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| io("sync the directory of", e))
+        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("sync the directory of", e))
     }
 
     fn encode(&self) -> Vec<u8> {

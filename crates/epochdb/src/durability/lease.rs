@@ -59,7 +59,12 @@ impl Lease {
 
     /// Whether releases are allowed now.
     pub fn is_valid(&self) -> bool {
-        nanos(Instant::now()) < self.until.load(Ordering::Acquire)
+        self.is_valid_at(Instant::now())
+    }
+
+    /// Whether releases are allowed at `t` (a simulation's clock).
+    pub fn is_valid_at(&self, t: Instant) -> bool {
+        nanos(t) < self.until.load(Ordering::Acquire)
     }
 
     /// Calls `f` after each renewal that extends the lease.

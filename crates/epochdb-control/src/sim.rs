@@ -362,6 +362,6 @@ mod tests {
         let long = Duration::from_millis(20 * 25 * 3);
         let caught = (1..=40u64).find_map(|seed| run(seed, 2, 1, 40, Some(long)).violation.map(|v| (seed, v)));
         let (seed, v) = caught.expect("a lease longer than the election timeout went unnoticed in 40 seeds");
-        assert!(v.contains("lease"), "seed {seed}: {v}");
+        assert!(v.contains("hold a valid lease at once"), "seed {seed}: {v}");
     }
 }

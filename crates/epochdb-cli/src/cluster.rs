@@ -12,14 +12,15 @@
 
 use crate::args::{failed, CliResult};
 use clap::Args;
+use epochdb::Database;
 use epochdb_control::{Config as NodeConfig, Node, View};
-use epochdb_server::{Config, InfoLines, ReplicaOf, Server};
+use epochdb_server::{Config, InfoLines, ReplicaOf, Server, Switchover};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Exit status of a node that learned it is no longer the primary (or
 /// that its primary moved): restart it, and it rejoins as a backup.
@@ -113,6 +114,8 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     }
     config.controlled = true;
     config.control_info = Some(info_lines(node.clone()));
+    let n = node.clone();
+    config.switchover = Some(Switchover(Arc::new(move || n.request_handover())));
     config.options.lease = Some(node.lease());
     if let Some(p) = config.options.primary.as_mut() {
         p.membership = Some(node.membership());
@@ -134,9 +137,10 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     );
     let promoter = server.promoter();
     let following = v.cluster.primary_addr.clone();
+    let db = server.database().clone();
     std::thread::Builder::new()
         .name("epochdb-appointments".into())
-        .spawn(move || watch(&node, v, &promoter, &following))
+        .spawn(move || watch(&node, v, &promoter, &db, &following))
         .map_err(|e| failed(format!("start the appointment watcher: {e}")))?;
     server.wait();
     Ok(ExitCode::SUCCESS)
@@ -197,7 +201,7 @@ fn set_aside(data: &Path, appointment: u64) -> CliResult<()> {
 }
 
 /// Follows the appointments until the server stops.
-fn watch(node: &Node, mut v: View, promoter: &epochdb_server::Promoter, following: &str) {
+fn watch(node: &Node, mut v: View, promoter: &epochdb_server::Promoter, db: &Database, following: &str) {
     loop {
         v = node.wait_change(v.version, Duration::from_millis(200));
         if promoter.is_stopped() {
@@ -207,7 +211,9 @@ fn watch(node: &Node, mut v: View, promoter: &epochdb_server::Promoter, followin
             continue;
         }
         let replica = promoter.is_replica();
-        if v.is_primary() && replica {
+        if v.is_primary() && !replica && v.cluster.handover != 0 {
+            hand_over(node, db, v.cluster.handover);
+        } else if v.is_primary() && replica {
             ::log::info!("control: appointed primary (appointment {}): promoting", v.cluster.appointment);
             if let Err(e) = promoter.promote() {
                 ::log::error!("control: promotion failed: {e}");
@@ -223,6 +229,48 @@ fn watch(node: &Node, mut v: View, promoter: &epochdb_server::Promoter, followin
             );
             std::process::exit(i32::from(EXIT_DEPOSED));
         }
+    }
+}
+
+/// A planned switchover to `to`, on the primary: stop releasing, wait
+/// until `to` has persisted everything released, and hand it the Raft
+/// leadership; it is then elected and appointed, and this node, deposed,
+/// exits. Nothing released is lost in any safety mode (what was committed
+/// here and not released had no reply, and `to` keeps whatever of it it
+/// persisted). If `to` does not catch up or take over in time, the
+/// switchover is cancelled and releases go on.
+fn hand_over(node: &Node, db: &Database, to: u64) {
+    ::log::info!("control: switchover to node {to}: releases stop until it has everything released");
+    node.suspend_lease();
+    // A release that passed the lease check just before the suspension
+    // stores within nanoseconds; read the released epoch after that.
+    std::thread::sleep(Duration::from_millis(10));
+    let released = db.durable_epoch();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let caught_up =
+        || db.replication_status().is_some_and(|st| st.backups.iter().any(|b| b.node == to && b.acked >= released));
+    while !caught_up() {
+        if Instant::now() >= deadline {
+            ::log::error!(
+                "control: switchover to node {to} cancelled: it did not persist epoch {released} within 10 s"
+            );
+            node.cancel_handover();
+            node.resume_lease();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    node.transfer(to);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut v = node.view();
+    while v.is_primary() {
+        if Instant::now() >= deadline {
+            ::log::error!("control: switchover to node {to} cancelled: it did not take the leadership within 5 s");
+            node.cancel_handover();
+            node.resume_lease();
+            return;
+        }
+        v = node.wait_change(v.version, Duration::from_millis(50));
     }
 }
 

@@ -144,7 +144,16 @@ pub fn promote(a: PromoteArgs) -> CliResult<ExitCode> {
     }
     let started = std::time::Instant::now();
     c.ok(&["REPLICAOF", "NO", "ONE"])?;
-    let after = replication_info(&mut c)?;
+    let mut after = replication_info(&mut c)?;
+    // Under a control plane the answer means "asked": the primary hands
+    // over, then this node is appointed and promotes itself.
+    while field(&after, "role") != "master" {
+        if started.elapsed() > c.timeout {
+            return Err(failed(format!("not a primary after {:?} (see --timeout)", c.timeout)));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        after = replication_info(&mut c)?;
+    }
     crate::say!(
         "epochdb promote: {}:{} is a primary in term {} from epoch {}, keeping the old term's epochs <= {} (it had \
          shown epoch {}); {:.3} s",

@@ -223,3 +223,42 @@ fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
     let mut b = b;
     kill(&mut b);
 }
+
+/// `epochdb promote` of a controlled replica is a planned switchover: the
+/// primary stops releasing, waits for the replica to have everything it
+/// released, and hands over. Under `async` too, no acknowledged write is
+/// lost; the old primary exits deposed.
+#[test]
+fn a_planned_switchover_loses_no_acknowledged_write_even_async() {
+    let g = Group::start("switchover");
+    let (a, role) = g.node_with(1, "async");
+    let b = g.node_with(2, "async").0;
+    let (mut p, b, backup) = if role.contains("as the primary") { (a, b, 2) } else { (b, a, 1) };
+    wait_in_sync(&p, backup);
+    let writers = start_writers(&format!("redis://127.0.0.1:{}/", p.port), 0);
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(["promote", "--timeout", "30", "--port", &b.port.to_string()])
+        .output()
+        .expect("run epochdb promote");
+    let took = started.elapsed();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}; the primary said: {}", String::from_utf8_lossy(&out.stderr), p.log());
+    eprintln!("switchover: {took:?}: {said}");
+    let status = p.child.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "the old primary: {}", p.log());
+    let acked = join_writers(writers, &p);
+    let mut c = client(&b);
+    for (w, (a, _)) in acked.iter().enumerate() {
+        assert!(a.is_some(), "writer {w} had no reply before the switchover");
+        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
+        assert!(got >= *a, "writer {w} acked {a:?}, the new primary has {got:?}: {}", b.log());
+    }
+    let incrs: i64 = acked.iter().map(|a| a.1).sum();
+    let total: i64 = redis::cmd("GET").arg("total").query(&mut c).unwrap();
+    assert!(total >= incrs, "{incrs} INCRs acknowledged, the new primary has {total}");
+    until_it_takes_writes(&b, "after");
+    let mut b = b;
+    kill(&mut b);
+}

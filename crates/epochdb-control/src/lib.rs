@@ -156,6 +156,17 @@ struct Shared {
     forget: AtomicBool,
     subscribers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
     stop: AtomicBool,
+    /// Asked of the node's thread by other threads.
+    requests: Mutex<Vec<Request>>,
+    /// A switchover holds the lease back: no renewal while set (held
+    /// while renewing, so a renewal never follows a suspension).
+    suspended: Mutex<bool>,
+}
+
+/// What another thread asks of the node's thread.
+enum Request {
+    Propose(Command),
+    Transfer(u64),
 }
 
 impl Shared {
@@ -168,6 +179,8 @@ impl Shared {
             forget: AtomicBool::new(false),
             subscribers: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            requests: Mutex::new(Vec::new()),
+            suspended: Mutex::new(false),
         }
     }
 }
@@ -238,6 +251,85 @@ impl Node {
     /// aside (a deposed primary rejoining as a backup starts empty).
     pub fn forget_served(&self) {
         self.shared.forget.store(true, Ordering::Release);
+    }
+
+    /// Asks for a planned switchover to this node, a backup in the
+    /// in-sync set (`REPLICAOF NO ONE` on a controlled replica). The
+    /// primary's node sees it in its view (`cluster.handover`), and its
+    /// owner hands over: [`Node::suspend_lease`], wait until this node has
+    /// everything released, [`Node::transfer`].
+    pub fn request_handover(&self) -> Result<(), String> {
+        Handle(self.shared.clone()).request_handover()
+    }
+
+    /// Ends a switchover that could not finish (the primary goes on).
+    pub fn cancel_handover(&self) {
+        Handle(self.shared.clone()).cancel_handover()
+    }
+
+    /// Ends this node's lease now and renews it no more until
+    /// [`Node::resume_lease`]: its engine releases nothing from here on.
+    pub fn suspend_lease(&self) {
+        Handle(self.shared.clone()).suspend_lease()
+    }
+
+    pub fn resume_lease(&self) {
+        Handle(self.shared.clone()).resume_lease()
+    }
+
+    /// Hands this leader's leadership to `to` (a switchover's last step;
+    /// `to`'s election is forced past the followers' leases, so this
+    /// node's own lease must be suspended first).
+    pub fn transfer(&self, to: u64) {
+        Handle(self.shared.clone()).transfer(to)
+    }
+}
+
+/// What a node's owner asks of it from another thread (and what the
+/// simulation asks of a simulated node).
+struct Handle(Arc<Shared>);
+
+impl Handle {
+    fn view(&self) -> View {
+        lock(&self.0.view).clone()
+    }
+
+    fn request_handover(&self) -> Result<(), String> {
+        let v = self.view();
+        if v.is_primary() {
+            return Err("this node is the primary already".into());
+        }
+        if !v.current || v.cluster.primary == 0 {
+            return Err("this node does not know the current primary yet".into());
+        }
+        if !v.cluster.eligible(v.me) {
+            return Err(format!(
+                "node {} is not in the in-sync set {:?}: it may lack what the primary released",
+                v.me, v.cluster.in_sync
+            ));
+        }
+        let c = Command::Handover { appointment: v.cluster.appointment, to: v.me };
+        lock(&self.0.requests).push(Request::Propose(c));
+        Ok(())
+    }
+
+    fn cancel_handover(&self) {
+        let appointment = self.view().cluster.appointment;
+        lock(&self.0.requests).push(Request::Propose(Command::Handover { appointment, to: 0 }));
+    }
+
+    fn suspend_lease(&self) {
+        let mut s = lock(&self.0.suspended);
+        *s = true;
+        self.0.lease.revoke();
+    }
+
+    fn resume_lease(&self) {
+        *lock(&self.0.suspended) = false;
+    }
+
+    fn transfer(&self, to: u64) {
+        lock(&self.0.requests).push(Request::Transfer(to));
     }
 }
 
@@ -388,6 +480,12 @@ impl Core {
         if let Err(e) = self.raw.step(m) {
             ::log::debug!("control: step: {e}");
         }
+        // Stepped down (a higher term): no lease from here on, without
+        // waiting for the next tick. (The lease's length alone already
+        // keeps it from overlapping a successor's; this is sooner.)
+        if self.raw.raft.state != StateRole::Leader {
+            self.shared.lease.revoke();
+        }
     }
 
     fn eligible(&self) -> bool {
@@ -404,7 +502,13 @@ impl Core {
         }
         if !role.0 {
             self.shared.lease.revoke();
-            if self.eligible() && r.election_elapsed >= self.campaign_after {
+            // A node that may be appointed campaigns first. The others
+            // (a backup out of sync, a witness) campaign too, later: the
+            // only eligible node's log may be stale (it cannot win a vote),
+            // and a leader that may not be primary brings its log up to
+            // date and hands it the leadership (below).
+            let late = if self.eligible() { 0 } else { 2 * self.cfg.election_ticks };
+            if r.election_elapsed >= self.campaign_after + late {
                 self.campaign_after = self.random_timeout();
                 let _ = self.raw.campaign();
             }
@@ -417,6 +521,17 @@ impl Core {
             self.pending = Some((self.rounds, now));
             self.raw.read_index(self.rounds.to_le_bytes().to_vec());
         }
+        let requests = std::mem::take(&mut *lock(&self.shared.requests));
+        for r in requests {
+            match r {
+                // A follower forwards a proposal to the leader.
+                Request::Propose(c) if role.2 != 0 => {
+                    let _ = self.raw.propose(Vec::new(), c.encode());
+                }
+                Request::Transfer(to) if role.0 => self.raw.transfer_leader(to),
+                _ => {}
+            }
+        }
         if !role.0 {
             return;
         }
@@ -427,11 +542,14 @@ impl Core {
             // more) hands the leadership to one that may, or the group
             // would wait on it forever. It holds no lease, so the
             // transferee's forced election fences nobody.
-            let candidates: Vec<u64> = [self.cluster.primary]
-                .into_iter()
-                .chain(self.cluster.in_sync.iter().copied())
-                .filter(|&n| n != 0 && n != me)
-                .collect();
+            // With none appointed yet any data node may be; which peers
+            // are witnesses is not known here, and a witness hands on too.
+            let candidates: Vec<u64> = if self.cluster.primary == 0 {
+                self.cfg.peers.keys().copied().collect()
+            } else {
+                [self.cluster.primary].into_iter().chain(self.cluster.in_sync.iter().copied()).collect()
+            };
+            let candidates: Vec<u64> = candidates.into_iter().filter(|&n| n != 0 && n != me).collect();
             if self.raw.raft.lead_transferee.is_none() && !candidates.is_empty() {
                 self.transfers += 1;
                 self.raw.transfer_leader(candidates[self.transfers % candidates.len()]);
@@ -580,7 +698,10 @@ impl Core {
         self.confirmed = None;
         self.current = true;
         if self.raw.raft.state == StateRole::Leader && self.cluster.primary == self.cfg.id {
-            self.shared.lease.renew(sent + self.cfg.lease());
+            let suspended = lock(&self.shared.suspended);
+            if !*suspended {
+                self.shared.lease.renew(sent + self.cfg.lease());
+            }
         }
     }
 

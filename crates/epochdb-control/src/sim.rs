@@ -51,6 +51,11 @@ struct SimNode {
     offset: u64,
     /// True time of the next tick.
     next_tick: u64,
+    /// When this node, the primary, began handing over.
+    handing_over: Option<u64>,
+    /// A stalled process (a pause, SIGSTOP) does nothing until then; its
+    /// messages wait, and its lease runs out on its clock.
+    stalled_until: u64,
 }
 
 impl SimNode {
@@ -72,6 +77,7 @@ impl SimNode {
     fn start(&mut self, seed: u64) -> Result<(), String> {
         let log = Log::load(Disk::Memory(self.disk.clone()), &self.voters())?;
         self.shared = Arc::new(Shared::new());
+        self.handing_over = None;
         self.core = Some(Core::new(self.cfg.clone(), log, self.shared.clone(), seed)?);
         Ok(())
     }
@@ -87,6 +93,8 @@ pub struct Outcome {
     pub leases: u64,
     pub delivered: u64,
     pub crashes: u64,
+    pub handovers: u64,
+    pub stalls: u64,
     /// A digest of the run's events: equal for equal seeds.
     pub trace: u64,
 }
@@ -119,6 +127,8 @@ pub fn run(seed: u64, data: u64, witnesses: u64, secs: u64, lease_override: Opti
                 rate,
                 offset,
                 next_tick: 0,
+                handing_over: None,
+                stalled_until: 0,
             }
         })
         .collect();
@@ -140,32 +150,59 @@ pub fn run(seed: u64, data: u64, witnesses: u64, secs: u64, lease_override: Opti
     let trace = |out: &mut Outcome, x: u64| out.trace = (out.trace ^ x).wrapping_mul(0x100_0000_01b3);
     while t < end {
         // The next event: a tick, a delivery, or a fault decision.
-        let tick_at = nodes.iter().map(|n| n.next_tick).min().unwrap_or(end);
-        let msg_at = net.iter().map(|m| m.0).min().unwrap_or(end);
+        let tick_at = nodes.iter().map(|n| n.next_tick.max(n.stalled_until)).min().unwrap_or(end);
+        let msg_at = (net.iter()).map(|m| m.0.max(nodes[m.2.to as usize - 1].stalled_until)).min().unwrap_or(end);
         t = tick_at.min(msg_at).min(next_fault).min(end);
         if t == next_fault {
             next_fault += 100 * MS;
             if t < calm {
-                fault(&mut rng, &mut nodes, &mut cut, &mut out);
+                fault(&mut rng, &mut nodes, &mut cut, &mut out, t);
             } else {
                 cut.clear();
-                for n in nodes.iter_mut().filter(|n| n.core.is_none()) {
-                    n.start(rng.next()).expect("restart");
+                for n in nodes.iter_mut() {
+                    n.stalled_until = n.stalled_until.min(t);
+                    if n.core.is_none() {
+                        n.start(rng.next()).expect("restart");
+                    }
                 }
             }
-            // The primary's engine asks for a random in-sync set.
-            for n in nodes.iter().filter(|n| n.core.is_some()) {
+            // The primary's engine asks for a random in-sync set; now and
+            // then a backup asks for a switchover, which the primary's
+            // side plays as `epochdb-cli` does (suspend the lease, hand
+            // over the leadership; cancel if it does not happen).
+            for n in nodes.iter_mut().filter(|n| n.core.is_some()) {
                 let v = lock(&n.shared.view).clone();
                 if v.is_primary() && rng.chance(0.3) {
                     let set: Vec<u64> = (1..=data).filter(|&d| d != v.me && rng.chance(0.6)).collect();
                     InSync(n.shared.clone()).propose(set);
                 }
+                let node = Handle(n.shared.clone());
+                if !v.is_primary() && !n.cfg.witness && rng.chance(0.01) {
+                    let _ = node.request_handover();
+                }
+                match n.handing_over {
+                    None if v.is_primary() && v.cluster.handover != 0 => {
+                        node.suspend_lease();
+                        node.transfer(v.cluster.handover);
+                        n.handing_over = Some(t);
+                        out.handovers += 1;
+                    }
+                    Some(since) if !v.is_primary() || t > since + 2_000 * MS => {
+                        if v.is_primary() {
+                            node.cancel_handover();
+                        }
+                        node.resume_lease();
+                        n.handing_over = None;
+                    }
+                    _ => {}
+                }
             }
         }
         // Deliveries due now.
         let mut due: Vec<(u64, u64, Message)> = Vec::new();
+        let stalled: Vec<bool> = nodes.iter().map(|n| n.stalled_until > t).collect();
         net.retain(|m| {
-            if m.0 <= t {
+            if m.0 <= t && !stalled[m.2.to as usize - 1] {
                 due.push(m.clone());
                 false
             } else {
@@ -181,19 +218,22 @@ pub fn run(seed: u64, data: u64, witnesses: u64, secs: u64, lease_override: Opti
                 core.step(m);
             }
         }
-        // Ticks due now.
-        for n in nodes.iter_mut().filter(|n| n.next_tick <= t) {
+        // Ticks due now. A node back from a stall ticks the ones it missed
+        // at once, as the real loop does (never more than time passed).
+        for n in nodes.iter_mut().filter(|n| n.stalled_until <= t) {
             let local = n.local(base, t);
-            if let Some(core) = n.core.as_mut() {
-                core.tick(local);
-            }
             let tick = n.cfg.tick.as_nanos() as u64;
-            let next_local = (n.offset + (t as f64 * n.rate) as u64) / tick * tick + tick;
-            n.next_tick = n.true_time(next_local).max(t + 1);
+            while n.next_tick <= t {
+                if let Some(core) = n.core.as_mut() {
+                    core.tick(local);
+                }
+                let shown = n.offset + (n.next_tick as f64 * n.rate) as u64;
+                n.next_tick = n.true_time(shown / tick * tick + tick).max(n.next_tick + 1);
+            }
         }
         // Every node processes what it has; its messages go out.
         for n in nodes.iter_mut() {
-            let Some(core) = n.core.as_mut() else { continue };
+            let Some(core) = n.core.as_mut().filter(|_| n.stalled_until <= t) else { continue };
             let msgs = match core.ready() {
                 Ok(m) => m,
                 Err(e) => {
@@ -291,7 +331,7 @@ fn describe(n: &SimNode) -> String {
 }
 
 /// One fault decision: cut or heal a link, crash or restart a node.
-fn fault(rng: &mut Rng, nodes: &mut [SimNode], cut: &mut BTreeSet<(u64, u64)>, out: &mut Outcome) {
+fn fault(rng: &mut Rng, nodes: &mut [SimNode], cut: &mut BTreeSet<(u64, u64)>, out: &mut Outcome, t: u64) {
     let n = nodes.len() as u64;
     let (a, b) = (rng.below(n) + 1, rng.below(n) + 1);
     if a != b && rng.chance(0.15) {
@@ -303,8 +343,21 @@ fn fault(rng: &mut Rng, nodes: &mut [SimNode], cut: &mut BTreeSet<(u64, u64)>, o
     if rng.chance(0.1) {
         cut.clear();
     }
+    // The partition leases exist for: the primary cut off from one node
+    // only, which campaigns while the others still hear the primary.
+    let primary = nodes.iter().filter(|n| n.core.is_some()).map(|n| lock(&n.shared.view).cluster.primary).max();
+    if let Some(p) = primary.filter(|&p| p != 0 && rng.chance(0.05)) {
+        let other = rng.below(n) + 1;
+        if other != p {
+            cut.insert((p, other));
+            cut.insert((other, p));
+        }
+    }
     let i = rng.below(n) as usize;
-    if nodes[i].core.is_some() && rng.chance(0.03) {
+    if nodes[i].core.is_some() && nodes[i].stalled_until <= t && rng.chance(0.02) {
+        nodes[i].stalled_until = t + 100 * MS + rng.below(2_900 * MS);
+        out.stalls += 1;
+    } else if nodes[i].core.is_some() && rng.chance(0.03) {
         nodes[i].core = None; // the process is gone, and its lease with it
         nodes[i].shared.lease.revoke();
         out.crashes += 1;
@@ -340,10 +393,12 @@ mod tests {
             total.leases += o.leases;
             total.delivered += o.delivered;
             total.crashes += o.crashes;
+            total.handovers += o.handovers;
+            total.stalls += o.stalls;
         }
         eprintln!(
-            "{} appointments, {} leases granted, {} messages delivered, {} crashes",
-            total.appointments, total.leases, total.delivered, total.crashes
+            "{} appointments, {} leases granted, {} messages delivered, {} crashes, {} stalls, {} switchovers begun",
+            total.appointments, total.leases, total.delivered, total.crashes, total.stalls, total.handovers
         );
         assert!(total.appointments > total.crashes.min(1), "no failover in {total:?}");
     }

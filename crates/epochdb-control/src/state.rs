@@ -19,6 +19,10 @@ pub struct Cluster {
     /// Backups (node ids) whose acknowledgements count for release, sorted.
     /// Only the primary and these may be appointed next.
     pub in_sync: Vec<u64>,
+    /// A planned switchover to this node is asked for (0: none): the
+    /// primary stops releasing, waits until it has everything released,
+    /// and hands it the leadership.
+    pub handover: u64,
 }
 
 /// A change proposed through Raft.
@@ -30,10 +34,14 @@ pub enum Command {
     /// The primary of `appointment` commits its in-sync set. Ignored if
     /// another appointment came first.
     InSync { appointment: u64, nodes: Vec<u64> },
+    /// A planned switchover of `appointment`'s primary to `to` (0:
+    /// cancelled). Ignored unless `to` may be appointed.
+    Handover { appointment: u64, to: u64 },
 }
 
 const APPOINT: u8 = 1;
 const IN_SYNC: u8 = 2;
+const HANDOVER: u8 = 3;
 /// The largest encoded command or state accepted: an address and a few
 /// node ids, far below this.
 pub const MAX_ENCODED: usize = 64 << 10;
@@ -58,6 +66,7 @@ impl Cluster {
                 self.appointment += 1;
                 // The new primary starts alone: its backups rejoin it.
                 self.in_sync.clear();
+                self.handover = 0;
                 true
             }
             Command::InSync { appointment, mut nodes } => {
@@ -70,6 +79,14 @@ impl Cluster {
                 self.in_sync = nodes;
                 true
             }
+            Command::Handover { appointment, to } => {
+                let allowed = to == 0 || (to != self.primary && self.eligible(to));
+                if appointment != self.appointment || !allowed || to == self.handover {
+                    return false;
+                }
+                self.handover = to;
+                true
+            }
         }
     }
 
@@ -79,6 +96,7 @@ impl Cluster {
         put_str(&mut out, &self.primary_addr);
         put_u64(&mut out, self.appointment);
         put_ids(&mut out, &self.in_sync);
+        put_u64(&mut out, self.handover);
         out
     }
 
@@ -87,7 +105,13 @@ impl Cluster {
             return Some(Cluster::default()); // a snapshot before anything was applied
         }
         let mut r = Reader(b);
-        let c = Cluster { primary: r.u64()?, primary_addr: r.str()?, appointment: r.u64()?, in_sync: r.ids()? };
+        let c = Cluster {
+            primary: r.u64()?,
+            primary_addr: r.str()?,
+            appointment: r.u64()?,
+            in_sync: r.ids()?,
+            handover: r.u64()?,
+        };
         r.0.is_empty().then_some(c)
     }
 }
@@ -106,6 +130,11 @@ impl Command {
                 put_u64(&mut out, *appointment);
                 put_ids(&mut out, nodes);
             }
+            Command::Handover { appointment, to } => {
+                out.push(HANDOVER);
+                put_u64(&mut out, *appointment);
+                put_u64(&mut out, *to);
+            }
         }
         out
     }
@@ -118,6 +147,7 @@ impl Command {
         let c = match kind {
             APPOINT => Command::Appoint { node: r.u64()?, addr: r.str()? },
             IN_SYNC => Command::InSync { appointment: r.u64()?, nodes: r.ids()? },
+            HANDOVER => Command::Handover { appointment: r.u64()?, to: r.u64()? },
             _ => return None,
         };
         r.0.is_empty().then_some(c)
@@ -194,11 +224,23 @@ mod tests {
         assert_eq!((c.primary, c.appointment, c.in_sync.clone()), (2, 2, vec![]));
         assert!(!c.apply(Command::InSync { appointment: 1, nodes: vec![1] }), "from the deposed primary: ignored");
         assert!(!c.apply(Command::Appoint { node: 3, addr: "c:1".into() }), "3 left the set with the appointment");
+        assert!(!c.apply(Command::Handover { appointment: 2, to: 1 }), "1 is not in sync");
+        assert!(c.apply(Command::InSync { appointment: 2, nodes: vec![1] }));
+        assert!(!c.apply(Command::Handover { appointment: 1, to: 1 }), "of an old appointment");
+        assert!(c.apply(Command::Handover { appointment: 2, to: 1 }));
+        assert!(c.apply(Command::Appoint { node: 1, addr: "a:1".into() }));
+        assert_eq!((c.primary, c.handover), (1, 0), "an appointment ends the switchover");
     }
 
     #[test]
     fn encodings_round_trip_and_damage_is_refused() {
-        let c = Cluster { primary: 2, primary_addr: "10.0.0.2:7379".into(), appointment: 5, in_sync: vec![1, 3] };
+        let c = Cluster {
+            primary: 2,
+            primary_addr: "10.0.0.2:7379".into(),
+            appointment: 5,
+            in_sync: vec![1, 3],
+            handover: 1,
+        };
         assert_eq!(Cluster::decode(&c.encode()), Some(c.clone()));
         for cmd in
             [Command::Appoint { node: 9, addr: "x:1".into() }, Command::InSync { appointment: 4, nodes: vec![1, 7] }]

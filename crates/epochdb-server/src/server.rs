@@ -83,10 +83,24 @@ pub struct Config {
     /// data directory as a database of its own.
     pub replicaof: Option<ReplicaOf>,
     /// A control plane (`epochdb-control`) decides promotions: `REPLICAOF
-    /// NO ONE` is refused, and [`Promoter`] promotes.
+    /// NO ONE` asks it for a switchover (`switchover`), and [`Promoter`]
+    /// promotes once it appoints this node.
     pub controlled: bool,
+    /// How a controlled replica asks for a planned switchover to itself.
+    pub switchover: Option<Switchover>,
     /// Lines the control plane adds to `INFO replication`.
     pub control_info: Option<InfoLines>,
+}
+
+/// Asks the control plane to make this node the primary; returns once
+/// asked (the appointment follows).
+#[derive(Clone)]
+pub struct Switchover(pub Arc<dyn Fn() -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for Switchover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Switchover")
+    }
 }
 
 /// `INFO` lines (`field:value\r\n` each) made when INFO is asked.
@@ -139,6 +153,7 @@ impl Default for Config {
             options: Options::default(),
             replicaof: None,
             controlled: false,
+            switchover: None,
             control_info: None,
         }
     }

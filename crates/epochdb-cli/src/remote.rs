@@ -26,7 +26,8 @@ pub struct ServerArgs {
     pub timeout: u64,
 }
 
-/// Promote a replica (`serve --replicaof`) to a primary in place: REPLICAOF NO ONE
+/// Promote a replica (`serve --replicaof`) to a primary in place: REPLICAOF NO ONE (under a control plane,
+/// `serve --node-id`, a planned switchover: the primary hands over once the replica has everything released)
 #[derive(Debug, Args)]
 pub struct PromoteArgs {
     #[command(flatten)]

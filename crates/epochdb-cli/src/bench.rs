@@ -134,15 +134,13 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured) -> Option<Durabilit
     })
 }
 
-/// Writes the `--plot` SVG, if one was asked for.
-fn plot(out: Option<&Output>, title: &str, m: &driver::Measured) -> CliResult<()> {
-    match out {
-        Some(out) => crate::write_text(
-            out,
-            &epochdb_workloads::plot::svg(title, &m.timeseries, &m.latency_series_us, &m.checkpoint_series),
-        ),
-        None => Ok(()),
-    }
+/// Writes the `--plot` SVG, if one was asked for (with the backups'
+/// freshness when there are replicas).
+fn plot(out: Option<&Output>, title: &str, m: &driver::Measured, r: Option<&ReplicationReport>) -> CliResult<()> {
+    let Some(out) = out else { return Ok(()) };
+    let freshness = r.map(|r| &r.lag_series_ms[..]);
+    let svg = epochdb_workloads::plot::svg(title, &m.timeseries, &m.latency_series_us, &m.checkpoint_series, freshness);
+    crate::write_text(out, &svg)
 }
 
 /// How both benchmarks end: the durability summary, the JSON report (if
@@ -161,6 +159,7 @@ fn finish(
     fill: impl FnOnce(&mut BenchReport),
 ) -> CliResult<ExitCode> {
     let durability = durability_report(engine, m);
+    plot(run.plot.as_ref(), title, m, replication.as_ref())?;
     if let Some(out) = &run.json {
         let mut r = BenchReport::new(name, engine.name(), run.settings().threads, m);
         (r.warmup_s, r.load_s, r.durability, r.replication) = (run.warmup, load_s, durability, replication);
@@ -168,7 +167,6 @@ fn finish(
         fill(&mut r);
         crate::write_report(out, &r)?;
     }
-    plot(run.plot.as_ref(), title, m)?;
     Ok(crate::exit_status(check, &consistency))
 }
 

@@ -11,7 +11,7 @@ use epochdb_workloads::report::{BootstrapReport, Quantiles, ReplicationReport};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -93,7 +93,15 @@ impl ReplicaBenchArgs {
 }
 
 /// Sampled lags of every backup: persisted, read view (in epochs).
-type Lags = (Vec<u64>, Vec<u64>);
+/// What the sampler collected: every sample's persisted and read-view lag
+/// (epochs) and queued bytes, and each second's largest read-view lag.
+#[derive(Default)]
+struct Lags {
+    persist: Vec<u64>,
+    replay: Vec<u64>,
+    queued: Vec<u64>,
+    per_second: Vec<u64>,
+}
 
 /// The backup processes of a run; killed on drop.
 pub struct Replicas {
@@ -229,19 +237,25 @@ impl Replicas {
         self.reads_since = self.reads();
         let stop = Arc::new(AtomicBool::new(false));
         let (s, db) = (stop.clone(), db.clone());
-        let lags = Mutex::new((Vec::new(), Vec::new()));
         let t = std::thread::spawn(move || {
+            let (mut lags, start) = (Lags::default(), Instant::now());
             while !s.load(Ordering::Acquire) {
                 if let Some(st) = db.replication_status() {
-                    let mut l = lags.lock().unwrap_or_else(|e| e.into_inner());
+                    let second = start.elapsed().as_secs() as usize;
                     for b in &st.backups {
-                        l.0.push(st.released.saturating_sub(b.acked));
-                        l.1.push(st.released.saturating_sub(b.replayed));
+                        lags.persist.push(st.released.saturating_sub(b.acked));
+                        let replay = st.released.saturating_sub(b.replayed);
+                        lags.replay.push(replay);
+                        lags.queued.push(b.queued_bytes);
+                        if lags.per_second.len() <= second {
+                            lags.per_second.resize(second + 1, 0);
+                        }
+                        lags.per_second[second] = lags.per_second[second].max(replay);
                     }
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            lags.into_inner().unwrap_or_else(|e| e.into_inner())
+            lags
         });
         self.sampler = Some((stop, t));
     }
@@ -261,20 +275,22 @@ impl Replicas {
         let backup_reads_per_s = self
             .since
             .map_or(0.0, |(t, _)| self.reads().saturating_sub(self.reads_since) as f64 / t.elapsed().as_secs_f64());
-        let (persist, replay) = match self.sampler.take() {
+        let lags = match self.sampler.take() {
             Some((stop, t)) => {
                 stop.store(true, Ordering::Release);
                 t.join().unwrap_or_default()
             }
-            None => Default::default(),
+            None => Lags::default(),
         };
         let r = ReplicationReport {
             replicas: self.children.len() as u32,
             safety: self.safety.clone(),
-            samples: persist.len(),
-            persist_lag_epochs: Quantiles::of(persist),
-            replay_lag_epochs: Quantiles::of(replay),
+            samples: lags.persist.len(),
+            persist_lag_epochs: Quantiles::of(lags.persist),
+            replay_lag_epochs: Quantiles::of(lags.replay),
             epoch_ms: self.epoch_ms,
+            queued_bytes: Quantiles::of(lags.queued),
+            lag_series_ms: lags.per_second.iter().map(|&e| e as f64 * self.epoch_ms).collect(),
             backup_cores,
             backup_reads_per_s,
             bootstrap: self.bootstrap.take(),

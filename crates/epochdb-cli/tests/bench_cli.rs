@@ -282,9 +282,15 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    let r = bench("log", &["--safety", "sync", "--replica-readers", "1"]);
+    let svg = dir.with_extension("svg");
+    let r = bench("log", &["--safety", "sync", "--replica-readers", "1", "--plot", svg.to_str().expect("utf-8")]);
     let rep = r.replication.expect("replication fields");
     assert_eq!((rep.replicas, rep.safety.as_str()), (1, "Sync"));
+    // Freshness over the run: a lag per second, and its plot.
+    assert!(!rep.lag_series_ms.is_empty(), "{rep:?}");
+    let plot = std::fs::read_to_string(&svg).expect("the plot");
+    assert!(plot.matches("<polyline").count() == 3 && plot.contains("freshness"), "{plot}");
+    let _ = std::fs::remove_file(&svg);
     assert!(rep.samples > 0 && rep.backup_cores > 0.0 && rep.backup_reads_per_s > 0.0, "{rep:?}");
     let reads = format!("{data}.replica-0.reads.json");
     assert!(!std::path::Path::new(&reads).exists(), "the readers' count outlived the run");

@@ -1,6 +1,7 @@
 //! `--plot FILE.svg`: throughput and mean latency per second, as two
 //! stacked line charts with the seconds in which a checkpoint was being
-//! written shaded (SiloR's Figure 5 and 6 style), in a self-contained SVG.
+//! written shaded (SiloR's Figure 5 and 6 style), in a self-contained SVG;
+//! with replicas, a third: the backups' freshness (read-view lag).
 //! Kept by hand rather than on `plotters` because it stays small (about
 //! 100 lines) and its test checks it; `plotters` with only its SVG backend
 //! would cost little (3 new crates) but not make this shorter.
@@ -70,9 +71,17 @@ fn human(v: f64, unit: &str) -> String {
     }
 }
 
-/// The SVG document for a run.
-pub fn svg(title: &str, throughput: &[u64], latency_us: &[f64], checkpointing: &[bool]) -> String {
-    let height = TOP + 2.0 * PANEL + GAP + 40.0;
+/// The SVG document for a run; with `freshness` (a replicated run: each
+/// second's largest backup read-view lag, ms), a third panel.
+pub fn svg(
+    title: &str,
+    throughput: &[u64],
+    latency_us: &[f64],
+    checkpointing: &[bool],
+    freshness: Option<&[f64]>,
+) -> String {
+    let panels = if freshness.is_some() { 3.0 } else { 2.0 };
+    let height = TOP + panels * PANEL + (panels - 1.0) * GAP + 40.0;
     let mut out = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/><text x="{LEFT}" y="20" font-size="15" font-weight="bold">{}</text>"#,
         title.replace('&', "&amp;").replace('<', "&lt;")
@@ -82,6 +91,10 @@ pub fn svg(title: &str, throughput: &[u64], latency_us: &[f64], checkpointing: &
     let title = format!("throughput (committed per second){note}");
     panel(&mut out, TOP + 10.0, &title, "txn/s", &tput, checkpointing, "#1f77b4");
     panel(&mut out, TOP + 10.0 + PANEL + GAP, "mean latency per second", "us", latency_us, checkpointing, "#d62728");
+    if let Some(lag) = freshness {
+        let title = "freshness: largest backup read-view lag per second";
+        panel(&mut out, TOP + 10.0 + 2.0 * (PANEL + GAP), title, "ms", lag, checkpointing, "#2ca02c");
+    }
     out.push_str("</svg>\n");
     out
 }
@@ -90,13 +103,17 @@ pub fn svg(title: &str, throughput: &[u64], latency_us: &[f64], checkpointing: &
 mod tests {
     #[test]
     fn draws_both_panels() {
-        let s = super::svg("t <1>", &[10, 20, 15], &[1.0, 2.5, 2.0], &[false, true, false]);
+        let s = super::svg("t <1>", &[10, 20, 15], &[1.0, 2.5, 2.0], &[false, true, false], None);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
         assert_eq!(s.matches("<polyline").count(), 2);
         assert!(s.contains("t &lt;1>"));
         // One shaded second in each panel.
         assert_eq!(s.matches(r#"class="checkpoint""#).count(), 2);
         // An empty run still renders.
-        assert!(super::svg("empty", &[], &[], &[]).contains("<svg"));
+        assert!(super::svg("empty", &[], &[], &[], None).contains("<svg"));
+        // A replicated run adds the freshness panel.
+        let s = super::svg("r", &[10, 20], &[1.0, 2.0], &[false, false], Some(&[40.0, 80.0]));
+        assert_eq!(s.matches("<polyline").count(), 3);
+        assert!(s.contains("freshness"));
     }
 }

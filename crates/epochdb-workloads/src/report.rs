@@ -78,6 +78,15 @@ pub struct ReplicationReport {
     pub replay_lag_epochs: Quantiles,
     /// The primary's epoch length in milliseconds, to read lags as time.
     pub epoch_ms: f64,
+    /// Bytes the primary had queued to a backup and not yet written to
+    /// its socket (sampled with the lags): the stream's lag in bytes.
+    #[serde(default)]
+    pub queued_bytes: Quantiles,
+    /// Freshness over the run: for each second, the largest read-view lag
+    /// of any backup in that second's samples, in milliseconds (epochs
+    /// times `epoch_ms`); `--plot` draws it.
+    #[serde(default)]
+    pub lag_series_ms: Vec<f64>,
     /// CPU the backup processes used while the run was measured, in cores
     /// (CPU seconds per second; receiving, syncing and replaying).
     pub backup_cores: f64,

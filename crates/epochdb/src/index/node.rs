@@ -2,14 +2,17 @@
 //!
 //! Keys are compared as 8-byte big-endian *slices*, as in Masstree, but
 //! where Masstree stacks trie layers this tree truncates prefixes per node:
-//! every key in a node shares its first `skip` bytes (`skip <= 8`), which
+//! every key in a node shares its first `skip` bytes (`skip <= 16`), which
 //! the node header holds once as its *head*, and each entry keeps the slice
-//! of the 8 bytes after them. Composite keys whose first 8 bytes rarely
-//! differ (TPC-C's `(w, d, o, ol)`) therefore still compare by one integer
-//! per entry; only equal slices fall back to the full key, which lives in
-//! the record (leaves) or in an owned separator (inner nodes).
+//! of the 8 bytes after them. Composite keys whose first bytes rarely
+//! differ (TPC-C's `(w, d, o, ol)`, Redis keys such as `counter:000000123456`
+//! behind a one-byte tag) therefore still compare by one integer per
+//! entry; only equal slices fall back to the full key, which lives in the
+//! record (leaves) or in an owned separator (inner nodes), and costs a
+//! cache miss. (A head of at most 8 bytes left every Redis key of a leaf
+//! with the same slice.)
 //!
-//! A leaf is four cache lines: a 24-byte header, 14 slices and 14 record
+//! A leaf is four cache lines: a 32-byte header, 14 slices and 14 record
 //! pointers. An inner node holds 14 separators (slice + pointer to an owned
 //! copy of the key) and 15 children.
 //!
@@ -43,14 +46,16 @@ pub struct NodeHeader {
     pub version: NodeVersion,
     pub count: AtomicU32,
     pub is_leaf: bool,
-    /// Bytes every key in the node shares (0..=8).
+    /// Bytes every key in the node shares (0..=16).
     skip: AtomicU8,
     /// 1 + the position of the last insert (a leaf's entry, an inner
     /// node's separator); 0 if unknown. Splits read it to tell ascending
     /// inserts (see `Tree::split_leaf`). Written under the node's lock.
     last: AtomicU8,
-    /// Those bytes, big-endian, zero padded.
-    head: AtomicU64,
+    /// Those bytes, big-endian, zero padded: the first 8, then the next 8.
+    /// Read optimistically like everything else here (the version says
+    /// whether the two halves belong together).
+    head: [AtomicU64; 2],
 }
 
 #[repr(C, align(64))]
@@ -70,7 +75,7 @@ pub struct Inner {
     pub children: [AtomicPtr<NodeHeader>; INNER_WIDTH + 1],
 }
 
-const _: () = assert!(std::mem::size_of::<NodeHeader>() == 24);
+const _: () = assert!(std::mem::size_of::<NodeHeader>() == 32);
 const _: () = assert!(std::mem::size_of::<Leaf>() == 256, "a leaf is four cache lines");
 const _: () = assert!(std::mem::size_of::<Inner>() == 384, "an inner node is six cache lines");
 
@@ -95,10 +100,22 @@ pub fn slice_at(key: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b)
 }
 
-/// The top `skip` bytes of a word.
+/// Most bytes a head holds.
+const MAX_SKIP: usize = 16;
+
+/// Bytes `0..16` of `key` as a big-endian integer, zero padded.
 #[inline]
-fn head_mask(skip: usize) -> u64 {
-    (!0u64).checked_shl(64 - 8 * skip as u32).unwrap_or(0)
+fn prefix16(key: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let n = key.len().min(16);
+    b[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(b)
+}
+
+/// The top `skip` bytes of a 16-byte word.
+#[inline]
+fn head_mask(skip: usize) -> u128 {
+    (!0u128).checked_shl(128 - 8 * skip as u32).unwrap_or(0)
 }
 
 impl NodeHeader {
@@ -109,7 +126,7 @@ impl NodeHeader {
             is_leaf,
             skip: AtomicU8::new(0),
             last: AtomicU8::new(0),
-            head: AtomicU64::new(0),
+            head: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -136,8 +153,18 @@ impl NodeHeader {
 
     /// `(skip, head)`. Optimistic: the caller validates the version.
     #[inline]
-    fn frame(&self) -> (usize, u64) {
-        ((self.skip.load(Ordering::Relaxed) as usize).min(8), self.head.load(Ordering::Relaxed))
+    fn frame(&self) -> (usize, u128) {
+        let skip = (self.skip.load(Ordering::Relaxed) as usize).min(MAX_SKIP);
+        let hi = self.head[0].load(Ordering::Relaxed) as u128;
+        // The second half only when the head reaches into it.
+        let lo = if skip > 8 { self.head[1].load(Ordering::Relaxed) as u128 } else { 0 };
+        (skip, (hi << 64) | lo)
+    }
+
+    fn set_frame(&self, skip: usize, head: u128) {
+        self.skip.store(skip as u8, Ordering::Relaxed);
+        self.head[0].store((head >> 64) as u64, Ordering::Relaxed);
+        self.head[1].store(head as u64, Ordering::Relaxed);
     }
 
     #[inline]
@@ -146,7 +173,7 @@ impl NodeHeader {
         if skip == 0 {
             return Place::Within(slice_at(key, 0));
         }
-        let h = slice_at(key, 0) & head_mask(skip);
+        let h = prefix16(key) & head_mask(skip);
         if key.len() < skip {
             // A proper prefix of the head sorts before every key here.
             return if h <= head { Place::Below } else { Place::Above };
@@ -166,12 +193,10 @@ impl NodeHeader {
     fn reframe<'k>(&self, slices: &[AtomicU64], keys: impl ExactSizeIterator<Item = &'k [u8]> + Clone) {
         let (first, last) = (keys.clone().next(), keys.clone().last());
         let skip = match (first, last) {
-            (Some(a), Some(b)) => a.iter().zip(b).take(8).take_while(|(x, y)| x == y).count(),
+            (Some(a), Some(b)) => a.iter().zip(b).take(MAX_SKIP).take_while(|(x, y)| x == y).count(),
             _ => 0,
         };
-        let head = first.map_or(0, |k| slice_at(k, 0) & head_mask(skip));
-        self.skip.store(skip as u8, Ordering::Relaxed);
-        self.head.store(head, Ordering::Relaxed);
+        self.set_frame(skip, first.map_or(0, |k| prefix16(k) & head_mask(skip)));
         self.last.store(0, Ordering::Relaxed); // the entries move
         for (s, k) in slices.iter().zip(keys) {
             s.store(slice_at(k, skip), Ordering::Relaxed);
@@ -180,27 +205,28 @@ impl NodeHeader {
 
     /// Makes the frame cover `key`, which is about to be added to a node
     /// with `count` entries (caller holds the lock), and returns its slice.
-    /// Narrowing the head shifts the dropped head bytes into every slice,
-    /// so no key is read.
+    /// Narrowing the head moves the dropped head bytes into the front of
+    /// every slice, so no key is read.
     fn admit(&self, slices: &[AtomicU64], count: usize, key: &[u8]) -> u64 {
         if count == 0 {
-            let skip = key.len().min(8);
-            self.skip.store(skip as u8, Ordering::Relaxed);
-            self.head.store(slice_at(key, 0) & head_mask(skip), Ordering::Relaxed);
+            let skip = key.len().min(MAX_SKIP);
+            self.set_frame(skip, prefix16(key) & head_mask(skip));
             return slice_at(key, skip);
         }
         let (skip, head) = self.frame();
-        let same = ((slice_at(key, 0) ^ head).leading_zeros() / 8) as usize;
+        let same = ((prefix16(key) ^ head).leading_zeros() / 8) as usize;
         let keep = same.min(skip).min(key.len());
         if keep < skip {
-            let shift = 8 * (skip - keep) as u32;
-            let moved = head.checked_shl(8 * keep as u32).unwrap_or(0);
+            // An entry's bytes from `keep` on: the head's (its bytes past
+            // `skip` are zero), then its old slice at `skip`.
+            let mut bytes = [0u8; MAX_SKIP + 8];
+            bytes[..MAX_SKIP].copy_from_slice(&head.to_be_bytes());
             for s in &slices[..count] {
-                let old = s.load(Ordering::Relaxed);
-                s.store(moved | old.checked_shr(shift).unwrap_or(0), Ordering::Relaxed);
+                bytes[skip..skip + 8].copy_from_slice(&s.load(Ordering::Relaxed).to_be_bytes());
+                let moved = u64::from_be_bytes(bytes[keep..keep + 8].try_into().expect("8 bytes"));
+                s.store(moved, Ordering::Relaxed);
             }
-            self.skip.store(keep as u8, Ordering::Relaxed);
-            self.head.store(head & head_mask(keep), Ordering::Relaxed);
+            self.set_frame(keep, head & head_mask(keep));
         }
         slice_at(key, keep)
     }
@@ -477,21 +503,46 @@ mod tests {
     /// have had under the narrower head from the start.
     #[test]
     fn admit_narrows_the_head_without_reading_keys() {
-        let keys: [&[u8]; 4] = [b"abcdefgh-1", b"abcdefgh-2", b"abcdefgh", b"abcdefghijklmnopq"];
-        for newcomer in [&b"abcdefgz"[..], b"abc", b"ab", b"", b"abcdefgh\0", b"zzz", b"abcdefgh-3"] {
+        // Heads of 8 and of 16 bytes, narrowed by less or more than a slice.
+        let short: [&[u8]; 4] = [b"abcdefgh-1", b"abcdefgh-2", b"abcdefgh", b"abcdefghijklmnopq"];
+        let long: [&[u8]; 4] =
+            [b"kcounter:00000065", b"kcounter:000000651", b"kcounter:0000006512", b"kcounter:00000065zzzzzzzz"];
+        let newcomers = [
+            &b"abcdefgz"[..],
+            b"abc",
+            b"ab",
+            b"",
+            b"abcdefgh\0",
+            b"zzz",
+            b"abcdefgh-3",
+            b"kcounter:000000",
+            b"kcounter:00000064",
+            b"kcounter:00000065",
+            b"kcounter:0000006",
+            b"kc",
+        ];
+        for (keys, skip0) in [(short, 8), (long, 16)] {
+            for newcomer in newcomers {
+                check_admit(&keys, skip0, newcomer);
+            }
+        }
+    }
+
+    fn check_admit(keys: &[&[u8]; 4], skip0: usize, newcomer: &[u8]) {
+        {
             let hdr = NodeHeader::new(true);
             let slices: [AtomicU64; 5] = Default::default();
             let mut sorted: Vec<&[u8]> = keys.to_vec();
             sorted.sort();
             hdr.reframe(&slices[..4], sorted.iter().copied());
-            assert_eq!(hdr.frame().0, 8);
+            assert_eq!(hdr.frame().0, skip0);
             let s = hdr.admit(&slices, 4, newcomer);
             let (skip, head) = hdr.frame();
-            assert!(newcomer.len() >= skip && slice_at(newcomer, 0) & head_mask(skip) == head);
+            assert!(newcomer.len() >= skip && prefix16(newcomer) & head_mask(skip) == head);
             assert_eq!(s, slice_at(newcomer, skip));
             for (i, k) in sorted.iter().enumerate() {
                 assert_eq!(slices[i].load(Ordering::Relaxed), slice_at(k, skip), "{newcomer:?} {k:?}");
-                assert_eq!(slice_at(k, 0) & head_mask(skip), head);
+                assert_eq!(prefix16(k) & head_mask(skip), head);
             }
         }
     }
@@ -509,6 +560,20 @@ mod tests {
         let slices: [AtomicU64; 5] = Default::default();
         hdr.reframe(&slices, keys.iter().map(|k| &k[..]));
         assert_eq!(hdr.frame().0, 7);
+        // And with a head past 8 bytes.
+        let mut long: Vec<Vec<u8>> = keys.iter().map(|k| [&b"kcounter:0000000"[..], k].concat()).collect();
+        long.sort();
+        let (lhdr, lslices): (_, [AtomicU64; 5]) = (NodeHeader::new(true), Default::default());
+        lhdr.reframe(&lslices, long.iter().map(|k| &k[..]));
+        assert_eq!(lhdr.frame().0, 16, "capped at 16");
+        for p in [&b""[..], b"kcounter", b"kcounter:0000000key/0001x", b"kcounter:0000000kez", b"kcounter:0000001"] {
+            let got = lhdr.search(&lslices, long.len(), p, |i| Ok(&long[i][..])).expect("no restart");
+            let want = match long.binary_search_by(|k| k[..].cmp(p)) {
+                Ok(i) => (i, true),
+                Err(i) => (i, false),
+            };
+            assert_eq!(got, want, "{p:?}");
+        }
         let probes: [&[u8]; 9] =
             [b"", b"key", b"key/000", b"key/0001", b"key/0001x", b"key/0002\0", b"key/0003", b"kez", b"a"];
         for p in probes {

@@ -142,6 +142,16 @@ fn cpu_seconds(pid: u32) -> f64 {
     (field(11) + field(12)) / hz // utime and stime: fields 14 and 15 of stat
 }
 
+/// A process's peak resident memory (`VmHWM`), in MB.
+fn peak_rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
+    kb.unwrap_or(0.0) / 1024.0
+}
+
 impl Replicas {
     /// Starts the backups of `db` (none without `--replicas`) if they
     /// join at `when`, each from an empty directory, and waits until all
@@ -205,12 +215,19 @@ impl Replicas {
             r.wait(db, limit, "caught up", |b| b.in_sync && b.replayed >= released)?;
             let caught_up_s = t0.elapsed().as_secs_f64();
             let backup_cpu_s = r.cpu();
+            let backup_peak_rss_mb = r.children.iter().map(|c| peak_rss_mb(c.id())).fold(0.0, f64::max);
             say!(
-                "replication: {n} backups bootstrapped from {:.1} MB of checkpoint and log: in sync after {in_sync_s:.2} s, read view at the released epoch {released} after {caught_up_s:.2} s, {backup_cpu_s:.2} CPU seconds",
+                "replication: {n} backups bootstrapped from {:.1} MB of checkpoint and log: in sync after {in_sync_s:.2} s, read view at the released epoch {released} after {caught_up_s:.2} s, {backup_cpu_s:.2} CPU seconds, peak RSS {backup_peak_rss_mb:.0} MB",
                 primary_bytes as f64 / 1e6
             );
-            r.bootstrap =
-                Some(BootstrapReport { released_epoch: released, primary_bytes, in_sync_s, caught_up_s, backup_cpu_s });
+            r.bootstrap = Some(BootstrapReport {
+                released_epoch: released,
+                primary_bytes,
+                in_sync_s,
+                caught_up_s,
+                backup_cpu_s,
+                backup_peak_rss_mb,
+            });
         }
         Ok(Some(r))
     }

@@ -122,6 +122,10 @@ pub struct ReplicaArgs {
     /// at its read view, once it shows a finished TPC-C load (what `bench tpcc --replica-readers` starts)
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=256))]
     pub read_tpcc: u32,
+    /// MiB of received blocks held in memory for replay; past it, a catch-up's blocks are read back from the
+    /// backup's own log when replayed
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub replay_memory: u64,
     /// Where --read-tpcc counts its committed transactions: a JSON object `{"transactions": N}`, rewritten
     /// (through a temporary file and a rename) every 100 ms
     #[arg(long, value_name = "FILE", requires = "read_tpcc")]
@@ -133,7 +137,11 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
     if let Some(cpu) = a.cpu {
         crate::replicas::pin_to_cpu(cpu)?;
     }
-    let mut opts = BackupOptions { secret: a.replication_secret, ..BackupOptions::new(&a.data_dir, &a.primary) };
+    let mut opts = BackupOptions {
+        secret: a.replication_secret,
+        replay_memory: (a.replay_memory << 20) as usize,
+        ..BackupOptions::new(&a.data_dir, &a.primary)
+    };
     opts.database.recovery_threads = a.replay_threads.map_or(0, |n| n as usize);
     let backup = Backup::start(opts).map_err(|e| failed(e.to_string()))?;
     crate::say!("epochdb replica: backing up {} into {}", a.primary, a.data_dir.display());

@@ -496,12 +496,13 @@ fn replica_info(out: &mut String, shared: &crate::server::Shared, b: &epochdb::B
     );
     let _ = write!(
         out,
-        "epochdb_term:{term}\r\nepochdb_term_start_epoch:{term_start}\r\nepochdb_persisted_epoch:{}\r\nepochdb_released_epoch:{}\r\nepochdb_read_view:{}\r\nepochdb_view_lag_epochs:{}\r\nepochdb_staleness_ms:{staleness}\r\nepochdb_pending_bytes:{}\r\nepochdb_replay_error:{}\r\n",
+        "epochdb_term:{term}\r\nepochdb_term_start_epoch:{term_start}\r\nepochdb_persisted_epoch:{}\r\nepochdb_released_epoch:{}\r\nepochdb_read_view:{}\r\nepochdb_view_lag_epochs:{}\r\nepochdb_staleness_ms:{staleness}\r\nepochdb_pending_bytes:{}\r\nepochdb_log_pending_bytes:{}\r\nepochdb_replay_error:{}\r\n",
         st.persisted,
         st.released,
         st.view,
         st.released.saturating_sub(st.view),
         st.pending_bytes,
+        st.log_pending_bytes,
         st.replay_error.as_deref().unwrap_or(""),
     );
 }

@@ -117,6 +117,9 @@ pub struct BootstrapReport {
     pub caught_up_s: f64,
     /// CPU seconds the backup processes used in those `caught_up_s`.
     pub backup_cpu_s: f64,
+    /// The largest peak resident memory of a backup process by then, MB.
+    #[serde(default)]
+    pub backup_peak_rss_mb: f64,
 }
 
 /// Quantiles of sampled values.

@@ -599,6 +599,8 @@ pub(crate) struct LogFile {
     lo: u64,
     hi: u64,
     created: std::time::Instant,
+    /// The file opened again for buffered reads (see `reader`).
+    reader: Option<Arc<File>>,
 }
 
 impl LogFile {
@@ -623,11 +625,42 @@ impl LogFile {
         io.rename(&path, &dir.join(CURRENT_LOG))?;
         io.sync_dir(dir)?;
         let created = std::time::Instant::now();
-        Ok(LogFile { out, allocated: FIRST_STEP, ahead: None, step_from: 0, syncs: 0, lo: u64::MAX, hi: 0, created })
+        Ok(LogFile {
+            out,
+            allocated: FIRST_STEP,
+            ahead: None,
+            step_from: 0,
+            syncs: 0,
+            lo: u64::MAX,
+            hi: 0,
+            created,
+            reader: None,
+        })
     }
 
     fn dir(&self) -> &Path {
         self.out.file.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Where the next block goes (blocks are written at once, each at a
+    /// 4 KiB boundary).
+    pub fn offset(&self) -> u64 {
+        self.out.written()
+    }
+
+    /// This file for reading blocks back (a backup's replay of blocks it
+    /// had no memory for). Opened again through `/proc/self/fd`, without
+    /// the writer's direct I/O, whose reads would need aligned buffers;
+    /// the descriptor follows the file through a rotation's rename, and
+    /// keeps it readable until the last block read is replayed.
+    pub fn reader(&mut self) -> std::io::Result<Arc<File>> {
+        if let Some(r) = &self.reader {
+            return Ok(r.clone());
+        }
+        use std::os::fd::AsRawFd;
+        let r = Arc::new(File::open(format!("/proc/self/fd/{}", self.out.file.file.as_raw_fd()))?);
+        self.reader = Some(r.clone());
+        Ok(r)
     }
 
     /// Appends `block` of epochs `lo..=hi`, and `marker` (a seal marker and

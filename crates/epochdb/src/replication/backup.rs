@@ -49,6 +49,11 @@ pub struct BackupOptions {
     pub idle_timeout: Duration,
     /// The primary's shared secret ([`crate::PrimaryOptions::secret`]).
     pub secret: Option<String>,
+    /// Bytes of received, unreplayed blocks held in memory (default 256
+    /// MiB). Past it the receiver waits for replay, or, while replay may
+    /// not start yet (a new backup catching up before its first seal),
+    /// leaves blocks in its log file and replay reads them back.
+    pub replay_memory: usize,
     /// This backup's node id in a control plane (`epochdb-control`), told
     /// to the primary so its in-sync set can name it; 0: none.
     pub node: u64,
@@ -71,6 +76,7 @@ impl BackupOptions {
             retry: Duration::from_millis(200),
             idle_timeout: Duration::from_secs(5),
             secret: None,
+            replay_memory: super::standby::DEFAULT_REPLAY_MEMORY,
             node: 0,
             database: Options { durability: Durability::LogAndCheckpoint, ..Options::default() },
         }
@@ -129,7 +135,7 @@ impl Backup {
         let (db, pepoch_file) = Database::open_standby(options.clone(), view.clone())?;
         let store = db.store().clone();
         let pepoch = store.recovery.as_ref().map_or(0, |r| r.pepoch);
-        let replay = Arc::new(Replay::default());
+        let replay = Arc::new(Replay::new(opts.replay_memory.max(1 << 16)));
         replay.persisted(pepoch);
         let replayer = Replayer::start(db.clone(), view.clone(), replay.clone(), pepoch)?;
         let log = LogFile::create(&store.dirs.log[0], &store.io)?;
@@ -173,11 +179,15 @@ impl Backup {
     /// Where the standby stands: persisted, released and read-view epochs,
     /// replay backlog and staleness.
     pub fn status(&self) -> StandbyStatus {
+        let (pending_bytes, log_pending_bytes, peak_pending_bytes, log_replayed_bytes) = self.replay.pending();
         StandbyStatus {
             persisted: self.persisted_epoch(),
             released: self.replay.released_epoch(),
             view: self.view.view(),
-            pending_bytes: self.replay.pending_bytes(),
+            pending_bytes,
+            log_pending_bytes,
+            peak_pending_bytes,
+            log_replayed_bytes,
             staleness: self.view.staleness(),
             connected: self.is_connected(),
             replay_error: self.replay.error(),
@@ -420,9 +430,13 @@ fn session(
                 if epochs != (lo, hi) {
                     return Err(bad(format!("a block said to hold {lo}..={hi} holds {epochs:?}")).into());
                 }
-                disk.log.append(&disk.store.io, &block, lo, hi, None)?;
                 disk.top = disk.top.max(hi);
-                disk.replay.push(lo, hi, block, stop);
+                let at = disk.log.offset();
+                disk.log.append(&disk.store.io, &block, lo, hi, None)?;
+                // Replay may read it back from there (a catch-up longer
+                // than its memory); without the file it stays in memory.
+                let log = disk.log.reader().map(|f| (f, at)).ok();
+                disk.replay.push(lo, hi, block, log, stop);
             }
             Msg::Released { epoch } => disk.replay.released(epoch),
             Msg::Seal { stream, epoch } => {

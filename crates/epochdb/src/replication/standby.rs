@@ -76,8 +76,15 @@ pub struct StandbyStatus {
     /// The read view: snapshots show every epoch `<=` this and nothing
     /// newer. 0 until the first release covering what was recovered.
     pub view: u64,
-    /// Bytes received and not yet replayed.
+    /// Bytes received and not yet replayed, held in memory.
     pub pending_bytes: u64,
+    /// Bytes received and not yet replayed that replay will read back
+    /// from the backup's log (past `BackupOptions::replay_memory`).
+    pub log_pending_bytes: u64,
+    /// The most bytes ever held in memory for replay.
+    pub peak_pending_bytes: u64,
+    /// Bytes of blocks replay has read back from the log so far.
+    pub log_replayed_bytes: u64,
     /// How long ago the primary had released everything the view shows
     /// (`None` before the first view).
     pub staleness: Option<Duration>,
@@ -148,22 +155,37 @@ pub(crate) fn check_fresh(
     }
 }
 
-/// Replay stops taking blocks past this many unreplayed bytes: the
-/// receiver waits, and a primary whose queue to it fills drops it.
-const MAX_PENDING: usize = 256 << 20;
+/// Unreplayed received bytes a backup holds in memory by default
+/// (`BackupOptions::replay_memory`). Past it, while replay has work it
+/// may do, the receiver waits (and a primary whose queue to it fills drops
+/// it); while replay may not start (a catch-up before its first seal),
+/// blocks are read back from the backup's own log when replayed.
+pub const DEFAULT_REPLAY_MEMORY: usize = 256 << 20;
 
 /// The queue between the receiver and the replayer.
-#[derive(Default)]
 pub(crate) struct Replay {
     q: Mutex<Queue>,
     cv: Condvar,
     error: Mutex<Option<String>>,
+    memory: usize,
+}
+
+impl Default for Replay {
+    fn default() -> Replay {
+        Replay::new(DEFAULT_REPLAY_MEMORY)
+    }
 }
 
 #[derive(Default)]
 struct Queue {
     blocks: VecDeque<Arc<Block>>,
+    /// Bytes of queued blocks held in memory, of those left in the log,
+    /// and the most ever held.
     bytes: usize,
+    spilled: usize,
+    peak: usize,
+    /// Bytes of blocks handed to replay from the log, in all.
+    read_back: u64,
     persisted: u64,
     released: u64,
     /// Releases heard, oldest first, with when: the view's freshness.
@@ -175,29 +197,77 @@ struct Queue {
     stop: bool,
 }
 
-/// A received block of epochs `lo..=hi`.
+/// A received block of epochs `lo..=hi`, `len` bytes.
 struct Block {
     lo: u64,
     hi: u64,
-    bytes: Vec<u8>,
+    len: usize,
+    data: Data,
+}
+
+/// Where a queued block's bytes are.
+enum Data {
+    Memory(Vec<u8>),
+    /// In the backup's log file, at this offset (it was appended there
+    /// before it was queued).
+    Log {
+        file: Arc<std::fs::File>,
+        at: u64,
+    },
+}
+
+impl Block {
+    /// Reads a block back from the log, and checks it again (the disk
+    /// may have damaged it since).
+    fn read_back(&self) -> Result<Vec<u8>> {
+        let Data::Log { file, at } = &self.data else { return Err(bad("a block in memory read back")) };
+        let mut b = vec![0; self.len];
+        std::os::unix::fs::FileExt::read_exact_at(&**file, &mut b, *at)
+            .map_err(|e| bad(format!("read back the block at {at} of the log: {e}")))?;
+        match frame::check_block(&b) {
+            Ok(epochs) if epochs == (self.lo, self.hi) => Ok(b),
+            Ok(epochs) => {
+                Err(bad(format!("the block at {at} of the log holds {epochs:?}, not {}..={}", self.lo, self.hi)))
+            }
+            Err(e) => Err(bad(format!("the block at {at} of the log: {e}"))),
+        }
+    }
 }
 
 impl Replay {
-    /// A block the receiver appended (not yet persisted). Waits while
-    /// replay is too far behind with work it can do (not while it waits
-    /// for a seal or a release: a backup catching up from files receives
-    /// everything before its first seal), unless `stop` is set.
-    pub fn push(&self, lo: u64, hi: u64, bytes: Vec<u8>, stop: &AtomicBool) {
+    /// A replay queue that holds at most `memory` unreplayed bytes.
+    pub fn new(memory: usize) -> Replay {
+        Replay { q: Mutex::default(), cv: Condvar::new(), error: Mutex::default(), memory }
+    }
+
+    /// A block the receiver appended (not yet persisted), at `log` (its
+    /// file and offset) if it can be read back from there. Waits while
+    /// replay is too far behind with work it can do, unless `stop` is
+    /// set. While replay may not start (a backup catching up from files
+    /// receives everything before its first seal), a block past the
+    /// memory bound is left in the log and read back when replayed.
+    pub fn push(&self, lo: u64, hi: u64, bytes: Vec<u8>, log: Option<(Arc<std::fs::File>, u64)>, stop: &AtomicBool) {
         let mut q = lock(&self.q);
-        while q.bytes > MAX_PENDING && q.persisted.min(q.released) > q.taken && !q.stop && !stop.load(Ordering::Acquire)
+        while q.bytes > self.memory && q.persisted.min(q.released) > q.taken && !q.stop && !stop.load(Ordering::Acquire)
         {
             q = self.cv.wait_timeout(q, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
         }
         if q.stop {
             return; // replay stopped (or failed): keep nothing in memory
         }
-        q.bytes += bytes.len();
-        q.blocks.push_back(Arc::new(Block { lo, hi, bytes }));
+        let len = bytes.len();
+        let data = match log {
+            Some((file, at)) if q.bytes + len > self.memory => {
+                q.spilled += len;
+                Data::Log { file, at }
+            }
+            _ => {
+                q.bytes += len;
+                q.peak = q.peak.max(q.bytes);
+                Data::Memory(bytes)
+            }
+        };
+        q.blocks.push_back(Arc::new(Block { lo, hi, len, data }));
     }
 
     /// Every epoch `<= epoch` is on the backup's disk.
@@ -212,7 +282,7 @@ impl Replay {
     pub fn clear(&self) {
         let mut q = lock(&self.q);
         q.blocks.clear();
-        q.bytes = 0;
+        (q.bytes, q.spilled) = (0, 0);
         self.cv.notify_all();
     }
 
@@ -226,8 +296,11 @@ impl Replay {
         }
     }
 
-    pub fn pending_bytes(&self) -> u64 {
-        lock(&self.q).bytes as u64
+    /// Unreplayed bytes held in memory and left in the log, the most
+    /// ever held in memory, and the bytes replay took from the log.
+    pub fn pending(&self) -> (u64, u64, u64, u64) {
+        let q = lock(&self.q);
+        (q.bytes as u64, q.spilled as u64, q.peak as u64, q.read_back)
     }
 
     pub fn released_epoch(&self) -> u64 {
@@ -266,13 +339,19 @@ impl Replay {
             if target > view && target >= applied {
                 q.taken = target;
                 let batch: Vec<_> = q.blocks.iter().filter(|b| b.lo <= target).cloned().collect();
-                let mut freed = 0;
+                let (mut freed, mut read) = (0, 0);
                 q.blocks.retain(|b| {
                     let keep = b.hi > target;
-                    freed += if keep { 0 } else { b.bytes.len() };
+                    match &b.data {
+                        _ if keep => {}
+                        Data::Memory(_) => freed += b.len,
+                        Data::Log { .. } => read += b.len,
+                    }
                     keep
                 });
                 q.bytes -= freed;
+                q.spilled -= read;
+                q.read_back += read as u64;
                 let mut at = None;
                 while q.heard.front().is_some_and(|(e, _)| *e <= target) {
                     at = q.heard.pop_front().map(|(_, t)| t);
@@ -367,7 +446,7 @@ const PARALLEL_MIN_BYTES: usize = 64 << 10;
 /// moves), so the threads need no order between them.
 fn apply(db: &Database, parts: &mut [Part], batch: &[Arc<Block>], from: u64, to: u64) -> Result<()> {
     let manifest = lock(&db.store().manifest).clone();
-    let bytes: usize = batch.iter().map(|b| b.bytes.len()).sum();
+    let bytes: usize = batch.iter().map(|b| b.len).sum();
     let n = if bytes < PARALLEL_MIN_BYTES { 1 } else { parts.len() };
     // Idle parts still collect the garbage and deletes due from their
     // last batch.
@@ -417,30 +496,51 @@ fn apply_part(
     (part, parts): (usize, usize),
 ) -> Result<()> {
     let Part { w, s } = p;
+    // Blocks read back from the log whose deltas this part needs: read
+    // again, all at once, after the whole rows (a block is dropped as soon
+    // as it is decoded otherwise, so replay holds a batch's deltas, not
+    // the batch). Declared before `deltas`, which borrows from them.
+    let mut held: Vec<Vec<u8>> = Vec::new();
     let mut deltas: Vec<Entry<'_>> = Vec::new();
+    let mut again: Vec<&Block> = Vec::new();
     let mut result = Ok(());
+    let scope = (manifest, from, to, part, parts);
     w.enter()?;
     for b in batch {
-        // Checked by the receiver: a header, then the payload.
-        let payload = b.bytes.get(frame::BLOCK_HEADER_LEN..).unwrap_or_default();
-        let decoded = log::decode(payload, |e| {
-            let epoch = e.tid.epoch();
-            let mine = epoch > from
-                && epoch <= to
-                && !manifest.is_void(epoch)
-                && (parts == 1 || part_of(e.table, e.key, parts) == part);
-            if !mine || result.is_err() {
-                return;
-            }
-            match e.write {
+        let decoded = match &b.data {
+            Data::Memory(bytes) => entries(bytes, scope, |e| match e.write {
                 Write::Delta(_) => deltas.push(e),
-                _ => result = install_entry(w, manifest, &e, from, s),
+                _ if result.is_ok() => result = install_entry(w, manifest, &e, from, s),
+                _ => {}
+            }),
+            Data::Log { .. } => {
+                let bytes = b.read_back()?;
+                let mut has_delta = false;
+                let r = entries(&bytes, scope, |e| match e.write {
+                    Write::Delta(_) => has_delta = true,
+                    _ if result.is_ok() => result = install_entry(w, manifest, &e, from, s),
+                    _ => {}
+                });
+                if has_delta {
+                    again.push(b);
+                }
+                r
             }
-        });
-        result = result.and(decoded.map_err(bad));
+        };
+        result = result.and(decoded);
         if result.is_err() {
             break;
         }
+    }
+    if result.is_ok() {
+        held = again.iter().map(|b| b.read_back()).collect::<Result<_>>()?;
+    }
+    for bytes in &held {
+        entries(bytes, scope, |e| {
+            if let Write::Delta(_) = e.write {
+                deltas.push(e);
+            }
+        })?;
     }
     if result.is_ok() {
         deltas.sort_unstable_by_key(|e| e.tid);
@@ -448,6 +548,29 @@ fn apply_part(
     }
     w.leave();
     result
+}
+
+/// Calls `f` with each entry of `block` that part `part` of `parts`
+/// replays: of epochs `(from, to]`, not void, and of a key of that part.
+fn entries<'a>(
+    block: &'a [u8],
+    (manifest, from, to, part, parts): (&Manifest, u64, u64, usize, usize),
+    mut f: impl FnMut(Entry<'a>),
+) -> Result<()> {
+    // Checked by the receiver (and again if read back): a header, then
+    // the payload.
+    let payload = block.get(frame::BLOCK_HEADER_LEN..).unwrap_or_default();
+    log::decode(payload, |e| {
+        let epoch = e.tid.epoch();
+        let mine = epoch > from
+            && epoch <= to
+            && !manifest.is_void(epoch)
+            && (parts == 1 || part_of(e.table, e.key, parts) == part);
+        if mine {
+            f(e);
+        }
+    })
+    .map_err(bad)
 }
 
 /// Installs `e` into its table (see `install`).
@@ -566,7 +689,7 @@ mod tests {
             log::encode_txn(&mut bytes, Tid::new(epoch, 1), 1);
             log::encode_entry(&mut bytes, 0, key, value);
         }
-        Arc::new(Block { lo, hi, bytes })
+        Arc::new(Block { lo, hi, len: bytes.len(), data: Data::Memory(bytes) })
     }
 
     /// Whole rows install in any order: a delete decoded before the older

@@ -141,6 +141,16 @@ fn until_it_takes_writes(s: &Served, key: &str) -> Duration {
     start.elapsed()
 }
 
+/// Both data nodes of `g` under `async`: the primary, holding its lease
+/// with the other in the committed in-sync set, and the other.
+fn async_pair(g: &Group) -> (Served, Served) {
+    let (a, role) = g.node_with(1, "async");
+    let b = g.node_with(2, "async").0;
+    let (p, b, backup) = if role.contains("as the primary") { (a, b, 2) } else { (b, a, 1) };
+    wait_in_sync(&p, backup);
+    (p, b)
+}
+
 fn kill(s: &mut Served) {
     s.child.kill().unwrap(); // SIGKILL
     s.child.wait().unwrap();
@@ -193,10 +203,7 @@ fn the_in_sync_backup_takes_over_with_every_acknowledged_write() {
 #[test]
 fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
     let g = Group::start("fence");
-    let (a, role) = g.node_with(1, "async");
-    let b = g.node_with(2, "async").0;
-    let (mut p, b, backup) = if role.contains("as the primary") { (a, b, 2) } else { (b, a, 1) };
-    wait_in_sync(&p, backup);
+    let (mut p, b) = async_pair(&g);
     let pid = p.child.id().to_string();
     let signal = |sig: &str| assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
     let mut c = client(&p); // connected while it runs
@@ -231,10 +238,7 @@ fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
 #[test]
 fn a_planned_switchover_loses_no_acknowledged_write_even_async() {
     let g = Group::start("switchover");
-    let (a, role) = g.node_with(1, "async");
-    let b = g.node_with(2, "async").0;
-    let (mut p, b, backup) = if role.contains("as the primary") { (a, b, 2) } else { (b, a, 1) };
-    wait_in_sync(&p, backup);
+    let (mut p, b) = async_pair(&g);
     let writers = start_writers(&format!("redis://127.0.0.1:{}/", p.port), 0);
     std::thread::sleep(Duration::from_millis(500));
     let started = Instant::now();

@@ -99,6 +99,21 @@ pub struct Outcome {
     pub trace: u64,
 }
 
+impl Outcome {
+    fn add(&mut self, o: &Outcome) {
+        let counts = [o.appointments, o.leases, o.delivered, o.crashes, o.handovers, o.stalls];
+        let mine = [
+            &mut self.appointments,
+            &mut self.leases,
+            &mut self.delivered,
+            &mut self.crashes,
+            &mut self.handovers,
+            &mut self.stalls,
+        ];
+        mine.into_iter().zip(counts).for_each(|(m, c)| *m += c);
+    }
+}
+
 /// Runs one seed: `data` data nodes and `witnesses` witnesses for `secs`
 /// simulated seconds, faults in all but the last 10. `lease_override`
 /// breaks the lease rule on purpose (the check must catch it).
@@ -389,12 +404,7 @@ mod tests {
             if let Some(v) = o.violation {
                 panic!("seed {seed} ({data} data nodes, {witnesses} witnesses): {v}; replay: EPOCHDB_SIM_SEED={seed}");
             }
-            total.appointments += o.appointments;
-            total.leases += o.leases;
-            total.delivered += o.delivered;
-            total.crashes += o.crashes;
-            total.handovers += o.handovers;
-            total.stalls += o.stalls;
+            total.add(&o);
         }
         eprintln!(
             "{} appointments, {} leases granted, {} messages delivered, {} crashes, {} stalls, {} switchovers begun",

@@ -90,6 +90,12 @@ pub struct ReplicationReport {
     /// CPU the backup processes used while the run was measured, in cores
     /// (CPU seconds per second; receiving, syncing and replaying).
     pub backup_cores: f64,
+    /// CPU the benchmark process (the primary: its workers, loggers and
+    /// shippers) used over the same time, in cores: with `backup_cores`,
+    /// the CPU a backup spends per MB of log against what the primary
+    /// spent to produce it.
+    #[serde(default)]
+    pub primary_cores: f64,
     /// Read-only TPC-C transactions (order-status, stock-level) per second
     /// that the backups' readers committed at their read views while the
     /// run was measured (`--replica-readers`; 0 without).

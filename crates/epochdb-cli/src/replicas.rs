@@ -291,8 +291,8 @@ impl Replicas {
     /// Stops sampling, prints the lags and stops the backups.
     pub fn finish(mut self) -> ReplicationReport {
         let backup_cores = self.since.map_or(0.0, |(t, cpu, _)| (self.cpu() - cpu) / t.elapsed().as_secs_f64());
-        let primary_cores = (self.since)
-            .map_or(0.0, |(t, _, own)| (cpu_seconds(std::process::id()) - own) / t.elapsed().as_secs_f64());
+        let primary_cores =
+            (self.since).map_or(0.0, |(t, _, own)| (cpu_seconds(std::process::id()) - own) / t.elapsed().as_secs_f64());
         let backup_reads_per_s = self
             .since
             .map_or(0.0, |(t, _, _)| self.reads().saturating_sub(self.reads_since) as f64 / t.elapsed().as_secs_f64());

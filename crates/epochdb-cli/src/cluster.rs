@@ -110,7 +110,15 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     // Its own copy of the state may be stale (a deposed primary restarting
     // would take itself for the primary): wait until it is current.
     while v.cluster.primary == 0 || !v.current {
-        v = node.wait_change(v.version, Duration::from_secs(5));
+        let seen = v.version;
+        v = node.wait_change(seen, Duration::from_secs(5));
+        if v.version == seen {
+            ::log::info!(
+                "control: no primary yet (leader {}, term {}): are the other nodes up?",
+                v.leader,
+                v.raft_term
+            );
+        }
     }
     config.controlled = true;
     config.control_info = Some(info_lines(node.clone()));
@@ -122,7 +130,7 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     }
     if !v.is_primary() {
         if v.served != 0 {
-            set_aside(&data, v.served)?;
+            set_aside(&config.options, &data, v.served)?;
             node.forget_served();
         }
         let primary = v.cluster.primary_addr.clone();
@@ -182,21 +190,22 @@ fn control_dir(n: &NodeArgs, data: &Path) -> PathBuf {
 
 /// Moves a deposed primary's data directory aside (kept, never deleted:
 /// its unreplicated tail is evidence), so it rejoins as a new backup.
-fn set_aside(data: &Path, appointment: u64) -> CliResult<()> {
-    if !data.exists() {
-        return Ok(());
-    }
+/// `epochdb::set_aside` checks the directory is epochdb's and holds its
+/// lock while it moves.
+fn set_aside(options: &epochdb::Options, data: &Path, appointment: u64) -> CliResult<()> {
     let mut name = data.file_name().unwrap_or_default().to_os_string();
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     name.push(format!(".deposed-{appointment}-{secs}"));
     let aside = data.with_file_name(name);
-    std::fs::rename(data, &aside)
+    let moved = epochdb::set_aside(options, &aside)
         .map_err(|e| failed(format!("set aside {} as {}: {e}", data.display(), aside.display())))?;
-    ::log::warn!(
-        "this node served as primary (appointment {appointment}) and another was appointed since: its data, which may \
-         hold epochs the new primary lacks, is now {}; it rejoins as a new backup",
-        aside.display()
-    );
+    if moved {
+        ::log::warn!(
+            "this node served as primary (appointment {appointment}) and another was appointed since: its data, which \
+             may hold epochs the new primary lacks, is now {}; it rejoins as a new backup",
+            aside.display()
+        );
+    }
     Ok(())
 }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const MAGIC: &[u8; 8] = b"EPOCHCTL";
 const VERSION: u16 = 1;
@@ -31,6 +31,8 @@ pub const MAX_FRAME: usize = 1 << 20;
 /// Messages queued to one peer before new ones are dropped.
 const QUEUE: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long either side of a connection waits for the other's handshake.
+const HANDSHAKE: Duration = Duration::from_secs(3);
 
 type Nonce = [u8; 32];
 
@@ -163,7 +165,8 @@ fn receive(
     (&sock).write_all(&hello).map_err(io)?;
     let mut r = BufReader::new(sock);
     let mut answer = [0u8; 48];
-    read_full(&mut r, &mut answer, stop)?;
+    // An unauthenticated peer gets a few seconds, not a thread forever.
+    read_full(&mut r, &mut answer, stop, Some(Instant::now() + HANDSHAKE))?;
     let from = u64::from_le_bytes(answer[..8].try_into().unwrap_or_default());
     let to = u64::from_le_bytes(answer[8..16].try_into().unwrap_or_default());
     if proof(secret, &ours, from, to).verify_slice(&answer[16..]).is_err() {
@@ -175,13 +178,13 @@ fn receive(
     let mut body = Vec::new();
     loop {
         let mut len = [0u8; 4];
-        read_full(&mut r, &mut len, stop)?;
+        read_full(&mut r, &mut len, stop, None)?;
         let len = u32::from_le_bytes(len) as usize;
         if len > MAX_FRAME {
             return Err(format!("a frame of {len} bytes (at most {MAX_FRAME})"));
         }
         body.resize(len, 0);
-        read_full(&mut r, &mut body, stop)?;
+        read_full(&mut r, &mut body, stop, None)?;
         let m = Message::parse_from_bytes(&body).map_err(|e| format!("a message that does not parse: {e}"))?;
         if m.from != from || m.to != me {
             return Err(format!("node {from} sent a message from {} to {}", m.from, m.to));
@@ -192,8 +195,8 @@ fn receive(
     }
 }
 
-/// Reads exactly `buf`, through read timeouts, until `stop`.
-fn read_full(r: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> Result<(), String> {
+/// Reads exactly `buf`, through read timeouts, until `stop` or `deadline`.
+fn read_full(r: &mut impl Read, buf: &mut [u8], stop: &AtomicBool, deadline: Option<Instant>) -> Result<(), String> {
     let mut at = 0;
     while at < buf.len() {
         match r.read(&mut buf[at..]) {
@@ -202,6 +205,9 @@ fn read_full(r: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> Result<(),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                 if stop.load(Ordering::Acquire) {
                     return Err("stopped".into());
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err("no handshake in time".into());
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -248,7 +254,7 @@ fn connect(me: u64, to: u64, addr: &str, secret: &[u8], stop: &AtomicBool) -> Re
     // A peer that stops reading must not stall this thread for long.
     sock.set_write_timeout(Some(Duration::from_millis(500))).map_err(io)?;
     let mut challenge = [0u8; 42];
-    read_full(&mut &sock, &mut challenge, stop)?;
+    read_full(&mut &sock, &mut challenge, stop, Some(Instant::now() + HANDSHAKE))?;
     if &challenge[..8] != MAGIC {
         return Err(format!("{addr} is not an epochdb control node"));
     }

@@ -130,3 +130,22 @@ fn a_node_with_the_wrong_secret_is_not_heard() {
     assert_eq!(a.view().cluster.primary, 0, "no quorum: 1 and 2 cannot hear each other");
     assert_eq!(b.view().cluster.primary, 0);
 }
+
+/// A connection that never proves it holds the secret is closed after the
+/// handshake's few seconds: it cannot hold a node's thread forever.
+#[test]
+fn a_silent_connection_is_closed_after_the_handshake_time() {
+    use std::io::Read;
+    let g = Group::new("silent");
+    let node = g.start(1);
+    let mut sock = std::net::TcpStream::connect(node.addr()).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut challenge = [0u8; 42];
+    sock.read_exact(&mut challenge).expect("the challenge");
+    assert_eq!(&challenge[..8], b"EPOCHCTL");
+    let start = Instant::now();
+    let mut rest = [0u8; 1];
+    let n = sock.read(&mut rest).unwrap_or(0);
+    assert_eq!(n, 0, "closed, not answered");
+    assert!(start.elapsed() < Duration::from_secs(8), "closed after {:?}", start.elapsed());
+}

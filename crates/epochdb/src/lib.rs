@@ -46,7 +46,7 @@ pub struct ReadmeDoctests;
 pub use catalog::{Column, ColumnType, IndexId, Schema, TableId, TableOptions};
 pub use db::{Database, Worker, WorkerStats};
 pub use durability::checkpoint::CheckpointStats;
-pub use durability::datadir::destroy;
+pub use durability::datadir::{destroy, set_aside};
 pub use durability::fsio::{Fault, Faults, Op};
 pub use durability::inspect::{inspect, CheckpointSummary, FileSummary, Inspection};
 pub use durability::lease::Lease;

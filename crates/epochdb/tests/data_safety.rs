@@ -281,3 +281,31 @@ fn a_read_only_open_writes_nothing() {
     let e = Database::open(Options { read_only: true, ..durable_options(&dir.join("none"), Durability::Log) });
     assert!(matches!(e, Err(Error::NotADatabase(_))), "{e:?}");
 }
+
+/// `set_aside` (a deposed primary's directory, kept): it moves the whole
+/// database, which opens there with every row; never while the database
+/// is open (`Locked`), never a directory holding a file epochdb did not
+/// write (`ForeignFile`), and never onto something that exists.
+#[test]
+fn a_database_is_set_aside_whole_and_only_when_it_is_closed_and_ours() {
+    let base = temp_dir("set-aside");
+    let (dir, aside) = (base.join("data"), base.join("data.deposed"));
+    let options = durable_options(&dir, Durability::LogAndCheckpoint);
+    let db = Database::open(options.clone()).expect("open");
+    let model = write_rows(&db, 0, 50);
+    assert!(matches!(epochdb::set_aside(&options, &aside), Err(Error::Locked { .. })), "moved while open");
+    assert!(dir.is_dir() && !aside.exists());
+    drop(db);
+    std::fs::write(dir.join("notes.txt"), b"mine").expect("a file of someone else's");
+    assert!(matches!(epochdb::set_aside(&options, &aside), Err(Error::ForeignFile { .. })));
+    assert!(dir.is_dir() && !aside.exists());
+    std::fs::remove_file(dir.join("notes.txt")).expect("remove it");
+    std::fs::create_dir_all(&aside).expect("in the way");
+    assert!(epochdb::set_aside(&options, &aside).is_err(), "moved onto an existing directory");
+    std::fs::remove_dir(&aside).expect("clear the way");
+    assert!(epochdb::set_aside(&options, &aside).expect("set aside"));
+    assert!(!dir.exists());
+    check_rows(&aside, Options { data_dir: Some(aside.clone()), ..options.clone() }, &model);
+    assert!(!epochdb::set_aside(&options, &aside).expect("nothing there"), "a missing directory is nothing to move");
+    let _ = std::fs::remove_dir_all(&base);
+}

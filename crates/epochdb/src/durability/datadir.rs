@@ -358,24 +358,19 @@ pub fn remove_checkpoint_set(io: &Io, dir: &Path, gradually: bool) -> Result<()>
     Ok(())
 }
 
-/// Deletes the database `options` names: everything epochdb wrote in its
-/// data directory and in its log and checkpoint directories (those given
-/// and those its manifest records). Nothing is deleted unless every entry
-/// is epochdb's: a file epochdb did not write is [`Error::ForeignFile`].
-/// Then it takes the directories' locks, so a database open anywhere is
-/// [`Error::Locked`] and untouched. The directories themselves and their
-/// `LOCK` files stay. A missing data directory is nothing to delete.
-pub fn destroy(options: &Options) -> Result<()> {
-    let data = options.data_dir.clone().ok_or_else(|| Error::InvalidOptions("destroy needs a data_dir".into()))?;
+/// The directories of the database `options` names (those given and
+/// those its manifest records) with the roles each plays; `None` if its
+/// data directory does not exist.
+fn database_dirs(options: &Options, what: &str) -> Result<Option<(Io, Dirs, Vec<(PathBuf, Roles)>)>> {
+    let data = options.data_dir.clone().ok_or_else(|| Error::InvalidOptions(format!("{what} needs a data_dir")))?;
     if !data.exists() {
-        return Ok(());
+        return Ok(None);
     }
     if !data.is_dir() {
         let source = std::io::Error::from_raw_os_error(libc::ENOTDIR);
         return Err(Error::Io { op: "open directory", path: data, source });
     }
     let io = Io::new(options.faults.clone());
-    // The given directories and, if the manifest says, the recorded ones.
     let or_default = |given: &[PathBuf], default: &str| match given.is_empty() {
         true => vec![data.join(default)],
         false => given.to_vec(),
@@ -389,7 +384,7 @@ pub fn destroy(options: &Options) -> Result<()> {
         dirs.log.extend(m.log_dirs.iter().map(|d| data.join(d)));
         dirs.checkpoint.extend(m.checkpoint_dirs.iter().map(|d| data.join(d)));
     }
-    let mut known = vec![(data.clone(), Roles { data: true, ..Roles::default() })];
+    let mut known = vec![(data, Roles { data: true, ..Roles::default() })];
     for (list, role) in [
         (&dirs.log, Roles { log: true, ..Roles::default() }),
         (&dirs.checkpoint, Roles { checkpoint: true, ..Roles::default() }),
@@ -401,6 +396,47 @@ pub fn destroy(options: &Options) -> Result<()> {
             }
         }
     }
+    Ok(Some((io, dirs, known)))
+}
+
+/// Moves the database `options` names aside, whole, to `to` (a deposed
+/// primary keeps its data, which may hold the only copy of commits never
+/// released, and rejoins as a new backup). Like [`destroy`]: nothing
+/// moves unless every entry is epochdb's ([`Error::ForeignFile`]), and
+/// the directories are locked while it moves ([`Error::Locked`] if the
+/// database is open anywhere). Its log and checkpoint directories must be
+/// inside the data directory, which moves with them. A missing data
+/// directory is nothing to move (`Ok(false)`).
+pub fn set_aside(options: &Options, to: &Path) -> Result<bool> {
+    let Some((io, dirs, known)) = database_dirs(options, "set_aside")? else { return Ok(false) };
+    if dirs.lockable().len() > 1 {
+        return Err(Error::InvalidOptions(format!(
+            "{} has log or checkpoint directories outside it: move them with it by hand",
+            dirs.data.display()
+        )));
+    }
+    if to.exists() {
+        return Err(Error::InvalidOptions(format!("{} exists already", to.display())));
+    }
+    Plan::of(&known)?;
+    let _locks = lock(&dirs.lockable(), &io, true)?;
+    Plan::of(&known)?;
+    io.rename(&dirs.data, to)?;
+    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+        io.sync_dir(parent)?;
+    }
+    Ok(true)
+}
+
+/// Deletes the database `options` names: everything epochdb wrote in its
+/// data directory and in its log and checkpoint directories (those given
+/// and those its manifest records). Nothing is deleted unless every entry
+/// is epochdb's: a file epochdb did not write is [`Error::ForeignFile`].
+/// Then it takes the directories' locks, so a database open anywhere is
+/// [`Error::Locked`] and untouched. The directories themselves and their
+/// `LOCK` files stay. A missing data directory is nothing to delete.
+pub fn destroy(options: &Options) -> Result<()> {
+    let Some((io, dirs, known)) = database_dirs(options, "destroy")? else { return Ok(()) };
     // Check first (creating no lock file in a directory that is not
     // epochdb's), lock, then plan again: the lock is what makes the plan hold.
     Plan::of(&known)?;

@@ -251,10 +251,9 @@ fn watch(node: &Node, mut v: View, promoter: &epochdb_server::Promoter, db: &Dat
 fn hand_over(node: &Node, db: &Database, to: u64) {
     ::log::info!("control: switchover to node {to}: releases stop until it has everything released");
     node.suspend_lease();
-    // A release that passed the lease check just before the suspension
-    // stores within nanoseconds; read the released epoch after that.
-    std::thread::sleep(Duration::from_millis(10));
-    let released = db.durable_epoch();
+    // Final while the lease is suspended (a release that checked the lease
+    // just before has stored its epoch).
+    let released = db.durable_epoch_settled();
     let deadline = Instant::now() + Duration::from_secs(10);
     let caught_up =
         || db.replication_status().is_some_and(|st| st.backups.iter().any(|b| b.node == to && b.acked >= released));

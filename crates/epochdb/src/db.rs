@@ -549,6 +549,15 @@ impl Database {
         self.shared().store.durable.as_ref().map_or(0, |d| d.pepoch())
     }
 
+    /// The released epoch once no release is under way: after
+    /// [`crate::Lease::revoke`], a release that checked the lease just
+    /// before may still be storing its epoch; this waits for it, so the
+    /// value is final while the lease stays revoked (a switchover reads
+    /// what its successor must have).
+    pub fn durable_epoch_settled(&self) -> u64 {
+        self.shared().store.durable.as_ref().map_or(0, |d| d.settled_pepoch())
+    }
+
     /// Whether a transaction that committed in `epoch` is durable (its
     /// results may be released). An error if durability failed or is off.
     ///

@@ -358,10 +358,13 @@ pub fn remove_checkpoint_set(io: &Io, dir: &Path, gradually: bool) -> Result<()>
     Ok(())
 }
 
+/// Directories with the roles each plays.
+type Known = Vec<(PathBuf, Roles)>;
+
 /// The directories of the database `options` names (those given and
 /// those its manifest records) with the roles each plays; `None` if its
 /// data directory does not exist.
-fn database_dirs(options: &Options, what: &str) -> Result<Option<(Io, Dirs, Vec<(PathBuf, Roles)>)>> {
+fn database_dirs(options: &Options, what: &str) -> Result<Option<(Io, Dirs, Known)>> {
     let data = options.data_dir.clone().ok_or_else(|| Error::InvalidOptions(format!("{what} needs a data_dir")))?;
     if !data.exists() {
         return Ok(None);

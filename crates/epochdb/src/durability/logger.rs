@@ -307,10 +307,18 @@ impl Durable {
         self.release();
     }
 
+    /// The released epoch after any release under way has stored it
+    /// (`release` checks the lease and stores under `releasing`).
+    pub fn settled_pepoch(&self) -> u64 {
+        let _g = lock(&self.releasing);
+        self.pepoch()
+    }
+
     fn release(&self) {
         let g = lock(&self.releasing);
         // Checked under the lock, right before the store: the lease's
-        // margin covers the nanoseconds between.
+        // margin covers the nanoseconds between, and `settled_pepoch`
+        // waits for a release that checked before a revocation.
         if self.lease.get().is_some_and(|l| !l.is_valid()) {
             return;
         }

@@ -100,7 +100,8 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
         )
         .into());
     }
-    let mut cfg = NodeConfig::new(id, n.control_listen.ok_or("--control-listen is required")?, control_dir(&n, &data));
+    let control = control_dir(&n, &data);
+    let mut cfg = NodeConfig::new(id, n.control_listen.ok_or("--control-listen is required")?, control.clone());
     cfg.peers = peers(n.control_peers)?;
     cfg.secret = secret.clone();
     cfg.replicate_addr = replicate.to_string();
@@ -130,8 +131,14 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     }
     if !v.is_primary() {
         if v.served != 0 {
-            set_aside(&config.options, &data, v.served)?;
+            set_aside(&config.options, &data, &format!("deposed-{}", v.served))?;
             node.forget_served();
+        }
+        let marker = control.join(DIVERGED_MARKER);
+        if marker.exists() {
+            // Refused as diverged, and out of the in-sync set since (see `watch`).
+            set_aside(&config.options, &data, &format!("diverged-{}", v.cluster.appointment))?;
+            std::fs::remove_file(&marker).map_err(|e| failed(format!("remove {}: {e}", marker.display())))?;
         }
         let primary = v.cluster.primary_addr.clone();
         config.replicaof = Some(ReplicaOf { secret, node: id, ..ReplicaOf::new(primary) });
@@ -148,7 +155,7 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     let db = server.database().clone();
     std::thread::Builder::new()
         .name("epochdb-appointments".into())
-        .spawn(move || watch(&node, v, &promoter, &db, &following))
+        .spawn(move || watch(&node, v, &promoter, &db, &following, &control))
         .map_err(|e| failed(format!("start the appointment watcher: {e}")))?;
     server.wait();
     Ok(ExitCode::SUCCESS)
@@ -188,21 +195,24 @@ fn control_dir(n: &NodeArgs, data: &Path) -> PathBuf {
     })
 }
 
-/// Moves a deposed primary's data directory aside (kept, never deleted:
-/// its unreplicated tail is evidence), so it rejoins as a new backup.
-/// `epochdb::set_aside` checks the directory is epochdb's and holds its
-/// lock while it moves.
-fn set_aside(options: &epochdb::Options, data: &Path, appointment: u64) -> CliResult<()> {
+/// In the control directory: this replica was refused as diverged and
+/// left the in-sync set; its data directory is set aside at its next start.
+const DIVERGED_MARKER: &str = "set-aside-data";
+
+/// Moves a deposed primary's (or a diverged replica's) data directory
+/// aside (kept, never deleted: its unreplicated tail is evidence), so it
+/// rejoins as a new backup. `epochdb::set_aside` checks the directory is
+/// epochdb's and holds its lock while it moves.
+fn set_aside(options: &epochdb::Options, data: &Path, why: &str) -> CliResult<()> {
     let mut name = data.file_name().unwrap_or_default().to_os_string();
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    name.push(format!(".deposed-{appointment}-{secs}"));
+    name.push(format!(".{why}-{secs}"));
     let aside = data.with_file_name(name);
     let moved = epochdb::set_aside(options, &aside)
         .map_err(|e| failed(format!("set aside {} as {}: {e}", data.display(), aside.display())))?;
     if moved {
         ::log::warn!(
-            "this node served as primary (appointment {appointment}) and another was appointed since: its data, which \
-             may hold epochs the new primary lacks, is now {}; it rejoins as a new backup",
+            "this node's data ({why}) may hold epochs the primary lacks: it is now {}; it rejoins as a new backup",
             aside.display()
         );
     }
@@ -210,11 +220,43 @@ fn set_aside(options: &epochdb::Options, data: &Path, appointment: u64) -> CliRe
 }
 
 /// Follows the appointments until the server stops.
-fn watch(node: &Node, mut v: View, promoter: &epochdb_server::Promoter, db: &Database, following: &str) {
+fn watch(
+    node: &Node,
+    mut v: View,
+    promoter: &epochdb_server::Promoter,
+    db: &Database,
+    following: &str,
+    control: &Path,
+) {
+    let mut told = false;
     loop {
         v = node.wait_change(v.version, Duration::from_millis(200));
         if promoter.is_stopped() {
             return;
+        }
+        if let Some(why) = promoter.replica_diverged() {
+            // Its directory may be set aside only once the control plane
+            // no longer counts it in sync: until then it may be appointed,
+            // and its directory is what it was counted in sync for.
+            if v.cluster.in_sync.contains(&v.me) {
+                if !told {
+                    ::log::error!("control: refused as diverged ({why}); waiting to leave the in-sync set");
+                    told = true;
+                }
+                if !v.is_primary() {
+                    continue;
+                }
+            } else {
+                let marker = control.join(DIVERGED_MARKER);
+                if let Err(e) = std::fs::write(&marker, why.as_bytes()) {
+                    ::log::error!("control: write {}: {e}", marker.display());
+                }
+                ::log::error!(
+                    "control: refused as diverged ({why}): exiting; restarted, this node sets its data directory \
+                     aside and rejoins as a new backup"
+                );
+                std::process::exit(i32::from(EXIT_DEPOSED));
+            }
         }
         if v.cluster.primary == 0 {
             continue;

@@ -402,6 +402,8 @@ struct Core {
     applied: u64,
     /// Ticks without a leader after which this node campaigns.
     campaign_after: usize,
+    /// Ticks since it started.
+    ticks: u64,
     /// The ReadIndex round in flight: its number and when it was sent.
     pending: Option<(u64, Instant)>,
     rounds: u64,
@@ -434,7 +436,8 @@ impl Core {
     fn new(cfg: Config, log: Log, shared: Arc<Shared>, seed: u64) -> Result<Core, String> {
         let cluster = Cluster::decode(log.snapshot_state().1).ok_or("control: the snapshot does not decode")?;
         let applied = log.snapshot_state().0;
-        *lock(&shared.view) = View { me: cfg.id, cluster: cluster.clone(), served: log.served, ..View::default() };
+        let served = storage::held(log.served);
+        *lock(&shared.view) = View { me: cfg.id, cluster: cluster.clone(), served, ..View::default() };
         let raft_cfg = raft::Config {
             id: cfg.id,
             election_tick: cfg.election_ticks,
@@ -456,6 +459,7 @@ impl Core {
             cluster,
             applied,
             campaign_after: 0,
+            ticks: 0,
             pending: None,
             rounds: 0,
             confirmed: None,
@@ -472,11 +476,24 @@ impl Core {
 
     /// One Raft tick at `now`, and what the node does on a tick.
     fn tick(&mut self, now: Instant) {
+        self.ticks += 1;
         self.raw.tick();
         self.tick_duties(now);
     }
 
     fn step(&mut self, m: Message) {
+        use raft::eraftpb::MessageType::{MsgRequestPreVote, MsgRequestVote};
+        if self.ticks < self.cfg.election_ticks as u64 && matches!(m.get_msg_type(), MsgRequestVote | MsgRequestPreVote)
+        {
+            // A node that just (re)started may have acknowledged a lease
+            // round of the leader before it went down, and forgotten that
+            // it heard it: it votes only once that lease has surely run
+            // out, an election timeout after its start. (Found by the data
+            // plane's simulation: a witness restarted and elected a new
+            // primary while the old one's lease, which it had granted,
+            // still ran.) Ignored, the candidate simply tries again.
+            return;
+        }
         if let Err(e) = self.raw.step(m) {
             ::log::debug!("control: step: {e}");
         }
@@ -629,7 +646,8 @@ impl Core {
         if !self.shared.forget.swap(false, Ordering::AcqRel) {
             return false;
         }
-        self.raw.mut_store().served = 0;
+        let s = &mut self.raw.mut_store().served;
+        *s = storage::forgotten(*s);
         true
     }
 
@@ -663,7 +681,11 @@ impl Core {
                         self.cluster.primary_addr
                     );
                     if self.cluster.primary == self.cfg.id {
-                        self.raw.mut_store().served = self.cluster.appointment;
+                        // Only a newer appointment: after a restart the log's
+                        // older entries are applied again, and the one this
+                        // node's data was set aside for must not return.
+                        let s = &mut self.raw.mut_store().served;
+                        *s = storage::serving(*s, self.cluster.appointment);
                     } else {
                         self.shared.lease.revoke();
                     }
@@ -708,7 +730,7 @@ impl Core {
     fn publish(&self) {
         let r = &self.raw.raft;
         let mut v = lock(&self.shared.view);
-        let served = self.raw.store().served;
+        let served = storage::held(self.raw.store().served);
         let now = View {
             me: self.cfg.id,
             leader: r.leader_id,

@@ -34,12 +34,45 @@ pub struct Log {
     snap_data: Vec<u8>,
     entries: Vec<Entry>,
     /// This node's own record (not replicated): the appointment under
-    /// which it last served as primary (0: never, or its data since
-    /// discarded). A node that served and was then deposed may hold
-    /// epochs the new primary lacks.
+    /// which it last served as primary (0: never), with [`FORGOTTEN`] set
+    /// once its data from then was set aside. A node that served and was
+    /// then deposed may hold epochs the new primary lacks. See [`held`].
     pub served: u64,
     /// The latest applied state, for a follower that needs a snapshot.
     applied: (u64, u64, Vec<u8>),
+}
+
+/// The top bit of `Log::served`: the data of that appointment was set
+/// aside. The appointment stays, so that applying the log again after a
+/// restart (which replays that appointment's entry) does not bring it back.
+pub const FORGOTTEN: u64 = 1 << 63;
+
+/// The appointment whose data this node still holds (0: none).
+pub fn held(served: u64) -> u64 {
+    if served & FORGOTTEN != 0 {
+        0
+    } else {
+        served
+    }
+}
+
+/// `served` once its data was set aside.
+pub fn forgotten(served: u64) -> u64 {
+    if served == 0 {
+        0
+    } else {
+        served | FORGOTTEN
+    }
+}
+
+/// `served` once this node applies its own appointment `appointment`:
+/// only a newer one counts.
+pub fn serving(served: u64, appointment: u64) -> u64 {
+    if appointment > served & !FORGOTTEN {
+        appointment
+    } else {
+        served
+    }
 }
 
 /// Why a control directory could not be used.

@@ -507,6 +507,12 @@ impl Promoter {
         self.0.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
+    /// Why its primary refused the replica as diverged, if it did
+    /// ([`epochdb::Backup::diverged`]).
+    pub fn replica_diverged(&self) -> Option<String> {
+        self.0.backup.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|b| b.diverged())
+    }
+
     /// Whether the server stopped (SHUTDOWN).
     pub fn is_stopped(&self) -> bool {
         self.0.shutdown.load(Ordering::Acquire)

@@ -103,6 +103,36 @@ impl std::fmt::Debug for Database {
     }
 }
 
+/// A replication primary reopened after it ran: it begins a new term, as
+/// a promoted backup does (`rules::promotion`), above every epoch it holds,
+/// keeping its pepoch. It ships blocks before it syncs them, so a backup
+/// may have persisted epochs this restart no longer has (a lost machine's
+/// unsynced log); reused, those numbers would mix the backup's old commits
+/// with new ones. In a new term such a backup is refused as diverged
+/// (`rules::diverged`: it has epochs the term did not keep). Found by the
+/// data plane's simulation (`epochdb-control`, `sim/data.rs`). Returns the
+/// first epoch.
+fn new_term(store: &Store, first_epoch: u64, k: u64) -> Result<u64> {
+    let pepoch = store.recovery.as_ref().map_or(0, |r| r.pepoch);
+    if first_epoch <= 1 && pepoch == 0 {
+        return Ok(first_epoch); // a new database: nothing was shipped
+    }
+    let boundary = |e: u64| crate::epoch::boundary(k, e);
+    let id = crate::replication::wire::random_u64()?;
+    let mut m = log::lock(&store.manifest);
+    let (promotion, void) = crate::replication::rules::promotion(pepoch, first_epoch - 1, &m.voids, boundary, id);
+    let mut next = m.clone();
+    next.voids.extend(void);
+    next.promotions.push(promotion);
+    store.store_manifest(&mut m, next)?;
+    ::log::info!(
+        "a replication primary restarted: term {} from epoch {}, epochs <= {pepoch} kept",
+        m.promotions.len(),
+        promotion.first
+    );
+    Ok(promotion.first)
+}
+
 impl Database {
     /// Opens a database. With durability on, a data directory that holds a
     /// database is recovered first (see [`Database::open_with_progress`]).
@@ -137,7 +167,11 @@ impl Database {
         options.validate()?;
         let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
         let opened = durability::open(&options, tag, progress, false)?;
-        let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, opened.first_epoch));
+        let mut first_epoch = opened.first_epoch;
+        if options.primary.is_some() && !options.read_only {
+            first_epoch = new_term(&opened.store, first_epoch, options.snapshot_epochs)?;
+        }
+        let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, first_epoch));
         let store = Arc::new(opened.store);
         // The shipper taps the loggers before their first block.
         let primary = match (&options.primary, &store.durable) {
@@ -166,15 +200,17 @@ impl Database {
     /// primary to judge. Clients may only read (snapshots at `view`);
     /// replay writes through [`crate::replication::standby`]. Returns the
     /// pepoch file, which the backup's receiver keeps. `options` are also
-    /// the ones it runs with once promoted ([`Database::promote`]).
+    /// the ones it runs with once promoted ([`Database::promote`]), and
+    /// the largest epoch its log may hold (the tail above pepoch included).
     pub(crate) fn open_standby(
         options: Options,
         view: Arc<ReadView>,
-    ) -> Result<(Database, durability::logger::PepochFile)> {
+    ) -> Result<(Database, durability::logger::PepochFile, u64)> {
         options.validate()?;
         let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
         let opened = durability::open(&options, tag, &|_| {}, true)?;
         let pepoch_file = opened.pepoch_file.ok_or(Error::ReadOnly)?;
+        let top = opened.first_epoch.saturating_sub(1);
         let epochs = Arc::new(Epochs::standby(options.snapshot_epochs, opened.first_epoch));
         let store = Arc::new(opened.store);
         let tables = Arc::new(Tables::new(opened.tables));
@@ -186,7 +222,7 @@ impl Database {
             _locks: opened.locks,
             shared: Arc::new(Shared::new(options, tag, epochs, tables, store, Some(view))),
         };
-        Ok((Database { handle: Arc::new(handle) }, pepoch_file))
+        Ok((Database { handle: Arc::new(handle) }, pepoch_file, top))
     }
 
     /// Starts a standby's own checkpoints (`durability/checkpoint.rs`),
@@ -218,16 +254,19 @@ impl Database {
         // uninstalled, and removed by the next checkpointer's start).
         drop(log::lock(&handle.checkpointer).take());
         let epochs = &shared.epochs;
-        let first = epochs.boundary_at_or_above(top.max(epochs.current()).max(pepoch) + 1);
-        {
+        let above = top.max(epochs.current());
+        let id = crate::replication::wire::random_u64()?;
+        let first = {
             let mut m = log::lock(&store.manifest);
+            let boundary = |e| epochs.boundary_at_or_above(e);
+            let (promotion, void) = crate::replication::rules::promotion(pepoch, above, &m.voids, boundary, id);
+            let first = promotion.first;
             let mut next = m.clone();
-            if first - 1 > pepoch {
-                next.voids.push((pepoch + 1, first - 1));
-            }
-            next.promotions.push(durability::manifest::Promotion { kept: pepoch, first });
+            next.voids.extend(void);
+            next.promotions.push(promotion);
             store.store_manifest(&mut m, next)?;
-        }
+            first
+        };
         durable.promote(pepoch);
         epochs.promote(first);
         let options = &shared.options;

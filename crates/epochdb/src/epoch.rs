@@ -211,7 +211,7 @@ impl Epochs {
 }
 
 /// The first multiple of `k` at or above `e`.
-fn boundary(k: u64, e: u64) -> u64 {
+pub(crate) fn boundary(k: u64, e: u64) -> u64 {
     e.div_ceil(k) * k
 }
 

@@ -184,10 +184,12 @@ fn fake_backup(addr: &str, pepoch: u64) -> std::net::TcpStream {
     };
     let mut body = vec![1u8];
     body.extend_from_slice(b"EPOCHREP");
-    body.extend_from_slice(&4u16.to_le_bytes());
+    body.extend_from_slice(&5u16.to_le_bytes());
     body.extend_from_slice(&pepoch.to_le_bytes());
     body.extend_from_slice(&0u32.to_le_bytes()); // term
     body.extend_from_slice(&0u64.to_le_bytes()); // its first epoch
+    body.extend_from_slice(&0u64.to_le_bytes()); // its id
+    body.extend_from_slice(&pepoch.to_le_bytes()); // the top of its log
     body.extend_from_slice(&nonce);
     body.extend_from_slice(&proof);
     body.extend_from_slice(&0u64.to_le_bytes()); // no control-plane node id
@@ -288,6 +290,52 @@ fn a_restarted_backup_resumes_and_a_foreign_one_is_refused() {
     assert_eq!(n, 3 * 51);
     drop((w, promoted));
     for d in [pdir, bdir, odir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+/// A replication primary reopened begins a new term above everything it
+/// had (it may have shipped epochs its restart no longer has), keeping its
+/// pepoch; a backup of the old term that has nothing beyond it follows.
+#[test]
+fn a_restarted_primary_begins_a_new_term_and_its_backup_follows() {
+    let (pdir, bdir) = (dir("restart-p"), dir("restart-b"));
+    let db = primary(&pdir, Safety::Sync, Duration::from_secs(5));
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let backup = Backup::start(BackupOptions::new(&bdir, addr(&db))).expect("start the backup");
+    wait_until("the backup is in sync", || in_sync(&db, 1));
+    let mut w = db.worker().expect("worker");
+    for i in 0..20u64 {
+        w.run_durable(|txn| txn.put(t, &i.to_be_bytes(), b"old")).expect("put");
+    }
+    let before = db.durable_epoch();
+    wait_until("the backup has caught up", || backup.persisted_epoch() >= before);
+    assert_eq!(db.term().0, 0, "no promotion yet");
+    backup.stop().expect("stop");
+    drop((w, db));
+    let db = primary(&pdir, Safety::Sync, Duration::from_secs(5));
+    let (term, first) = db.term();
+    let kept = db.promotion_kept().expect("a new term");
+    assert_eq!(term, 1);
+    assert!(kept >= before && first > kept, "term 1 from {first}, kept {kept}, released before {before}");
+    let backup = Backup::start(BackupOptions::new(&bdir, addr(&db))).expect("start the backup");
+    wait_until("the backup is in sync again", || in_sync(&db, 1));
+    let t = db.table("t").expect("table");
+    let mut w = db.worker().expect("worker");
+    for i in 20..40u64 {
+        w.run_durable(|txn| txn.put(t, &i.to_be_bytes(), b"new")).expect("put");
+    }
+    let top = db.durable_epoch();
+    assert!(top >= first);
+    wait_until("the backup has the new term", || backup.persisted_epoch() >= top);
+    backup.stop().expect("stop");
+    drop((w, db));
+    let promoted = promote(&bdir).expect("open the backup");
+    let t = promoted.table("t").expect("table");
+    let mut w = promoted.worker().expect("worker");
+    assert_eq!(rows(&mut w, t).len(), 40);
+    drop((w, promoted));
+    for d in [pdir, bdir] {
         std::fs::remove_dir_all(d).ok();
     }
 }

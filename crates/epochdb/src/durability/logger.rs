@@ -319,10 +319,9 @@ impl Durable {
         // Checked under the lock, right before the store: the lease's
         // margin covers the nanoseconds between, and `settled_pepoch`
         // waits for a release that checked before a revocation.
-        if self.lease.get().is_some_and(|l| !l.is_valid()) {
-            return;
-        }
-        let released = self.local_pepoch().min(self.limit.load(Ordering::Acquire));
+        let lease_valid = self.lease.get().is_none_or(|l| l.is_valid());
+        let limit = self.limit.load(Ordering::Acquire);
+        let released = crate::replication::rules::release(self.pepoch(), self.local_pepoch(), limit, lease_valid);
         if released <= self.pepoch() {
             return;
         }

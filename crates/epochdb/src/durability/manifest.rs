@@ -47,13 +47,20 @@ pub struct Manifest {
     pub promotions: Vec<Promotion>,
 }
 
-/// A backup became the primary: it kept the epochs `<= kept` it had
-/// persisted, made `kept + 1 ..= first - 1` void, and numbered the new
-/// term's epochs from `first`.
+/// A backup became the primary (or a replication primary restarted): it
+/// kept the epochs `<= kept` it had persisted, made `kept + 1 ..= first - 1`
+/// void, and numbered the new term's epochs from `first`. `id` is random:
+/// two terms begun apart (a primary restarting while a backup is promoted)
+/// may share their count and `first`, never their id (0: recorded before
+/// ids were).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Promotion {
+    /// The last epoch of the old term it kept.
     pub kept: u64,
+    /// The first epoch of its term.
     pub first: u64,
+    /// Tells this term from any other with the same count and `first`.
+    pub id: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,36 +110,15 @@ impl Manifest {
     }
 
     /// The term (promotions so far) and the first epoch of its newest, 0
-    /// before any: what a backup says of its history in its hello.
+    /// before any.
     pub fn term(&self) -> (u32, u64) {
         (self.promotions.len() as u32, self.promotions.last().map_or(0, |p| p.first))
     }
 
-    /// Why a backup whose history is `(term, term_start)` and whose log
-    /// reaches `pepoch` cannot follow this database, if it cannot: its
-    /// history must be a prefix of ours, and if a promotion followed its
-    /// term, that promotion must have kept every epoch it has (a deposed
-    /// primary usually has epochs the promoted backup never had).
-    pub fn diverged(&self, term: u32, term_start: u64, pepoch: u64) -> Option<String> {
-        let move_aside = "move its directory aside (it may hold the only copy of those commits) and start the backup \
-                          from an empty one";
-        let ours = self.promotions.len() as u32;
-        if term > ours {
-            return Some(format!(
-                "the backup is in term {term}, this primary only in term {ours}: this primary was deposed"
-            ));
-        }
-        if term > 0 && self.promotions[term as usize - 1].first != term_start {
-            return Some(format!("the backup's term {term} began at epoch {term_start}, not ours: {move_aside}"));
-        }
-        match self.promotions.get(term as usize) {
-            Some(p) if pepoch > p.kept => Some(format!(
-                "the backup has epochs {}..={pepoch} that the promotion to term {} did not keep: {move_aside}",
-                p.kept + 1,
-                term + 1
-            )),
-            _ => None,
-        }
+    /// The newest promotion's id (0 before any): with [`Manifest::term`],
+    /// what a backup says of its history in its hello.
+    pub fn term_id(&self) -> u64 {
+        self.promotions.last().map_or(0, |p| p.id)
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -188,6 +174,11 @@ impl Manifest {
             for p in &self.promotions {
                 b.u64(p.kept);
                 b.u64(p.first);
+            }
+            // Added later, after the list, so older readers' manifests read.
+            b.u32(self.promotions.len() as u32);
+            for p in &self.promotions {
+                b.u64(p.id);
             }
         }
         b.0
@@ -263,7 +254,15 @@ impl Manifest {
             }
             if !d.0.is_empty() {
                 for _ in 0..d.u32()? {
-                    m.promotions.push(Promotion { kept: d.epoch()?, first: d.epoch()? });
+                    m.promotions.push(Promotion { kept: d.epoch()?, first: d.epoch()?, id: 0 });
+                }
+                if !d.0.is_empty() {
+                    if d.u32()? as usize != m.promotions.len() {
+                        return None;
+                    }
+                    for p in &mut m.promotions {
+                        p.id = d.u64()?;
+                    }
                 }
             }
         }
@@ -445,28 +444,11 @@ mod tests {
     fn promotions_round_trip_and_are_absent_until_the_first() {
         let before = sample().encode();
         let mut m = sample();
-        m.promotions = vec![Promotion { kept: 40, first: 48 }, Promotion { kept: 90, first: 96 }];
+        m.promotions = vec![Promotion { kept: 40, first: 48, id: 7 }, Promotion { kept: 90, first: 96, id: 9 }];
         let after = m.encode();
-        assert_eq!(after.len(), before.len() + 4 + 2 * 16);
+        assert_eq!(after.len(), before.len() + 4 + 2 * 16 + 4 + 2 * 8);
         assert_eq!(Manifest::decode_current(&after), Some(m));
         assert_eq!(Manifest::decode_current(&before), Some(sample()));
-    }
-
-    /// A backup may follow a primary whose history extends its own, up
-    /// to the epoch the next promotion kept; any other is refused.
-    #[test]
-    fn a_backup_that_diverged_is_told_why() {
-        let mut m = sample();
-        m.promotions = vec![Promotion { kept: 40, first: 48 }, Promotion { kept: 90, first: 96 }];
-        assert_eq!(m.term(), (2, 96));
-        assert!(m.diverged(2, 96, 500).is_none(), "a backup of this term");
-        assert!(m.diverged(1, 48, 90).is_none(), "term 1, within what term 2's promotion kept");
-        assert!(m.diverged(0, 0, 40).is_none(), "term 0, within what term 1's promotion kept");
-        assert!(m.diverged(1, 48, 91).expect("diverged").contains("epochs 91..=91"));
-        assert!(m.diverged(0, 0, 41).is_some(), "the deposed primary of term 0");
-        assert!(m.diverged(1, 50, 60).is_some(), "another term 1");
-        assert!(m.diverged(3, 200, 300).expect("deposed").contains("deposed"));
-        assert!(Manifest::default().diverged(0, 0, u64::MAX).is_none(), "no promotion yet");
     }
 
     #[test]

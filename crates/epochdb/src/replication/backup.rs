@@ -16,6 +16,7 @@
 //! does, and deletes the log files below it (`durability/checkpoint.rs`),
 //! so the backup's log does not grow without end.
 
+use super::rules;
 use super::standby::{ReadView, Replay, Replayer, StandbyStatus};
 use super::wire::{self, Msg};
 use crate::db::Database;
@@ -102,6 +103,8 @@ struct Status {
     persisted: Arc<AtomicU64>,
     connected: AtomicBool,
     error: Mutex<Option<String>>,
+    /// The primary's reason, if it refused this backup as diverged.
+    diverged: Mutex<Option<String>>,
 }
 
 /// What the receiver writes with.
@@ -114,8 +117,8 @@ struct Disk {
     rotate: Rotation,
     replay: Arc<Replay>,
     view: Arc<ReadView>,
-    /// The largest epoch of a block received since open (the log's tail
-    /// from before open is below the standby's first epoch).
+    /// The largest epoch its log may hold: what recovery saw at open (the
+    /// tail above pepoch included), then every block received.
     top: u64,
 }
 
@@ -132,7 +135,7 @@ impl Backup {
             ));
         }
         let view = Arc::new(ReadView::default());
-        let (db, pepoch_file) = Database::open_standby(options.clone(), view.clone())?;
+        let (db, pepoch_file, top) = Database::open_standby(options.clone(), view.clone())?;
         let store = db.store().clone();
         let pepoch = store.recovery.as_ref().map_or(0, |r| r.pepoch);
         let replay = Arc::new(Replay::new(opts.replay_memory.max(1 << 16)));
@@ -149,7 +152,7 @@ impl Backup {
             rotate,
             replay: replay.clone(),
             view: view.clone(),
-            top: 0,
+            top,
         };
         let status = Arc::new(Status { persisted: Arc::new(AtomicU64::new(pepoch)), ..Status::default() });
         db.start_standby_checkpoints(status.persisted.clone())?;
@@ -207,6 +210,14 @@ impl Backup {
     /// The last error: a refusal (which stopped it) or a lost connection.
     pub fn error(&self) -> Option<String> {
         lock(&self.status.error).clone()
+    }
+
+    /// Why the primary refused this backup as diverged, if it did: its
+    /// directory holds epochs the primary's history does not (a deposed
+    /// primary's tail, or a tail of an older term). It must be moved aside
+    /// and the backup started from an empty one; the receiver has stopped.
+    pub fn diverged(&self) -> Option<String> {
+        lock(&self.status.diverged).clone()
     }
 
     /// Whether the receiver has stopped (refused, or a local disk error).
@@ -391,9 +402,12 @@ fn session(
     let secret = opts.secret.as_deref().unwrap_or_default().as_bytes();
     let ours = wire::nonce()?;
     let proof = wire::proof(secret, wire::Side::Backup, &theirs, &ours);
-    let (term, term_start) = lock(&disk.store.manifest).term();
-    let (version, pepoch, node) = (wire::VERSION, disk.pepoch, opts.node);
-    let hello = Msg::Hello { version, pepoch, term, term_start, nonce: ours, proof, node };
+    let ((term, term_start), term_id) = {
+        let m = lock(&disk.store.manifest);
+        (m.term(), m.term_id())
+    };
+    let (version, pepoch, top, node) = (wire::VERSION, disk.pepoch, disk.top, opts.node);
+    let hello = Msg::Hello { version, pepoch, top, term, term_start, term_id, nonce: ours, proof, node };
     wire::send(&mut w, &hello).map_err(Ended::Retry)?;
     let streams = match next(&mut r, &mut body)? {
         Some(Msg::Welcome { streams, proof, manifest }) => {
@@ -405,7 +419,10 @@ fn session(
             streams as usize
         }
         Some(Msg::Refuse { reason }) => {
-            return Err(Error::Replication(format!("refused by the primary: {reason}")).into())
+            if let Some(why) = reason.strip_prefix(wire::DIVERGED) {
+                *lock(&status.diverged) = Some(why.to_string());
+            }
+            return Err(Error::Replication(format!("refused by the primary: {reason}")).into());
         }
         Some(other) => return Err(bad(format!("expected a welcome, got {other:?}")).into()),
         None => return Ok(()),
@@ -449,8 +466,8 @@ fn session(
         }
         // Persist once the socket has nothing more buffered: one sync for
         // a burst of seals.
-        let low = sealed.iter().copied().min().unwrap_or(0);
-        if r.buffer().is_empty() && heard.iter().all(|&h| h) && low > disk.pepoch {
+        let low = rules::to_persist(&sealed, &heard, disk.pepoch).filter(|_| r.buffer().is_empty());
+        if let Some(low) = low {
             disk.persist(low)?;
             status.persisted.store(low, Ordering::Release);
             // Before the ack, whose send fails when the primary just died.

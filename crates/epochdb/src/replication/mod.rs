@@ -11,6 +11,7 @@
 mod backup;
 pub(crate) mod fence;
 mod primary;
+pub mod rules;
 pub(crate) mod standby;
 pub(crate) mod wire;
 

@@ -13,6 +13,7 @@
 //! checkpoint and log files first (`send_files`; ARCHITECTURE.md,
 //! "Catching up from files").
 
+use super::rules;
 use super::wire::{self, Msg};
 use super::{PrimaryOptions, Safety};
 use crate::durability::datadir::Dirs;
@@ -331,11 +332,11 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
             let reason = format!("protocol version {version}; this primary speaks {}", wire::VERSION);
             return refuse(&sock, reason);
         }
-        Some(Msg::Hello { pepoch, term, term_start, nonce, proof, node, .. }) => {
+        Some(Msg::Hello { pepoch, top, term, term_start, term_id, nonce, proof, node, .. }) => {
             if !wire::verify(secret, wire::Side::Backup, &ours, &nonce, &proof) {
                 return refuse(&sock, "authentication failed: the backup does not hold this primary's secret".into());
             }
-            (pepoch, (term, term_start), nonce, node)
+            (pepoch, (term, term_start, term_id, top), nonce, node)
         }
         other => return Err(Error::Replication(format!("expected a hello, got {other:?}"))),
     };
@@ -353,8 +354,8 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     });
     // A backup from another history (a deposed primary) never mixes its
     // epochs with ours.
-    if let Some(reason) = hub.history.diverged(term.0, term.1, pepoch) {
-        return refuse(&sock, format!("diverged: {reason}"));
+    if let Some(reason) = rules::diverged(&hub.history.promotions, term.0, term.1, term.2, pepoch, term.3) {
+        return refuse(&sock, format!("{}{reason}", wire::DIVERGED));
     }
     // Under the hub's lock, so no block falls between the backlog (or the
     // files) and the live stream.
@@ -362,7 +363,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
     let proof = wire::proof(secret, wire::Side::Primary, &ours, &theirs);
     let mut welcome = Vec::new();
     Msg::Welcome { streams: st.backlog.len() as u16, proof, manifest: st.manifest.clone() }.encode(&mut welcome);
-    let behind = st.backlog.iter().any(|b| b.evicted > pepoch);
+    let behind = !rules::resumes_from_backlog(st.backlog.iter().map(|b| b.evicted), pepoch);
     // No checkpoint cleanup removes a file while it is sent (a cleanup
     // already under way may still cut one: `send_files` notices).
     let sending = behind.then(|| hub.retention.sending());
@@ -391,7 +392,7 @@ fn session(sock: TcpStream, addr: SocketAddr, hub: &Arc<Hub>, durable: &Arc<Dura
         if files.is_none() {
             add(&Arc::new(welcome.clone()));
             for b in &st.backlog {
-                b.frames.iter().filter(|(hi, _)| *hi > pepoch).for_each(|(_, f)| add(f));
+                b.frames.iter().filter(|(hi, _)| rules::resend(*hi, pepoch)).for_each(|(_, f)| add(f));
             }
         }
         for s in st.sealed.iter().flatten() {
@@ -565,7 +566,7 @@ fn join(peer: &Peer, acked: u64, hub: &Hub, durable: &Durable) -> bool {
         // (`update_limit` raises it again right after.)
         durable.set_limit(durable.limit().min(acked));
     }
-    let joined = durable.pepoch() <= acked;
+    let joined = rules::joins(durable.pepoch(), acked);
     peer.in_sync.store(joined, Ordering::Release);
     joined
 }
@@ -591,23 +592,14 @@ fn update_limit(hub: &Hub, durable: &Durable) {
     // committed set is out of sync (gone, or not back since a restart),
     // until a set without it is committed.
     let held = hub.opts.membership.as_ref().is_some_and(|m| {
-        let mut want: Vec<u64> = in_sync().map(|p| p.node).filter(|&n| n != 0).collect();
-        want.sort_unstable();
-        want.dedup();
-        let committed = m.committed();
-        let held = committed.iter().any(|n| want.binary_search(n).is_err());
-        if committed != want {
-            m.propose(want);
+        let (held, propose) = rules::membership(in_sync().map(|p| p.node), &m.committed());
+        if let Some(set) = propose {
+            m.propose(set);
         }
         held
     });
-    let limit = match hub.opts.safety {
-        Safety::Async => return,
-        // 2-safe: every in-sync backup; none in sync releases at the local pepoch.
-        Safety::Sync => acked.iter().copied().min().unwrap_or(u64::MAX),
-        // Nothing is released while a configured backup is missing.
-        Safety::VerySafe if acked.len() < hub.opts.backups.max(1) => durable.pepoch(),
-        Safety::VerySafe => acked.iter().copied().min().unwrap_or(0),
+    let Some(limit) = rules::release_limit(hub.opts.safety, &acked, hub.opts.backups, durable.pepoch()) else {
+        return;
     };
     durable.set_limit(if held { limit.min(durable.pepoch()) } else { limit });
 }

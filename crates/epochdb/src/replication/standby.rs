@@ -28,6 +28,7 @@
 //! values directly, which keeps the in-memory state an ordinary epochdb
 //! table that Silo's snapshot reads already handle.
 
+use super::rules;
 use crate::catalog::Schema;
 use crate::db::{Database, Worker};
 use crate::durability::log::{self, lock, Entry, Write};
@@ -335,7 +336,7 @@ impl Replay {
             if q.stop {
                 return None;
             }
-            let target = if q.promoting { q.persisted } else { q.persisted.min(q.released) };
+            let target = rules::replay_target(q.persisted, q.released, q.promoting);
             if target > view && target >= applied {
                 q.taken = target;
                 let batch: Vec<_> = q.blocks.iter().filter(|b| b.lo <= target).cloned().collect();
@@ -706,7 +707,7 @@ mod tests {
             db.create_table("t", TableOptions::new()).expect("create table");
             drop(db);
             let view = Arc::new(ReadView::default());
-            let (db, _pepoch_file) = Database::open_standby(options, view.clone()).expect("open the standby");
+            let (db, _pepoch_file, _) = Database::open_standby(options, view.clone()).expect("open the standby");
             let batch = [
                 block(2, 3, &[(3, b"gone", None), (3, b"kept", Some(b"new"))]),
                 block(1, 2, &[(1, b"gone", Some(b"old")), (2, b"kept", Some(b"older")), (2, b"back", None)]),

@@ -17,7 +17,11 @@ use std::io::{Read, Write};
 /// The first bytes of a backup's hello.
 pub const MAGIC: &[u8; 8] = b"EPOCHREP";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
+
+/// How a refusal's reason begins when the backup diverged
+/// (`Backup::diverged`).
+pub const DIVERGED: &str = "diverged: ";
 /// The largest frame body: the largest log block and its header. Bodies
 /// are read as their bytes arrive, so a length alone allocates nothing.
 pub const MAX_FRAME: usize = crate::durability::frame::MAX_PAYLOAD + 64;
@@ -33,7 +37,17 @@ pub enum Msg {
     /// Backup to primary, the answer: its version, what it has persisted,
     /// its own nonce, its proof of the secret over both nonces, and its
     /// node id in the control plane (0: none).
-    Hello { version: u16, pepoch: u64, term: u32, term_start: u64, nonce: Nonce, proof: Nonce, node: u64 },
+    Hello {
+        version: u16,
+        pepoch: u64,
+        top: u64,
+        term: u32,
+        term_start: u64,
+        term_id: u64,
+        nonce: Nonce,
+        proof: Nonce,
+        node: u64,
+    },
     /// Primary to backup, the answer to a hello it accepts: how many log
     /// streams follow, its own proof of the secret, and the manifest
     /// (catalog and void epochs).
@@ -82,13 +96,15 @@ impl Msg {
                 out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(nonce);
             }
-            Msg::Hello { version, pepoch, term, term_start, nonce, proof, node } => {
+            Msg::Hello { version, pepoch, top, term, term_start, term_id, nonce, proof, node } => {
                 out.push(HELLO);
                 out.extend_from_slice(MAGIC);
                 out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(&pepoch.to_le_bytes());
                 out.extend_from_slice(&term.to_le_bytes());
                 out.extend_from_slice(&term_start.to_le_bytes());
+                out.extend_from_slice(&term_id.to_le_bytes());
+                out.extend_from_slice(&top.to_le_bytes());
                 out.extend_from_slice(nonce);
                 out.extend_from_slice(proof);
                 out.extend_from_slice(&node.to_le_bytes());
@@ -143,8 +159,10 @@ impl Msg {
                     Msg::Challenge { version, nonce: f.nonce()? }
                 } else {
                     let (pepoch, term, term_start) = (f.u64()?, f.u32()?, f.u64()?);
+                    // (Version 4 had no id; its hello is refused for its version.)
+                    let (term_id, top) = if version >= 5 { (f.u64()?, f.u64()?) } else { (0, 0) };
                     let (nonce, proof) = (f.nonce()?, f.nonce()?);
-                    Msg::Hello { version, pepoch, term, term_start, nonce, proof, node: f.u64()? }
+                    Msg::Hello { version, pepoch, top, term, term_start, term_id, nonce, proof, node: f.u64()? }
                 }
             }
             WELCOME => Msg::Welcome { streams: f.u16()?, proof: f.nonce()?, manifest: f.rest() },
@@ -238,6 +256,12 @@ pub fn block_frame(stream: u16, lo: u64, hi: u64, block: &[u8]) -> Vec<u8> {
 }
 
 /// A fresh random nonce (getrandom(2)).
+/// A random number (a promotion's id).
+pub fn random_u64() -> Result<u64> {
+    let n = nonce()?;
+    Ok(u64::from_le_bytes(n[..8].try_into().expect("8 bytes")))
+}
+
 pub fn nonce() -> Result<Nonce> {
     let mut n = [0u8; 32];
     let mut got = 0;
@@ -343,7 +367,17 @@ mod tests {
     fn all() -> Vec<Msg> {
         vec![
             Msg::Challenge { version: VERSION, nonce: [3; 32] },
-            Msg::Hello { version: VERSION, pepoch: 7, term: 2, term_start: 9, nonce: [1; 32], proof: [2; 32], node: 3 },
+            Msg::Hello {
+                version: VERSION,
+                pepoch: 7,
+                top: 8,
+                term: 2,
+                term_start: 9,
+                term_id: 11,
+                nonce: [1; 32],
+                proof: [2; 32],
+                node: 3,
+            },
             Msg::Welcome { streams: 2, proof: [4; 32], manifest: vec![1, 2, 3] },
             Msg::Refuse { reason: "behind".into() },
             Msg::Block { stream: 1, lo: 3, hi: 4, block: vec![9; 100] },
@@ -411,8 +445,18 @@ mod tests {
         let mut body = Vec::new();
         assert!(recv_at_most(&mut &big[..], &mut body, MAX_HANDSHAKE).is_err());
         let mut hello = Vec::new();
-        Msg::Hello { version: VERSION, pepoch: 1, term: 0, term_start: 0, nonce: [1; 32], proof: [2; 32], node: 3 }
-            .encode(&mut hello);
+        Msg::Hello {
+            version: VERSION,
+            pepoch: 1,
+            top: 1,
+            term: 0,
+            term_start: 0,
+            term_id: 0,
+            nonce: [1; 32],
+            proof: [2; 32],
+            node: 3,
+        }
+        .encode(&mut hello);
         assert!(recv_at_most(&mut &hello[..], &mut body, MAX_HANDSHAKE).is_ok_and(|m| m.is_some()));
         let (p, b) = ([3u8; 32], [4u8; 32]);
         let good = proof(b"s", Side::Backup, &p, &b);

@@ -168,8 +168,11 @@ impl Database {
         let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
         let opened = durability::open(&options, tag, progress, false)?;
         let mut first_epoch = opened.first_epoch;
-        if options.primary.is_some() && !options.read_only {
+        if let Some(p) = options.primary.as_ref().filter(|_| !options.read_only) {
             first_epoch = new_term(&opened.store, first_epoch, options.snapshot_epochs)?;
+            if p.safety != crate::replication::Safety::Async {
+                opened.store.durable.iter().for_each(|d| d.unrelease());
+            }
         }
         let epochs = Arc::new(Epochs::starting_at(options.snapshot_epochs, first_epoch));
         let store = Arc::new(opened.store);

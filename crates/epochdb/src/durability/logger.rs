@@ -161,6 +161,15 @@ impl Durable {
         }
     }
 
+    /// A replication primary reopened under `sync` or `very-safe`: what it
+    /// recovered is durable here, but its backups may not have
+    /// acknowledged it, so none of it counts as released until the safety
+    /// mode releases it again (before the crash, release waited for them
+    /// too). Only at open, before anyone reads the released epoch.
+    pub fn unrelease(&self) {
+        self.pepoch.store(0, Ordering::Release);
+    }
+
     /// Releases only while `lease` holds (fencing: a deposed primary tells
     /// no client of a commit); each renewal releases what waited on it.
     pub fn attach_lease(self: &Arc<Self>, lease: Arc<Lease>) {

@@ -234,18 +234,17 @@ fn watch(
         if promoter.is_stopped() {
             return;
         }
-        if let Some(why) = promoter.replica_diverged() {
+        if let Some(why) = promoter.replica_diverged().filter(|_| !v.is_primary()) {
             // Its directory may be set aside only once the control plane
-            // no longer counts it in sync: until then it may be appointed,
-            // and its directory is what it was counted in sync for.
+            // no longer counts it in sync: until then it may be appointed
+            // (and then promotes below, with what it was counted in sync
+            // for).
             if v.cluster.in_sync.contains(&v.me) {
                 if !told {
                     ::log::error!("control: refused as diverged ({why}); waiting to leave the in-sync set");
                     told = true;
                 }
-                if !v.is_primary() {
-                    continue;
-                }
+                continue;
             } else {
                 let marker = control.join(DIVERGED_MARKER);
                 if let Err(e) = std::fs::write(&marker, why.as_bytes()) {

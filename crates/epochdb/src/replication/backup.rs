@@ -20,9 +20,10 @@ use super::rules;
 use super::standby::{ReadView, Replay, Replayer, StandbyStatus};
 use super::wire::{self, Msg};
 use crate::db::Database;
+use crate::durability::datadir;
 use crate::durability::frame;
 use crate::durability::log::lock;
-use crate::durability::logger::{LogFile, PepochFile, Rotation};
+use crate::durability::logger::{LogFile, PepochFile, Rotation, OLD_LOG_PREFIX};
 use crate::durability::manifest::Manifest;
 use crate::durability::Store;
 use crate::error::{Error, Result};
@@ -510,18 +511,33 @@ impl Disk {
     }
 
     /// Before a session: a backup that has persisted nothing drops what an
-    /// earlier session sent it (a catch-up cut short). The next catch-up
+    /// earlier session sent it (a catch-up cut short): its `data.log`, and
+    /// the `old_data.*` files a restart sealed it into. The next catch-up
     /// may start from a newer checkpoint, and rows of the older one
-    /// whose later deletes it never received would come back. (Once
-    /// something is persisted, a session resumes above it, with no
-    /// checkpoint: what it sends again is the same history.) Nothing of
-    /// it was replayed: replay waits for a persisted epoch.
+    /// whose later deletes it never received would come back, here or at
+    /// its next recovery. (Once something is persisted, a session resumes
+    /// above it, with no checkpoint: what it sends again is the same
+    /// history.) Nothing of it was replayed: replay waits for a persisted
+    /// epoch. The directory is locked (the standby holds it open), and
+    /// only log files epochdb wrote are removed.
     fn forget_unpersisted(&mut self) -> Result<()> {
         if self.pepoch > 0 || self.top == 0 {
             return Ok(());
         }
         ::log::info!("backup: dropping a catch-up cut short (nothing of it was persisted)");
         self.log = LogFile::create(&self.store.dirs.log[0], &self.store.io)?;
+        let io = &self.store.io;
+        for dir in &self.store.dirs.log {
+            let entries = std::fs::read_dir(dir).map_err(|e| Error::Io { op: "list", path: dir.clone(), source: e })?;
+            for entry in entries {
+                let path = entry.map_err(|e| Error::Io { op: "list", path: dir.clone(), source: e })?.path();
+                let old = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(OLD_LOG_PREFIX));
+                if old && datadir::is_log_file(&path)? {
+                    io.remove_file(&path)?;
+                }
+            }
+            io.sync_dir(dir)?;
+        }
         self.replay.clear();
         self.top = 0;
         Ok(())
@@ -536,5 +552,81 @@ impl Disk {
             self.log.rotate(&self.store.io)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::manifest::{Manifest, TableEntry};
+    use crate::durability::{frame, log};
+    use crate::tid::Tid;
+    use std::net::TcpListener;
+
+    /// One session of a fake primary: the handshake, a welcome naming
+    /// table `t`, then `frames`; then it waits until the backup hangs up.
+    fn fake_session(listener: &TcpListener, frames: &[Msg]) {
+        let (mut s, _) = listener.accept().expect("accept");
+        let ours = [7u8; 32];
+        wire::send(&mut s, &Msg::Challenge { version: wire::VERSION, nonce: ours }).expect("challenge");
+        let mut r = std::io::BufReader::new(s.try_clone().expect("clone"));
+        let Ok(Some(Msg::Hello { nonce: theirs, .. })) = wire::recv(&mut r, &mut Vec::new()) else {
+            panic!("expected a hello")
+        };
+        let table = TableEntry { name: "t".into(), index_of: None, schema: None };
+        let manifest = Manifest { tables: vec![table], ..Manifest::default() }.encode();
+        let proof = wire::proof(b"", wire::Side::Primary, &ours, &theirs);
+        wire::send(&mut s, &Msg::Welcome { streams: 1, proof, manifest }).expect("welcome");
+        frames.iter().for_each(|m| wire::send(&mut s, m).expect("send"));
+        // Until the backup has read it all and hung up.
+        let _ = std::io::copy(&mut r, &mut std::io::sink());
+    }
+
+    /// A catch-up cut short before anything was persisted leaves its block
+    /// in the log; the backup restarts (which seals that log into an
+    /// `old_data` file), and the next catch-up, from a newer checkpoint
+    /// without the row, persists past its epoch. The row must not come
+    /// back when the directory is opened.
+    #[test]
+    fn a_catch_up_cut_short_before_a_restart_does_not_come_back() {
+        let dir = std::env::temp_dir().join(format!("epochdb-backup-forget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let mut block = frame::new_block(frame::BLOCK_HEADER_LEN + 64);
+        log::encode_txn(&mut block, Tid::new(3, 1), 1);
+        log::encode_entry(&mut block, 0, b"ghost", Some(b"deleted later"));
+        frame::seal(&mut block, 3, 3);
+        let wait = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !done() {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        std::thread::scope(|s| {
+            let l = &listener;
+            s.spawn(move || fake_session(l, &[Msg::Block { stream: 0, lo: 3, hi: 3, block }]));
+            let backup = Backup::start(BackupOptions::new(&dir, &addr)).expect("start");
+            wait("the block never arrived", &|| backup.status().pending_bytes > 0);
+            assert_eq!(backup.persisted_epoch(), 0, "nothing persisted");
+            let _ = backup.stop();
+        });
+        std::thread::scope(|s| {
+            let l = &listener;
+            s.spawn(move || fake_session(l, &[Msg::Seal { stream: 0, epoch: 5 }]));
+            let backup = Backup::start(BackupOptions::new(&dir, &addr)).expect("restart");
+            wait("epoch 5 was not persisted", &|| backup.persisted_epoch() >= 5);
+            let _ = backup.stop();
+        });
+        let options =
+            Options { durability: Durability::Log, data_dir: Some(dir.clone()), read_only: true, ..Options::default() };
+        let db = Database::open(options).expect("open");
+        let t = db.table("t").expect("table");
+        let mut w = db.worker().expect("worker");
+        let ghost = w.run(|txn| txn.get(t, b"ghost").map(|v| v.map(<[u8]>::to_vec))).expect("get");
+        assert_eq!(ghost, None, "a row of a catch-up nothing of which was persisted came back");
+        drop((w, db));
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

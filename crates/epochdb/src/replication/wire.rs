@@ -255,13 +255,13 @@ pub fn block_frame(stream: u16, lo: u64, hi: u64, block: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A fresh random nonce (getrandom(2)).
 /// A random number (a promotion's id).
 pub fn random_u64() -> Result<u64> {
     let n = nonce()?;
     Ok(u64::from_le_bytes(n[..8].try_into().expect("8 bytes")))
 }
 
+/// A fresh random nonce (getrandom(2)).
 pub fn nonce() -> Result<Nonce> {
     let mut n = [0u8; 32];
     let mut got = 0;

@@ -121,7 +121,6 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
             );
         }
     }
-    config.controlled = true;
     config.control_info = Some(info_lines(node.clone()));
     let n = node.clone();
     config.switchover = Some(Switchover(Arc::new(move || n.request_handover())));

@@ -394,17 +394,16 @@ fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
         );
         return;
     }
-    if shared.config.controlled {
+    if let Some(switchover) = &shared.config.switchover {
         // A planned switchover: the control plane appoints this node once
         // the primary has handed over (ROLE shows when).
         if !is_replica(shared) {
             c.out().ok(); // a primary already: nothing to do
             return;
         }
-        match shared.config.switchover.as_ref().map(|s| (s.0)()) {
-            Some(Ok(())) => c.out().ok(),
-            Some(Err(e)) => c.out().error(&format!("ERR switchover refused: {e}")),
-            None => c.out().error("ERR this node's promotion is the control plane's decision"),
+        match (switchover.0)() {
+            Ok(()) => c.out().ok(),
+            Err(e) => c.out().error(&format!("ERR switchover refused: {e}")),
         }
         return;
     }

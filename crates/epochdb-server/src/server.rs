@@ -82,11 +82,10 @@ pub struct Config {
     /// Serve as a hot standby of this primary instead of opening the
     /// data directory as a database of its own.
     pub replicaof: Option<ReplicaOf>,
-    /// A control plane (`epochdb-control`) decides promotions: `REPLICAOF
-    /// NO ONE` asks it for a switchover (`switchover`), and [`Promoter`]
-    /// promotes once it appoints this node.
-    pub controlled: bool,
-    /// How a controlled replica asks for a planned switchover to itself.
+    /// Set when a control plane (`epochdb-control`) decides promotions:
+    /// how this node, a replica, asks it for a planned switchover to
+    /// itself. `REPLICAOF NO ONE` then asks instead of promoting, and
+    /// [`Promoter`] promotes once the control plane appoints this node.
     pub switchover: Option<Switchover>,
     /// Lines the control plane adds to `INFO replication`.
     pub control_info: Option<InfoLines>,
@@ -152,7 +151,6 @@ impl Default for Config {
             slowlog_max_len: 128,
             options: Options::default(),
             replicaof: None,
-            controlled: false,
             switchover: None,
             control_info: None,
         }

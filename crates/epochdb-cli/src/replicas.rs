@@ -92,7 +92,6 @@ impl ReplicaBenchArgs {
     }
 }
 
-/// Sampled lags of every backup: persisted, read view (in epochs).
 /// What the sampler collected: every sample's persisted and read-view lag
 /// (epochs) and queued bytes, and each second's largest read-view lag.
 #[derive(Default)]
@@ -110,7 +109,6 @@ pub struct Replicas {
     safety: String,
     epoch_ms: f64,
     sampler: Option<(Arc<AtomicBool>, JoinHandle<Lags>)>,
-    /// When sampling began, and the backups' CPU seconds then.
     /// When sampling began, and the backups' and this process's CPU
     /// seconds then.
     since: Option<(Instant, f64, f64)>,

@@ -189,10 +189,16 @@ struct Engine {
 /// Prints the data plane's events (`EPOCHDB_SIM_TRACE=1`), to follow a failing seed.
 macro_rules! note {
     ($t:expr, $($arg:tt)*) => {
-        if std::env::var_os("EPOCHDB_SIM_TRACE").is_some() {
-            eprintln!("{:>6} ms  {}", $t / MS, format!($($arg)*));
-        }
+        super::debug($t, || format!($($arg)*))
     };
+}
+
+/// What a node holds that its history does not, and the reverse (the
+/// first few of each).
+fn mismatch(holds: &BTreeSet<u64>, history: &BTreeSet<u64>) -> String {
+    let extra: Vec<_> = holds.difference(history).take(5).collect();
+    let missing: Vec<_> = history.difference(holds).take(5).collect();
+    format!("transactions not of its history {extra:?}, and without {missing:?}")
 }
 
 /// What happened, for the checks.
@@ -568,12 +574,12 @@ impl Sim {
         if e.mem == want {
             return Ok(());
         }
-        let extra: Vec<_> = e.mem.difference(&want).take(5).collect();
-        let missing: Vec<_> = want.difference(&e.mem).take(5).collect();
         Err(format!(
-            "{what}: node {} holds through epoch {through} transactions not of its history {extra:?} and lacks \
-             {missing:?} (promotions {:?}, voids {:?})",
-            e.id, e.disk.promotions, e.disk.voids
+            "{what}: node {} holds through epoch {through} {} (promotions {:?}, voids {:?})",
+            e.id,
+            mismatch(&e.mem, &want),
+            e.disk.promotions,
+            e.disk.voids
         ))
     }
 
@@ -707,16 +713,11 @@ impl Sim {
         b.queue.retain(|x| x.epoch > target);
         let want = self.truth.expected(&e.disk.promotions, from, target);
         if got != want {
-            let extra: Vec<_> = got.difference(&want).take(5).collect();
-            let missing: Vec<_> = want.difference(&got).take(5).collect();
-            let epoch_of =
-                |x: u64| self.truth.by_epoch.iter().find(|(_, v)| v.iter().any(|y| y.0 == x)).map(|(e, _)| *e);
-            note!(0, "missing in epochs {:?}", missing.iter().map(|&&x| epoch_of(x)).collect::<Vec<_>>());
             return Err(format!(
-                "node {} replayed epochs {}..={target} with transactions not of its history {extra:?} and without \
-                 {missing:?} (promotions {:?})",
+                "node {} replayed epochs {}..={target}: {} (promotions {:?})",
                 e.id,
                 from + 1,
+                mismatch(&got, &want),
                 e.disk.promotions
             ));
         }

@@ -1,7 +1,7 @@
 //! `epochdb bench ycsb` and `epochdb bench tpcc`.
 
 use crate::args::{durability_name, failed, CliError, CliResult, DurabilityArgs, Output, RunArgs};
-use crate::replicas::{Join, ReplicaBenchArgs, Replicas};
+use crate::replicas::{CpuPerLog, Join, MsPerLogMb, ReplicaBenchArgs, Replicas};
 use crate::say;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
@@ -96,7 +96,7 @@ fn open(variant: Variant, options: Options) -> CliResult<EpochDb> {
 
 /// Prints, and returns for the report, what durability cost: log bytes,
 /// latency to durability, checkpoints.
-fn durability_report(engine: &EpochDb, m: &driver::Measured) -> Option<DurabilityReport> {
+fn durability_report(engine: &EpochDb, m: &driver::Measured, cpu: MsPerLogMb) -> Option<DurabilityReport> {
     let db = engine.database();
     let d = m.durable_latency_ns.as_ref()?;
     let q = |q: f64| d.value_at_quantile(q) as f64 / 1e3;
@@ -121,6 +121,8 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured) -> Option<Durabilit
         log_bytes: db.log_bytes(),
         log_bytes_per_txn: per_txn,
         durable_latency_us: DurableLatency { p50: q(0.5), p99: q(0.99), p999: q(0.999), count: d.len() },
+        cpu_ms_per_log_mb: cpu.0,
+        logger_ms_per_log_mb: cpu.1,
         checkpoint: CheckpointReport {
             installed: c.installed,
             total_bytes: c.total_bytes,
@@ -155,10 +157,13 @@ fn finish(
     check: bool,
     consistency: String,
     title: &str,
-    replication: Option<ReplicationReport>,
+    (cpu, mut replication): (MsPerLogMb, Option<ReplicationReport>),
     fill: impl FnOnce(&mut BenchReport),
 ) -> CliResult<ExitCode> {
-    let durability = durability_report(engine, m);
+    if let Some(r) = &mut replication {
+        r.shipping_ms_per_log_mb = cpu.2;
+    }
+    let durability = durability_report(engine, m, cpu);
     plot(run.plot.as_ref(), title, m, replication.as_ref())?;
     if let Some(out) = &run.json {
         let mut r = BenchReport::new(name, engine.name(), run.settings().threads, m);
@@ -196,7 +201,10 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     if let Some(r) = &mut replicas {
         r.sample(engine.database());
     }
+    let cpu = CpuPerLog::now(engine.database());
     let (m, terminals) = driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(failed)?;
+    // Before the backups stop: their threads' CPU goes with them.
+    let cpu = cpu.since(engine.database());
     let replicas = match replicas {
         Some(r) => Some(r),
         None => Replicas::start(&a.replication, engine.database(), Join::End)?,
@@ -226,7 +234,7 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     }
     say!("  consistency: {consistency}");
     let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, engine.name());
-    finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, replication, |r| {
+    finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, (cpu, replication), |r| {
         r.transactions = TRANSACTIONS.iter().map(|n| n.to_string()).zip(inputs.by_type).collect();
         let read_only_as_snapshots = a.snapshot_reads;
         r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots, input_checks });
@@ -264,7 +272,10 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
     if let Some(r) = &mut replicas {
         r.sample(engine.database());
     }
+    let cpu = CpuPerLog::now(engine.database());
     let (m, clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(failed)?;
+    // Before the backups stop: their threads' CPU goes with them.
+    let cpu = cpu.since(engine.database());
     let replicas = match replicas {
         Some(r) => Some(r),
         None => Replicas::start(&a.replication, engine.database(), Join::End)?,
@@ -287,7 +298,7 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
         say!("  consistency: {consistency}");
     }
     let title = format!("YCSB {mix}, {keys} keys, {} threads, {}", settings.threads, engine.name());
-    finish("ycsb", &engine, &a.run, &m, load_s, a.check, consistency, &title, replication, |r| {
+    finish("ycsb", &engine, &a.run, &m, load_s, a.check, consistency, &title, (cpu, replication), |r| {
         r.transactions = transactions;
         r.ycsb = Some(YcsbReport {
             mix: mix.into(),

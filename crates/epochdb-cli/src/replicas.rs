@@ -133,13 +133,63 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
 
 /// CPU seconds (user and system) a process has used so far (Linux).
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_cpu_seconds(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default())
+}
+
+/// The CPU seconds in a `/proc/.../stat` line.
+fn stat_cpu_seconds(stat: &str) -> f64 {
     // Fields after the command name, which ends at the last ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let field = |i: usize| rest.split_whitespace().nth(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     (field(11) + field(12)) / hz // utime and stime: fields 14 and 15 of stat
+}
+
+/// CPU seconds this process's threads whose names begin with `prefix`
+/// have used so far (threads that ended are not counted).
+fn threads_cpu_seconds(prefix: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    (tasks.flatten())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+        .filter(|stat| stat.split_once('(').is_some_and(|(_, name)| name.starts_with(prefix)))
+        .map(|stat| stat_cpu_seconds(&stat))
+        .sum()
+}
+
+/// CPU per MB of log over a run, for what logging and shipping cost the
+/// primary apart from what a busy neighbouring CPU costs its workers:
+/// this process's, its log writers' and its replication threads'.
+pub struct CpuPerLog {
+    process: f64,
+    logger: f64,
+    shipping: f64,
+    log_bytes: u64,
+}
+
+/// Milliseconds of CPU per MB of log: (this process, its log writers,
+/// its replication threads).
+pub type MsPerLogMb = (f64, f64, f64);
+
+impl CpuPerLog {
+    pub fn now(db: &Database) -> CpuPerLog {
+        // Thread names as the engine gives them (`epochdb-logger-N`,
+        // `epochdb-repl-send`, ...; Linux keeps 15 bytes).
+        CpuPerLog {
+            process: cpu_seconds(std::process::id()),
+            logger: threads_cpu_seconds("epochdb-logger"),
+            shipping: threads_cpu_seconds("epochdb-repl"),
+            log_bytes: db.log_bytes(),
+        }
+    }
+
+    /// Since `self`, per MB of log written since.
+    pub fn since(&self, db: &Database) -> MsPerLogMb {
+        let now = CpuPerLog::now(db);
+        let mb = (now.log_bytes.saturating_sub(self.log_bytes) as f64 / 1e6).max(1e-9);
+        let ms = |a: f64, b: f64| 1000.0 * (a - b) / mb;
+        (ms(now.process, self.process), ms(now.logger, self.logger), ms(now.shipping, self.shipping))
+    }
 }
 
 /// A process's peak resident memory (`VmHWM`), in MB.
@@ -312,6 +362,7 @@ impl Replicas {
             lag_series_ms: lags.per_second.iter().map(|&e| e as f64 * self.epoch_ms).collect(),
             backup_cores,
             primary_cores,
+            shipping_ms_per_log_mb: 0.0, // set by the caller, which knows when the run began
             backup_reads_per_s,
             bootstrap: self.bootstrap.take(),
         };

@@ -96,6 +96,9 @@ pub struct ReplicationReport {
     /// spent to produce it.
     #[serde(default)]
     pub primary_cores: f64,
+    /// CPU the benchmark process's replication threads (sending to the backups, their sessions, the listener) used per MB of log, in ms, from the start of the warm-up to the end of the run: with `durability.logger_ms_per_log_mb`, what shipping costs the primary, apart from what a busy neighbouring CPU costs its workers.
+    #[serde(default)]
+    pub shipping_ms_per_log_mb: f64,
     /// Read-only TPC-C transactions (order-status, stock-level) per second
     /// that the backups' readers committed at their read views while the
     /// run was measured (`--replica-readers`; 0 without).
@@ -202,6 +205,12 @@ pub struct DurabilityReport {
     pub log_bytes_per_txn: f64,
     /// Microseconds from submission until the driver saw the transaction's epoch reach pepoch (SiloR §6.2).
     pub durable_latency_us: DurableLatency,
+    /// CPU the benchmark process used per MB of log, in ms, from the start of the warm-up to the end of the run.
+    #[serde(default)]
+    pub cpu_ms_per_log_mb: f64,
+    /// CPU its log writer threads used per MB of log, in ms, over the same time (with a primary's backups, framing each block for them too).
+    #[serde(default)]
+    pub logger_ms_per_log_mb: f64,
     /// Checkpoints installed since open.
     pub checkpoint: CheckpointReport,
 }
@@ -516,6 +525,8 @@ mod tests {
             log_bytes: 0,
             log_bytes_per_txn: 0.0,
             durable_latency_us: DurableLatency::default(),
+            cpu_ms_per_log_mb: 0.0,
+            logger_ms_per_log_mb: 0.0,
             checkpoint: CheckpointReport::default(),
         });
         r.replication = Some(ReplicationReport { bootstrap: Some(BootstrapReport::default()), ..Default::default() });

@@ -62,6 +62,11 @@ pub(crate) struct Hub {
     /// standby is promoted.
     history: Manifest,
     state: Mutex<State>,
+    /// Buffers of frames that left the backlog, for the next blocks. A
+    /// freed frame goes back to the allocator, which soon returns its pages
+    /// to the kernel; the next frame then faults them in zeroed again,
+    /// which was 4.8% of a 1-thread TPC-C primary's CPU with one backup.
+    spare: Mutex<Vec<Vec<u8>>>,
     /// The senders to wake when it grows. A leaf lock: release happens
     /// under `state` (the limit is set there), so it cannot take `state`.
     senders: Mutex<Vec<std::thread::Thread>>,
@@ -78,6 +83,10 @@ struct State {
 }
 
 type Frame = Arc<Vec<u8>>;
+
+/// Frame buffers kept for reuse (`Hub::spare`): enough for every stream's
+/// next block, whatever order the loggers come in.
+const SPARE_FRAMES: usize = 16;
 
 #[derive(Default)]
 struct Backlog {
@@ -146,17 +155,36 @@ impl Hub {
 
 impl Tap for Hub {
     fn block(&self, stream: usize, lo: u64, hi: u64, block: &[u8]) {
-        let frame = Arc::new(wire::block_frame(stream as u16, lo, hi, block));
+        let need = block.len() + wire::BLOCK_FRAME_EXTRA;
+        let buf = {
+            // The smallest that fits, so that big buffers stay for full
+            // blocks; new ones in whole pages, so that they fit again.
+            let mut spare = lock(&self.spare);
+            let best = (spare.iter().enumerate())
+                .filter(|(_, b)| b.capacity() >= need)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            best.map_or_else(|| Vec::with_capacity(need.next_multiple_of(4096)), |i| spare.swap_remove(i))
+        };
+        let frame = Arc::new(wire::block_frame(buf, stream as u16, lo, hi, block));
+        let mut freed = Vec::new();
         let mut st = lock(&self.state);
         let b = &mut st.backlog[stream];
-        b.bytes += frame.len();
+        // Counted by capacity: what the backlog holds in memory.
+        b.bytes += frame.capacity();
         b.frames.push_back((hi, frame.clone()));
         while b.bytes > self.opts.backlog_bytes && b.frames.len() > 1 {
             let (h, f) = b.frames.pop_front().expect("more than one frame");
-            b.bytes -= f.len();
+            b.bytes -= f.capacity();
             b.evicted = b.evicted.max(h);
+            // Still queued to a backup: that queue frees it.
+            freed.extend(Arc::into_inner(f));
         }
         self.broadcast(&st, &frame);
+        drop(st);
+        let mut spare = lock(&self.spare);
+        let room = SPARE_FRAMES.saturating_sub(spare.len());
+        spare.extend(freed.into_iter().take(room));
     }
 
     fn seal(&self, stream: usize, epoch: u64) {
@@ -214,7 +242,15 @@ impl Primary {
         };
         retention.cap.store(opts.retain_bytes, Ordering::Release);
         let senders = Mutex::new(Vec::new());
-        let hub = Arc::new(Hub { opts, dirs, retention, history, state: Mutex::new(state), senders });
+        let hub = Arc::new(Hub {
+            opts,
+            dirs,
+            retention,
+            history,
+            state: Mutex::new(state),
+            spare: Mutex::default(),
+            senders,
+        });
         durable.set_tap(hub.clone());
         if let Some(m) = &hub.opts.membership {
             // A newly committed set may let release go on.
@@ -466,7 +502,7 @@ fn send_files(sock: &TcpStream, files: Vec<recovery::Shipped>) -> Result<u64> {
                         }
                     };
                     frame::seal(&mut block, lo, hi);
-                    let bytes = wire::block_frame(f.stream as u16, lo, hi, &block);
+                    let bytes = wire::block_frame(Vec::new(), f.stream as u16, lo, hi, &block);
                     std::io::Write::write_all(&mut w, &bytes).map_err(|e| Error::Replication(format!("send: {e}")))?;
                     sent += bytes.len() as u64;
                 }

@@ -246,12 +246,18 @@ fn block_body(out: &mut Vec<u8>, stream: u16, lo: u64, hi: u64, block: &[u8]) {
     out.extend_from_slice(block);
 }
 
-/// The frame of `Msg::Block`, built from a borrowed block (one copy).
-pub fn block_frame(stream: u16, lo: u64, hi: u64, block: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(block.len() + 32);
+/// The bytes a block's frame takes beyond the block.
+pub const BLOCK_FRAME_EXTRA: usize = 27;
+
+/// The frame of `Msg::Block`, built from a borrowed block (one copy) in
+/// `out`, whose bytes are replaced (a recycled buffer, or a new one).
+pub fn block_frame(mut out: Vec<u8>, stream: u16, lo: u64, hi: u64, block: &[u8]) -> Vec<u8> {
+    out.clear();
+    out.reserve_exact(block.len() + BLOCK_FRAME_EXTRA);
     let start = begin(&mut out);
     block_body(&mut out, stream, lo, hi, block);
     finish(&mut out, start);
+    debug_assert_eq!(out.len(), block.len() + BLOCK_FRAME_EXTRA);
     out
 }
 

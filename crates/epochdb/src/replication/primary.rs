@@ -177,7 +177,7 @@ impl Tap for Hub {
             let (h, f) = b.frames.pop_front().expect("more than one frame");
             b.bytes -= f.capacity();
             b.evicted = b.evicted.max(h);
-            // Still queued to a backup: that queue frees it.
+            // Reused, unless still queued to a backup (that queue frees it).
             freed.extend(Arc::into_inner(f));
         }
         self.broadcast(&st, &frame);

@@ -117,19 +117,22 @@ fn new_term(store: &Store, first_epoch: u64, k: u64) -> Result<u64> {
     if first_epoch <= 1 && pepoch == 0 {
         return Ok(first_epoch); // a new database: nothing was shipped
     }
-    let boundary = |e: u64| crate::epoch::boundary(k, e);
+    let first = begin_term(store, pepoch, first_epoch - 1, |e| crate::epoch::boundary(k, e))?;
+    ::log::info!("a replication primary restarted: a new term from epoch {first}, epochs <= {pepoch} kept");
+    Ok(first)
+}
+
+/// Records a new term in the manifest, durably (`rules::promotion`): its
+/// first epoch at a `boundary` above `above` and every void, the epochs
+/// between `pepoch` and it void. Returns the first epoch.
+fn begin_term(store: &Store, pepoch: u64, above: u64, boundary: impl Fn(u64) -> u64) -> Result<u64> {
     let id = crate::replication::wire::random_u64()?;
     let mut m = log::lock(&store.manifest);
-    let (promotion, void) = crate::replication::rules::promotion(pepoch, first_epoch - 1, &m.voids, boundary, id);
+    let (promotion, void) = crate::replication::rules::promotion(pepoch, above, &m.voids, boundary, id);
     let mut next = m.clone();
     next.voids.extend(void);
     next.promotions.push(promotion);
     store.store_manifest(&mut m, next)?;
-    ::log::info!(
-        "a replication primary restarted: term {} from epoch {}, epochs <= {pepoch} kept",
-        m.promotions.len(),
-        promotion.first
-    );
     Ok(promotion.first)
 }
 
@@ -257,19 +260,7 @@ impl Database {
         // uninstalled, and removed by the next checkpointer's start).
         drop(log::lock(&handle.checkpointer).take());
         let epochs = &shared.epochs;
-        let above = top.max(epochs.current());
-        let id = crate::replication::wire::random_u64()?;
-        let first = {
-            let mut m = log::lock(&store.manifest);
-            let boundary = |e| epochs.boundary_at_or_above(e);
-            let (promotion, void) = crate::replication::rules::promotion(pepoch, above, &m.voids, boundary, id);
-            let first = promotion.first;
-            let mut next = m.clone();
-            next.voids.extend(void);
-            next.promotions.push(promotion);
-            store.store_manifest(&mut m, next)?;
-            first
-        };
+        let first = begin_term(store, pepoch, top.max(epochs.current()), |e| epochs.boundary_at_or_above(e))?;
         durable.promote(pepoch);
         epochs.promote(first);
         let options = &shared.options;

@@ -38,7 +38,6 @@ use super::datadir::{self, CHECKPOINT_MAGIC, CHECKPOINT_PREFIX as DIR_PREFIX, DE
 use super::frame::{self, BlockWriter};
 use super::fsio::Context;
 use super::log::{self, lock};
-use super::logger::{CURRENT_LOG, OLD_LOG_PREFIX};
 use super::manifest::{CheckpointFile, CheckpointInfo};
 use super::Store;
 use crate::catalog::{Table, Tables};
@@ -526,15 +525,9 @@ fn remove_obsolete(cx: &Checkpointing, e_l: u64, stop: &AtomicBool) -> Result<()
     let hold = retention.hold.load(Ordering::Acquire);
     let mut obsolete = Vec::new();
     for dir in &cx.store.dirs.log {
-        for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
-            let name = entry.ctx("read directory", dir)?.file_name().to_string_lossy().into_owned();
-            if name == CURRENT_LOG || !name.starts_with(OLD_LOG_PREFIX) {
-                continue;
-            }
-            let path = dir.join(&name);
-            if super::recovery::below_checkpoint(&name, e_l) && datadir::is_log_file(&path)? {
-                let hi = super::recovery::old_log_epoch(&name).unwrap_or(0);
-                obsolete.push((hi, path));
+        for (name, path) in datadir::old_log_files(dir)? {
+            if super::recovery::below_checkpoint(&name, e_l) {
+                obsolete.push((super::recovery::old_log_epoch(&name).unwrap_or(0), path));
             }
         }
     }

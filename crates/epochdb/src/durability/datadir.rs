@@ -170,6 +170,21 @@ pub fn is_log_file(path: &Path) -> Result<bool> {
     has_magic(path, LOG_MAGIC, false)
 }
 
+/// The sealed log files (`old_data.*`) in log directory `dir` that
+/// epochdb wrote (by their header), with their names: what log cleanups
+/// may remove, and nothing else in `dir`.
+pub fn old_log_files(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
+        let name = entry.ctx("read directory", dir)?.file_name().to_string_lossy().into_owned();
+        let path = dir.join(&name);
+        if name.starts_with(OLD_LOG_PREFIX) && is_log_file(&path)? {
+            found.push((name, path));
+        }
+    }
+    Ok(found)
+}
+
 /// The roles a directory plays, for deciding what in it is epochdb's.
 #[derive(Debug, Clone, Copy, Default)]
 struct Roles {

@@ -529,21 +529,19 @@ mod tests {
     }
 
     fn check_admit(keys: &[&[u8]; 4], skip0: usize, newcomer: &[u8]) {
-        {
-            let hdr = NodeHeader::new(true);
-            let slices: [AtomicU64; 5] = Default::default();
-            let mut sorted: Vec<&[u8]> = keys.to_vec();
-            sorted.sort();
-            hdr.reframe(&slices[..4], sorted.iter().copied());
-            assert_eq!(hdr.frame().0, skip0);
-            let s = hdr.admit(&slices, 4, newcomer);
-            let (skip, head) = hdr.frame();
-            assert!(newcomer.len() >= skip && prefix16(newcomer) & head_mask(skip) == head);
-            assert_eq!(s, slice_at(newcomer, skip));
-            for (i, k) in sorted.iter().enumerate() {
-                assert_eq!(slices[i].load(Ordering::Relaxed), slice_at(k, skip), "{newcomer:?} {k:?}");
-                assert_eq!(prefix16(k) & head_mask(skip), head);
-            }
+        let hdr = NodeHeader::new(true);
+        let slices: [AtomicU64; 5] = Default::default();
+        let mut sorted: Vec<&[u8]> = keys.to_vec();
+        sorted.sort();
+        hdr.reframe(&slices[..4], sorted.iter().copied());
+        assert_eq!(hdr.frame().0, skip0);
+        let s = hdr.admit(&slices, 4, newcomer);
+        let (skip, head) = hdr.frame();
+        assert!(newcomer.len() >= skip && prefix16(newcomer) & head_mask(skip) == head);
+        assert_eq!(s, slice_at(newcomer, skip));
+        for (i, k) in sorted.iter().enumerate() {
+            assert_eq!(slices[i].load(Ordering::Relaxed), slice_at(k, skip), "{newcomer:?} {k:?}");
+            assert_eq!(prefix16(k) & head_mask(skip), head);
         }
     }
 

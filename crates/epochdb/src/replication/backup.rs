@@ -23,7 +23,7 @@ use crate::db::Database;
 use crate::durability::datadir;
 use crate::durability::frame;
 use crate::durability::log::lock;
-use crate::durability::logger::{LogFile, PepochFile, Rotation, OLD_LOG_PREFIX};
+use crate::durability::logger::{LogFile, PepochFile, Rotation};
 use crate::durability::manifest::Manifest;
 use crate::durability::Store;
 use crate::error::{Error, Result};
@@ -528,13 +528,8 @@ impl Disk {
         self.log = LogFile::create(&self.store.dirs.log[0], &self.store.io)?;
         let io = &self.store.io;
         for dir in &self.store.dirs.log {
-            let entries = std::fs::read_dir(dir).map_err(|e| Error::Io { op: "list", path: dir.clone(), source: e })?;
-            for entry in entries {
-                let path = entry.map_err(|e| Error::Io { op: "list", path: dir.clone(), source: e })?.path();
-                let old = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(OLD_LOG_PREFIX));
-                if old && datadir::is_log_file(&path)? {
-                    io.remove_file(&path)?;
-                }
+            for (_, path) in datadir::old_log_files(dir)? {
+                io.remove_file(&path)?;
             }
             io.sync_dir(dir)?;
         }

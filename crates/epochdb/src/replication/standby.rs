@@ -514,8 +514,7 @@ fn apply_part(
                 _ if result.is_ok() => result = install_entry(w, manifest, &e, from, s),
                 _ => {}
             }),
-            Data::Log { .. } => {
-                let bytes = b.read_back()?;
+            Data::Log { .. } => b.read_back().and_then(|bytes| {
                 let mut has_delta = false;
                 let r = entries(&bytes, scope, |e| match e.write {
                     Write::Delta(_) => has_delta = true,
@@ -526,22 +525,28 @@ fn apply_part(
                     again.push(b);
                 }
                 r
-            }
+            }),
         };
         result = result.and(decoded);
         if result.is_err() {
             break;
         }
     }
+    // Every error goes through `result`, so that the worker leaves below.
     if result.is_ok() {
-        held = again.iter().map(|b| b.read_back()).collect::<Result<_>>()?;
+        match again.iter().map(|b| b.read_back()).collect() {
+            Ok(h) => held = h,
+            Err(e) => result = Err(e),
+        }
     }
     for bytes in &held {
-        entries(bytes, scope, |e| {
-            if let Write::Delta(_) = e.write {
-                deltas.push(e);
-            }
-        })?;
+        result = result.and_then(|()| {
+            entries(bytes, scope, |e| {
+                if let Write::Delta(_) = e.write {
+                    deltas.push(e);
+                }
+            })
+        });
     }
     if result.is_ok() {
         deltas.sort_unstable_by_key(|e| e.tid);

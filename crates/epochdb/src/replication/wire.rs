@@ -370,20 +370,16 @@ fn read_exact_or_end(r: &mut impl Read, buf: &mut [u8]) -> Result<bool> {
 mod tests {
     use super::*;
 
+    /// A hello with these epochs and history `(term, term_start, term_id)`.
+    fn hello(pepoch: u64, top: u64, (term, term_start, term_id): (u32, u64, u64)) -> Msg {
+        let (nonce, proof) = ([1; 32], [2; 32]);
+        Msg::Hello { version: VERSION, pepoch, top, term, term_start, term_id, nonce, proof, node: 3 }
+    }
+
     fn all() -> Vec<Msg> {
         vec![
             Msg::Challenge { version: VERSION, nonce: [3; 32] },
-            Msg::Hello {
-                version: VERSION,
-                pepoch: 7,
-                top: 8,
-                term: 2,
-                term_start: 9,
-                term_id: 11,
-                nonce: [1; 32],
-                proof: [2; 32],
-                node: 3,
-            },
+            hello(7, 8, (2, 9, 11)),
             Msg::Welcome { streams: 2, proof: [4; 32], manifest: vec![1, 2, 3] },
             Msg::Refuse { reason: "behind".into() },
             Msg::Block { stream: 1, lo: 3, hi: 4, block: vec![9; 100] },
@@ -450,20 +446,9 @@ mod tests {
         Msg::Manifest { manifest: vec![0; MAX_HANDSHAKE] }.encode(&mut big);
         let mut body = Vec::new();
         assert!(recv_at_most(&mut &big[..], &mut body, MAX_HANDSHAKE).is_err());
-        let mut hello = Vec::new();
-        Msg::Hello {
-            version: VERSION,
-            pepoch: 1,
-            top: 1,
-            term: 0,
-            term_start: 0,
-            term_id: 0,
-            nonce: [1; 32],
-            proof: [2; 32],
-            node: 3,
-        }
-        .encode(&mut hello);
-        assert!(recv_at_most(&mut &hello[..], &mut body, MAX_HANDSHAKE).is_ok_and(|m| m.is_some()));
+        let mut greeting = Vec::new();
+        hello(1, 1, (0, 0, 0)).encode(&mut greeting);
+        assert!(recv_at_most(&mut &greeting[..], &mut body, MAX_HANDSHAKE).is_ok_and(|m| m.is_some()));
         let (p, b) = ([3u8; 32], [4u8; 32]);
         let good = proof(b"s", Side::Backup, &p, &b);
         assert!(verify(b"s", Side::Backup, &p, &b, &good));

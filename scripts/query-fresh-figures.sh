@@ -68,7 +68,7 @@ for c in "${configs[@]}"; do
     mbs='(r["durability"]["log_bytes_per_txn"] * r["throughput"] / 1e6)'
     lag50=$(col "$c" 'r["replication"]["replay_lag_epochs"]["p50"]')
     lag99=$(col "$c" 'r["replication"]["replay_lag_epochs"]["p99"]')
-    pcpu=$(col "$c" "1000 * r['replication']['primary_cores'] / $mbs")
+    pcpu=$(col "$c" "r['durability']['cpu_ms_per_log_mb']")
     bcpu=$(col "$c" "1000 * r['replication']['backup_cores'] / r['replication']['replicas'] / $mbs")
     rest="$lag50 / $lag99 | $(printf %.1f "$pcpu") | $(printf %.1f "$bcpu") | $(python3 -c "print('%.2f' % ($bcpu / $pcpu))")"
   fi

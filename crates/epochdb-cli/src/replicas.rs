@@ -109,9 +109,8 @@ pub struct Replicas {
     safety: String,
     epoch_ms: f64,
     sampler: Option<(Arc<AtomicBool>, JoinHandle<Lags>)>,
-    /// When sampling began, and the backups' and this process's CPU
-    /// seconds then.
-    since: Option<(Instant, f64, f64)>,
+    /// When sampling began, and the backups' CPU seconds then.
+    since: Option<(Instant, f64)>,
     bootstrap: Option<BootstrapReport>,
     /// The backups' read-only transactions when sampling began.
     reads_since: u64,
@@ -300,7 +299,7 @@ impl Replicas {
 
     /// Starts sampling the backups' lag (call when the measured run starts).
     pub fn sample(&mut self, db: &Database) {
-        self.since = Some((Instant::now(), self.cpu(), cpu_seconds(std::process::id())));
+        self.since = Some((Instant::now(), self.cpu()));
         self.reads_since = self.reads();
         let stop = Arc::new(AtomicBool::new(false));
         let (s, db) = (stop.clone(), db.clone());
@@ -338,12 +337,10 @@ impl Replicas {
 
     /// Stops sampling, prints the lags and stops the backups.
     pub fn finish(mut self) -> ReplicationReport {
-        let backup_cores = self.since.map_or(0.0, |(t, cpu, _)| (self.cpu() - cpu) / t.elapsed().as_secs_f64());
-        let primary_cores =
-            (self.since).map_or(0.0, |(t, _, own)| (cpu_seconds(std::process::id()) - own) / t.elapsed().as_secs_f64());
+        let backup_cores = self.since.map_or(0.0, |(t, cpu)| (self.cpu() - cpu) / t.elapsed().as_secs_f64());
         let backup_reads_per_s = self
             .since
-            .map_or(0.0, |(t, _, _)| self.reads().saturating_sub(self.reads_since) as f64 / t.elapsed().as_secs_f64());
+            .map_or(0.0, |(t, _)| self.reads().saturating_sub(self.reads_since) as f64 / t.elapsed().as_secs_f64());
         let lags = match self.sampler.take() {
             Some((stop, t)) => {
                 stop.store(true, Ordering::Release);
@@ -361,7 +358,6 @@ impl Replicas {
             queued_bytes: Quantiles::of(lags.queued),
             lag_series_ms: lags.per_second.iter().map(|&e| e as f64 * self.epoch_ms).collect(),
             backup_cores,
-            primary_cores,
             shipping_ms_per_log_mb: 0.0, // set by the caller, which knows when the run began
             backup_reads_per_s,
             bootstrap: self.bootstrap.take(),

@@ -88,14 +88,10 @@ pub struct ReplicationReport {
     #[serde(default)]
     pub lag_series_ms: Vec<f64>,
     /// CPU the backup processes used while the run was measured, in cores
-    /// (CPU seconds per second; receiving, syncing and replaying).
+    /// (CPU seconds per second; receiving, syncing and replaying); per MB
+    /// of log, against `durability.cpu_ms_per_log_mb`, what a backup
+    /// spends against what the primary spent to produce the log.
     pub backup_cores: f64,
-    /// CPU the benchmark process (the primary: its workers, loggers and
-    /// shippers) used over the same time, in cores: with `backup_cores`,
-    /// the CPU a backup spends per MB of log against what the primary
-    /// spent to produce it.
-    #[serde(default)]
-    pub primary_cores: f64,
     /// CPU the benchmark process's replication threads (sending to the backups, their sessions, the listener) used per MB of log, in ms, from the start of the warm-up to the end of the run: with `durability.logger_ms_per_log_mb`, what shipping costs the primary, apart from what a busy neighbouring CPU costs its workers.
     #[serde(default)]
     pub shipping_ms_per_log_mb: f64,

@@ -4,8 +4,8 @@
 //! A data node waits until the group has appointed a primary, then serves
 //! as it (under the control plane's lease) or as a replica of it. A
 //! watcher thread follows the appointments: an appointed replica promotes
-//! itself in place; a primary that learns another was appointed exits
-//! with status 3 (its lease has already lapsed, so it released nothing
+//! itself in place, a replica whose primary moved follows the new one in
+//! place; a primary that learns another was appointed exits with status 3 (its lease has already lapsed, so it released nothing
 //! the new primary lacks), and when restarted it rejoins as a backup,
 //! with the data of its own term set aside (it may hold epochs the new
 //! primary never received).
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Exit status of a node that learned it is no longer the primary (or
-/// that its primary moved): restart it, and it rejoins as a backup.
+/// that it diverged): restart it, and it rejoins as a backup.
 pub const EXIT_DEPOSED: u8 = 3;
 
 /// The control-plane options of `epochdb serve`.
@@ -154,7 +154,7 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     let db = server.database().clone();
     std::thread::Builder::new()
         .name("epochdb-appointments".into())
-        .spawn(move || watch(&node, v, &promoter, &db, &following, &control))
+        .spawn(move || watch(&node, v, &promoter, &db, following, &control))
         .map_err(|e| failed(format!("start the appointment watcher: {e}")))?;
     server.wait();
     Ok(ExitCode::SUCCESS)
@@ -224,7 +224,7 @@ fn watch(
     mut v: View,
     promoter: &epochdb_server::Promoter,
     db: &Database,
-    following: &str,
+    mut following: String,
     control: &Path,
 ) {
     let mut told = false;
@@ -268,11 +268,18 @@ fn watch(
                 ::log::error!("control: promotion failed: {e}");
                 std::process::exit(1);
             }
-        } else if !v.is_primary() && (!replica || v.cluster.primary_addr != following) {
-            let was = if replica { "a replica of a primary that moved" } else { "the primary, deposed" };
+        } else if !v.is_primary() && replica && v.cluster.primary_addr != following {
+            following = v.cluster.primary_addr.clone();
+            ::log::info!(
+                "control: node {} is the primary now (appointment {}): following it at {following}",
+                v.cluster.primary,
+                v.cluster.appointment
+            );
+            promoter.follow(&following);
+        } else if !v.is_primary() && !replica {
             ::log::error!(
-                "control: node {} is the primary now (appointment {}); this node was {was}: exiting, restart it to \
-                 rejoin as a backup",
+                "control: node {} is the primary now (appointment {}); this node, the primary, was deposed: \
+                 exiting, restart it to rejoin as a backup",
                 v.cluster.primary,
                 v.cluster.appointment
             );

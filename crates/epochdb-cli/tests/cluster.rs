@@ -1,9 +1,10 @@
 //! `epochdb serve --node-id` and `epochdb witness` as processes: two data
-//! nodes and a witness. The control plane (Raft) appoints the primary;
-//! kill -9 of the primary makes the in-sync backup the primary with every
-//! acknowledged write, and a primary that was stopped (SIGSTOP, as a
-//! partition or a long pause would) and comes back releases nothing and
-//! exits, deposed.
+//! nodes and a witness, or three data nodes. The control plane (Raft)
+//! appoints the primary; kill -9 of the primary makes an in-sync backup
+//! the primary with every acknowledged write (and the other backup, if
+//! any, follows it without a restart), and a primary that was stopped
+//! (SIGSTOP, as a partition or a long pause would) and comes back
+//! releases nothing and exits, deposed.
 
 mod common;
 
@@ -18,31 +19,41 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
-/// Two data nodes (ids 1 and 2) and a witness (id 3) on loopback.
+/// Three voters on loopback, ids 1 to 3: two data nodes and a witness
+/// (id 3), or three data nodes.
 struct Group {
     base: PathBuf,
     control: [u16; 3],
-    replicate: [u16; 2],
-    witness: Child,
+    replicate: [u16; 3],
+    witness: Option<Child>,
 }
 
 impl Group {
+    /// Two data nodes and a witness.
     fn start(name: &str) -> Group {
-        let base = std::env::temp_dir().join(format!("epochdb-cluster-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        let control = [free_port(), free_port(), free_port()];
-        let replicate = [free_port(), free_port()];
+        let mut g = Group::three(name);
+        let control = g.control;
         let witness = Command::new(env!("CARGO_BIN_EXE_epochdb"))
             .args(["witness", "--node-id", "3", "--listen", &format!("127.0.0.1:{}", control[2])])
             .args(["--peer", &format!("1=127.0.0.1:{}", control[0])])
             .args(["--peer", &format!("2=127.0.0.1:{}", control[1])])
             .arg("--dir")
-            .arg(base.join("witness"))
+            .arg(g.base.join("witness"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the witness");
-        Group { base, control, replicate, witness }
+        g.witness = Some(witness);
+        g
+    }
+
+    /// Three data nodes (none started yet).
+    fn three(name: &str) -> Group {
+        let base = std::env::temp_dir().join(format!("epochdb-cluster-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let control = [free_port(), free_port(), free_port()];
+        let replicate = [free_port(), free_port(), free_port()];
+        Group { base, control, replicate, witness: None }
     }
 
     /// Starts data node `id` (`--safety sync`) and waits until it serves
@@ -54,7 +65,7 @@ impl Group {
 
     fn node_with(&self, id: usize, safety: &str) -> (Served, String) {
         let c = |i: usize| format!("127.0.0.1:{}", self.control[i - 1]);
-        let other = 3 - id;
+        let peers = (1..=3).filter(|&i| i != id).flat_map(|i| ["--control-peer".to_string(), format!("{i}={}", c(i))]);
         let args: Vec<OsString> = [
             "serve",
             "--port",
@@ -71,15 +82,12 @@ impl Group {
             &id.to_string(),
             "--control-listen",
             &c(id),
-            "--control-peer",
-            &format!("{other}={}", c(other)),
-            "--control-peer",
-            &format!("3={}", c(3)),
             "--replicate-listen",
             &format!("127.0.0.1:{}", self.replicate[id - 1]),
         ]
         .iter()
         .map(Into::into)
+        .chain(peers.map(Into::into))
         .chain([OsString::from("--data-dir"), self.base.join(format!("d{id}")).into_os_string()])
         .collect();
         let (child, stderr, mut lines) = common::spawn(&args);
@@ -101,8 +109,10 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        let _ = self.witness.kill();
-        let _ = self.witness.wait();
+        if let Some(w) = self.witness.as_mut() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
         let _ = std::fs::remove_dir_all(&self.base);
     }
 }
@@ -121,10 +131,16 @@ fn field(c: &mut redis::Connection, name: &str) -> String {
 /// Waits until `primary` holds its lease with `backup` in the committed
 /// in-sync set (so `backup` may take over with everything released).
 fn wait_in_sync(primary: &Served, backup: usize) {
+    wait_all_in_sync(primary, &backup.to_string());
+}
+
+/// Waits until `primary` holds its lease with the committed in-sync set
+/// `nodes` (ids in order, comma-separated).
+fn wait_all_in_sync(primary: &Served, nodes: &str) {
     let mut c = client(primary);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while field(&mut c, "epochdb_in_sync_nodes") != backup.to_string() || field(&mut c, "epochdb_lease_valid") != "1" {
-        assert!(Instant::now() < deadline, "node {backup} never came in sync: {}", primary.log());
+    while field(&mut c, "epochdb_in_sync_nodes") != nodes || field(&mut c, "epochdb_lease_valid") != "1" {
+        assert!(Instant::now() < deadline, "nodes {nodes} never came in sync: {}", primary.log());
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -265,4 +281,56 @@ fn a_planned_switchover_loses_no_acknowledged_write_even_async() {
     until_it_takes_writes(&b, "after");
     let mut b = b;
     kill(&mut b);
+}
+
+/// Three data nodes: kill -9 of the primary makes one backup the primary,
+/// and the other follows it in place (no exit, no restart), in sync with
+/// it, serving its writes at its read view.
+#[test]
+fn the_other_backup_follows_the_new_primary_without_a_restart() {
+    let g = Group::three("follow");
+    // Together: none serves before a quorum appoints a primary.
+    let started: Vec<(Served, String)> = std::thread::scope(|s| {
+        let g = &g;
+        let starting: Vec<_> = (1..=3).map(|i| s.spawn(move || g.node(i))).collect();
+        starting.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let primary = 1 + started.iter().position(|(_, role)| role.contains("as the primary")).expect("a primary");
+    let mut nodes: Vec<Served> = started.into_iter().map(|(n, _)| n).collect();
+    let others: Vec<usize> = (1..=3).filter(|&i| i != primary).collect();
+    wait_all_in_sync(&nodes[primary - 1], &format!("{},{}", others[0], others[1]));
+    let writers = start_writers(&format!("redis://127.0.0.1:{}/", nodes[primary - 1].port), 0);
+    std::thread::sleep(Duration::from_millis(300));
+    kill(&mut nodes[primary - 1]);
+    let acked = join_writers(writers, &nodes[primary - 1]);
+    // Whichever the group appoints takes writes; the other follows it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (new, follower) = loop {
+        let roles: Vec<String> = others.iter().map(|&i| field(&mut client(&nodes[i - 1]), "role")).collect();
+        if let Some(k) = roles.iter().position(|r| r == "master") {
+            break (others[k], others[1 - k]);
+        }
+        assert!(Instant::now() < deadline, "no backup was promoted: {roles:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    until_it_takes_writes(&nodes[new - 1], "after");
+    let mut c = client(&nodes[new - 1]);
+    for (w, (a, _)) in acked.iter().enumerate() {
+        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
+        assert!(got >= *a, "writer {w} acked {a:?}, node {new} has {got:?}: {}", nodes[new - 1].log());
+    }
+    wait_in_sync(&nodes[new - 1], follower);
+    let f = &mut nodes[follower - 1];
+    assert!(f.child.try_wait().unwrap().is_none(), "the follower exited: {}", f.log());
+    let mut fc = client(f);
+    assert_eq!(field(&mut fc, "master_port"), g.replicate[new - 1].to_string(), "{}", f.log());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while redis::cmd("GET").arg("after").query::<Option<i64>>(&mut fc).unwrap() != Some(1) {
+        assert!(Instant::now() < deadline, "the follower never showed the new primary's write: {}", f.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(f.log().contains("following it at"), "{}", f.log());
+    for i in [new, follower] {
+        kill(&mut nodes[i - 1]);
+    }
 }

@@ -252,6 +252,52 @@ fn a_replica_serves_reads_and_is_promoted_in_place_when_the_primary_is_killed() 
     std::fs::remove_dir_all(&base).ok();
 }
 
+/// `REPLICAOF HOST PORT` moves a replica to another primary: here a
+/// sibling replica promoted after the primary was killed. It is refused
+/// on a primary (a primary becomes a replica only by a restart).
+#[test]
+fn replicaof_moves_a_replica_to_a_promoted_sibling() {
+    let base = std::env::temp_dir().join(format!("epochdb-serve-follow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let (pdir, adir, bdir) = (base.join("p"), base.join("a"), base.join("b"));
+    let (mut primary, repl) = serve_with(&pdir, &["--replicate-listen", "127.0.0.1:0", "--safety", "sync"]);
+    let repl = repl.unwrap();
+    // Where `a`'s own backups connect once it is promoted.
+    let a_repl = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (mut a, _) = serve_with(&adir, &["--replicaof", &repl, &format!("--replicate-listen=127.0.0.1:{a_repl}")]);
+    let (mut b, _) = serve_with(&bdir, &["--replicaof", &repl]);
+    let conn = |s: &Served| redis::Client::open(format!("redis://127.0.0.1:{}/", s.port)).unwrap();
+    let (mut pc, mut bc) = (conn(&primary).get_connection().unwrap(), conn(&b).get_connection().unwrap());
+    let () = redis::cmd("SET").arg("before").arg(1).query(&mut pc).unwrap();
+    let shows = |c: &mut redis::Connection, key: &str, s: &Served| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while redis::cmd("GET").arg(key).query::<Option<i64>>(c).ok().flatten() != Some(1) {
+            assert!(Instant::now() < deadline, "{key} never showed: {}", s.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    shows(&mut bc, "before", &b);
+    let err = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(a_repl).query::<()>(&mut pc).unwrap_err();
+    assert!(err.to_string().contains("only by a restart"), "{err}");
+    let err = redis::cmd("REPLICAOF").arg("127.0.0.1").arg("port").query::<()>(&mut bc).unwrap_err();
+    assert!(err.to_string().contains("Invalid master port"), "{err}");
+    primary.child.kill().unwrap(); // SIGKILL
+    primary.child.wait().unwrap();
+    let out = epochdb(&["promote", "--timeout", "30", "--port", &a.port.to_string()], &a);
+    assert!(out.contains("is a primary in term 1"), "{out}");
+    let () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(a_repl).query(&mut bc).unwrap();
+    let role: (String, String, i64, String, i64) = redis::cmd("ROLE").query(&mut bc).unwrap();
+    assert_eq!((&role.0[..], role.2), ("slave", i64::from(a_repl)), "{role:?}");
+    let () = redis::cmd("SET").arg("after").arg(1).query(&mut conn(&a).get_connection().unwrap()).unwrap();
+    shows(&mut bc, "after", &b);
+    shows(&mut bc, "before", &b);
+    for s in [&mut a, &mut b] {
+        s.child.kill().unwrap();
+        s.child.wait().unwrap();
+    }
+    std::fs::remove_dir_all(&base).ok();
+}
+
 fn installed(tool: &str) -> bool {
     Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
 }

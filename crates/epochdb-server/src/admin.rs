@@ -345,10 +345,10 @@ fn is_replica(shared: &crate::server::Shared) -> bool {
 }
 
 /// A replica's primary, as `(host, port)` from its replication address.
-fn primary_of(shared: &crate::server::Shared) -> Option<(String, u16)> {
-    let r = shared.config.replicaof.as_ref()?;
-    let (host, port) = r.primary.rsplit_once(':').unwrap_or((&r.primary, "0"));
-    Some((host.trim_start_matches('[').trim_end_matches(']').to_string(), port.parse().unwrap_or(0)))
+fn primary_of(b: &epochdb::Backup) -> (String, u16) {
+    let primary = b.primary();
+    let (host, port) = primary.rsplit_once(':').unwrap_or((&primary, "0"));
+    (host.trim_start_matches('[').trim_end_matches(']').to_string(), port.parse().unwrap_or(0))
 }
 
 /// ROLE: a replica's primary and link, or a primary's backups; offsets
@@ -356,8 +356,9 @@ fn primary_of(shared: &crate::server::Shared) -> Option<(String, u16)> {
 fn role(c: &mut Client, shared: &crate::server::Shared) {
     let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
     let mut o = c.out();
-    match (backup.as_ref(), primary_of(shared)) {
-        (Some(b), Some((host, port))) => {
+    match backup.as_ref() {
+        Some(b) => {
+            let (host, port) = primary_of(b);
             o.array(5);
             o.bulk(b"slave");
             o.bulk(host.as_bytes());
@@ -383,16 +384,15 @@ fn role(c: &mut Client, shared: &crate::server::Shared) {
     }
 }
 
-/// REPLICAOF NO ONE promotes a replica in place; following another
-/// primary is set at start (`--replicaof`), not at run time.
+/// REPLICAOF NO ONE promotes a replica in place; REPLICAOF HOST PORT
+/// makes a replica follow another primary (one promoted after its own;
+/// HOST:PORT is that primary's replication address). A primary becomes a
+/// replica only by a restart (`--replicaof`), and under a control plane
+/// the appointments decide both.
 fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
-    let (host, port) = (a.get(1).to_ascii_uppercase(), a.get(2).to_ascii_uppercase());
-    if host != b"NO" || port != b"ONE" {
-        c.out().error(
-            "ERR epochdb follows a primary only from start (epochdb serve --replicaof HOST:PORT, the primary's \
-             --replicate-listen address); REPLICAOF NO ONE promotes a replica",
-        );
-        return;
+    let (host, port) = (a.get(1), a.get(2));
+    if !(host.eq_ignore_ascii_case(b"NO") && port.eq_ignore_ascii_case(b"ONE")) {
+        return follow(c, shared, host, port);
     }
     if let Some(switchover) = &shared.config.switchover {
         // A planned switchover: the control plane appoints this node once
@@ -411,6 +411,30 @@ fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
         Ok(()) => c.out().ok(),
         Err(e) => c.out().error(&format!("ERR promotion failed: {e}")),
     }
+}
+
+/// REPLICAOF HOST PORT on a replica.
+fn follow(c: &mut Client, shared: &crate::server::Shared, host: &[u8], port: &[u8]) {
+    if shared.config.switchover.is_some() {
+        c.out().error("ERR this node follows the primary its control plane appoints");
+        return;
+    }
+    let port = std::str::from_utf8(port).ok().and_then(|p| p.parse::<u16>().ok()).filter(|&p| p != 0);
+    let (Ok(host), Some(port)) = (std::str::from_utf8(host), port) else {
+        c.out().error("ERR Invalid master port");
+        return;
+    };
+    let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(b) = backup.as_ref() else {
+        c.out().error(
+            "ERR a primary becomes a replica only by a restart (epochdb serve --replicaof HOST:PORT, the primary's \
+             --replicate-listen address)",
+        );
+        return;
+    };
+    let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    b.follow(addr);
+    c.out().ok();
 }
 
 fn auth(c: &mut Client, shared: &crate::server::Shared, user: &str, pass: &[u8]) -> bool {
@@ -919,9 +943,12 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
     }
     if want("replication") {
         let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
-        match (backup.as_ref(), primary_of(shared)) {
-            (Some(b), Some((host, port))) => replica_info(&mut out, shared, b, &host, port),
-            _ => primary_info(&mut out, shared),
+        match backup.as_ref() {
+            Some(b) => {
+                let (host, port) = primary_of(b);
+                replica_info(&mut out, shared, b, &host, port);
+            }
+            None => primary_info(&mut out, shared),
         }
         if let Some(lines) = &shared.config.control_info {
             out.push_str(&(lines.0)());

@@ -450,9 +450,8 @@ impl Server {
     }
 
     /// The primary this server is a replica of, until promoted.
-    pub fn replica_of(&self) -> Option<&str> {
-        let replica = self.shared.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some();
-        self.shared.config.replicaof.as_ref().filter(|_| replica).map(|r| r.primary.as_str())
+    pub fn replica_of(&self) -> Option<String> {
+        self.shared.backup.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(Backup::primary)
     }
 
     /// The database it serves.
@@ -498,6 +497,14 @@ impl Promoter {
     /// Makes the replica a primary in place (nothing to do on a primary).
     pub fn promote(&self) -> epochdb::Result<()> {
         self.0.promote()
+    }
+
+    /// Makes the replica follow the primary at `primary` (its
+    /// replication address): one appointed after its own
+    /// ([`epochdb::Backup::follow`]). False on a primary.
+    pub fn follow(&self, primary: &str) -> bool {
+        let backup = self.0.backup.lock().unwrap_or_else(|e| e.into_inner());
+        backup.as_ref().map(|b| b.follow(primary)).is_some()
     }
 
     /// Whether it is still a replica.

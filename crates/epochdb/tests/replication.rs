@@ -1079,3 +1079,64 @@ fn release_waits_for_the_lease_and_for_the_committed_in_sync_set() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+/// Two backups of one primary; the primary dies, one backup is promoted,
+/// and the other follows it in place (no restart): it keeps everything
+/// acknowledged, drops the old term's epochs the promotion made void, and
+/// goes on with the new term. Its directory then recovers exactly the new
+/// primary's rows.
+#[test]
+fn a_backup_follows_a_sibling_promoted_in_place() {
+    let (pdir, bdir, cdir) = (dir("follow-p"), dir("follow-b"), dir("follow-c"));
+    let db = primary(&pdir, Safety::Sync, Duration::from_secs(5));
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let backup_of = |d: &Path, node: u64| {
+        let mut o = BackupOptions::new(d, addr(&db));
+        o.node = node;
+        o.database.epoch_interval = Duration::from_millis(5);
+        o.database.primary =
+            Some(PrimaryOptions { listen: "127.0.0.1:0".parse().expect("parse"), ..Default::default() });
+        Backup::start(o).expect("start a backup")
+    };
+    let (b, c) = (backup_of(&bdir, 2), backup_of(&cdir, 3));
+    wait_until("both backups are in sync", || in_sync(&db, 2));
+    let mut w = db.worker().expect("worker");
+    let mut last = 0;
+    for i in 0..300u64 {
+        let ((), info) = w.run_with_info(|txn| txn.put(t, &i.to_be_bytes(), b"term 0")).expect("put");
+        last = info.epoch;
+    }
+    w.wait_durable(last).expect("released");
+    let acked = rows(&mut w, t);
+    // Unacknowledged commits, then the primary dies.
+    for i in 300..350u64 {
+        w.run(|txn| txn.put(t, &i.to_be_bytes(), b"term 0")).expect("put");
+    }
+    drop((w, db));
+
+    let promoted = c.promote().expect("promote c");
+    let pt = promoted.table("t").expect("table");
+    b.follow(addr(&promoted));
+    assert_eq!(b.primary(), addr(&promoted));
+    let mut pw = promoted.worker().expect("worker");
+    let ((), info) = pw.run_with_info(|txn| txn.put(pt, b"new", b"term 1")).expect("a write on the promoted");
+    pw.wait_durable(info.epoch).expect("durable on the promoted");
+    let after = rows(&mut pw, pt);
+    for row in &acked {
+        assert!(after.contains(row), "acknowledged key {:02x?} lost by the promotion", row.0);
+    }
+    let got = standby_rows(&b, "t", info.epoch);
+    assert!(got == after, "the follower has {} rows, the new primary {}", got.len(), after.len());
+    wait_until("the follower is in sync with the new primary", || in_sync(&promoted, 1));
+    assert!(b.diverged().is_none() && !b.is_finished());
+    drop((b, pw, promoted));
+
+    let reopened = promote(&bdir).expect("open the follower's directory");
+    let mut rw = reopened.worker().expect("worker");
+    let recovered = rows(&mut rw, reopened.table("t").expect("table"));
+    assert!(recovered == after, "the follower's directory recovers {} rows, had {}", recovered.len(), after.len());
+    drop((rw, reopened));
+    for d in [pdir, bdir, cdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

@@ -1,6 +1,7 @@
 //! A deterministic simulation of the data plane beside the control plane
 //! (`World`): primaries that commit, log, ship, sync and release; backups
-//! that receive, persist, acknowledge, replay and promote; catch-up from the
+//! that receive, persist, acknowledge, replay, promote and follow a newly
+//! appointed primary in place; catch-up from the
 //! backlog or the files; connections that break and reconnect; crashes
 //! that keep what was synced (and, for a process killed rather than a
 //! machine lost, what was written). Each decision is the engine's own:
@@ -257,6 +258,8 @@ pub struct DataOutcome {
     pub promotions: u64,
     pub catch_ups_from_files: u64,
     pub refused: u64,
+    /// Replicas that followed a primary appointed after theirs.
+    pub follows: u64,
     pub released_txns: u64,
     pub lost_txns: u64,
     pub released_epochs: u64,
@@ -378,9 +381,8 @@ impl Sim {
                     if v.is_primary() {
                         self.promote(i, t, &v)?;
                     } else if v.cluster.primary != 0 && v.cluster.primary != b.following {
-                        // The primary moved: the replica exits and is restarted.
-                        world.crash(id);
-                        self.crash(i, t);
+                        // The primary moved: the replica follows it in place.
+                        self.follow(i, t, v.cluster.primary);
                     } else {
                         self.backup_step(i, t, world, &v.cluster.in_sync)?;
                     }
@@ -640,6 +642,19 @@ impl Sim {
             self.send(c, false, Msg::Hello { node: id, pepoch, top, term }, t, world);
         }
         self.replay(i)
+    }
+
+    /// The replica follows the primary `to` (`Backup::follow`): its
+    /// connection to the old one ends, and it connects to `to` at once.
+    fn follow(&mut self, i: usize, t: u64, to: u64) {
+        let Role::Backup(b) = &mut self.engines[i].role else { return };
+        note!(t, "node {} follows node {to}", i + 1);
+        if let Some(c) = b.conn.take() {
+            self.conns[c].broken = true;
+            self.conns[c].reset_at = Some(t + MS);
+        }
+        (b.following, b.retry_at) = (to, t);
+        self.out.follows += 1;
     }
 
     /// The backup's connection is gone: it connects again after a while.
@@ -982,13 +997,14 @@ mod tests {
             total.promotions += o.promotions;
             total.catch_ups_from_files += o.catch_ups_from_files;
             total.refused += o.refused;
+            total.follows += o.follows;
             total.released_txns += o.released_txns;
             total.crashes += o.crashes;
             total.handovers += o.handovers;
             total.released_epochs += o.released_epochs;
         }
         eprintln!("{total:?}");
-        assert!(total.promotions > 0 && total.catch_ups_from_files > 0, "{total:?}");
+        assert!(total.promotions > 0 && total.catch_ups_from_files > 0 && total.follows > 0, "{total:?}");
     }
 
     /// Under `async` a failover may lose what the backups had not

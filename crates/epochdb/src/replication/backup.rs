@@ -42,7 +42,8 @@ pub struct BackupOptions {
     /// The backup's data directory (created if missing). It must not be
     /// another database's: a backup only ever holds its primary's log.
     pub data_dir: PathBuf,
-    /// The primary's replication address (`host:port`).
+    /// The primary's replication address (`host:port`) at start
+    /// ([`Backup::follow`] moves it).
     pub primary: String,
     /// Wait between attempts to reach the primary.
     pub retry: Duration,
@@ -100,6 +101,10 @@ pub struct Backup {
 
 #[derive(Default)]
 struct Status {
+    /// Where the primary is ([`Backup::follow`] moves it).
+    primary: Mutex<String>,
+    /// Bumped by each move: a session with an older number ends.
+    moves: AtomicU64,
     /// Shared with the standby's checkpointer.
     persisted: Arc<AtomicU64>,
     connected: AtomicBool,
@@ -155,7 +160,11 @@ impl Backup {
             view: view.clone(),
             top,
         };
-        let status = Arc::new(Status { persisted: Arc::new(AtomicU64::new(pepoch)), ..Status::default() });
+        let status = Arc::new(Status {
+            primary: Mutex::new(opts.primary.clone()),
+            persisted: Arc::new(AtomicU64::new(pepoch)),
+            ..Status::default()
+        });
         db.start_standby_checkpoints(status.persisted.clone())?;
         let stop = Arc::new(AtomicBool::new(false));
         let (st, s) = (status.clone(), stop.clone());
@@ -201,6 +210,27 @@ impl Backup {
     /// The largest epoch this backup has on disk and acknowledged.
     pub fn persisted_epoch(&self) -> u64 {
         self.status.persisted.load(Ordering::Acquire)
+    }
+
+    /// The primary's replication address it follows now.
+    pub fn primary(&self) -> String {
+        lock(&self.status.primary).clone()
+    }
+
+    /// Follows the primary at `primary` from now on: a primary promoted
+    /// after its own (by a control plane, or by hand). The connection to
+    /// the old one ends, and the backup connects to the new one at once,
+    /// resuming from its persisted epoch as after any reconnection. The
+    /// new primary admits it only if its history is a prefix of its own
+    /// (it persisted nothing that the promotion did not keep), else it
+    /// refuses it as diverged ([`Backup::diverged`]); what the backup
+    /// received above its persisted epoch and the promotion made void is
+    /// never replayed.
+    pub fn follow(&self, primary: impl Into<String>) {
+        let primary = primary.into();
+        ::log::info!("backup: following the primary at {primary}");
+        *lock(&self.status.primary) = primary;
+        self.status.moves.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether it is connected to its primary now.
@@ -307,6 +337,7 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
         if let Err(e) = disk.forget_unpersisted() {
             return (Err(e), disk);
         }
+        let moves = status.moves.load(Ordering::Acquire);
         let r = session(&opts, &mut disk, status, stop);
         status.connected.store(false, Ordering::Release);
         match r {
@@ -321,8 +352,12 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
                 *lock(&status.error) = Some(e.to_string());
             }
         }
+        // A move is followed at once.
         let until = std::time::Instant::now() + opts.retry;
-        while std::time::Instant::now() < until && !stop.load(Ordering::Acquire) {
+        while std::time::Instant::now() < until
+            && !stop.load(Ordering::Acquire)
+            && status.moves.load(Ordering::Acquire) == moves
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -355,9 +390,11 @@ fn session(
     status: &Status,
     stop: &AtomicBool,
 ) -> std::result::Result<(), Ended> {
-    let net = |e: std::io::Error| Ended::Retry(Error::Replication(format!("primary {}: {e}", opts.primary)));
-    let addr = (opts.primary.to_socket_addrs().map_err(net)?.next())
-        .ok_or_else(|| Ended::Retry(Error::Replication(format!("primary {}: no address", opts.primary))))?;
+    let moves = status.moves.load(Ordering::Acquire);
+    let primary = lock(&status.primary).clone();
+    let net = |e: std::io::Error| Ended::Retry(Error::Replication(format!("primary {primary}: {e}")));
+    let addr = (primary.to_socket_addrs().map_err(net)?.next())
+        .ok_or_else(|| Ended::Retry(Error::Replication(format!("primary {primary}: no address"))))?;
     let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(net)?;
     sock.set_nodelay(true).map_err(net)?;
     // Short reads, so a stop is seen; idleness is counted across them.
@@ -370,6 +407,10 @@ fn session(
         loop {
             if stop.load(Ordering::Acquire) {
                 return Ok(None);
+            }
+            if status.moves.load(Ordering::Acquire) != moves {
+                let e = Error::Replication(format!("the primary moved to {}", lock(&status.primary)));
+                return Err(Ended::Retry(e));
             }
             // Wait for the first byte of a frame here, where a timeout
             // loses nothing; a frame begun is read to its end.

@@ -14,7 +14,7 @@ use crate::args::{failed, CliResult};
 use clap::Args;
 use epochdb::Database;
 use epochdb_control::{Config as NodeConfig, Node, View};
-use epochdb_server::{Config, InfoLines, ReplicaOf, Server, Switchover};
+use epochdb_server::{Config, InfoLines, Members, ReplicaOf, Server, Switchover};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -43,6 +43,10 @@ pub struct NodeArgs {
     /// Where this node keeps its Raft log [default: DATA-DIR.control, beside the data directory]
     #[arg(long, value_name = "DIR", requires = "node_id")]
     pub control_dir: Option<PathBuf>,
+    /// Join a running group as a new voter: --control-peer names every current voter, and `epochdb member add`
+    /// on one of them adds this node (ignored once this node's control directory holds a log)
+    #[arg(long, requires = "node_id")]
+    pub join: bool,
 }
 
 /// A control-plane voter that holds no data, so two machines can keep a
@@ -61,6 +65,9 @@ pub struct WitnessArgs {
     /// Where it keeps its Raft log
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,
+    /// Join a running group as a new voter (see `serve --join`)
+    #[arg(long)]
+    pub join: bool,
     /// The nodes' shared secret (required beyond loopback); prefer the environment variable
     #[arg(long, value_name = "SECRET", env = "EPOCHDB_REPLICATION_SECRET", hide_env_values = true)]
     pub replication_secret: Option<String>,
@@ -104,6 +111,7 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     let mut cfg = NodeConfig::new(id, n.control_listen.ok_or("--control-listen is required")?, control.clone());
     cfg.peers = peers(n.control_peers)?;
     cfg.secret = secret.clone();
+    cfg.join = n.join;
     cfg.replicate_addr = replicate.to_string();
     let node = Arc::new(Node::start(cfg).map_err(failed)?);
     crate::say!("epochdb serve: control node {id} on {}; waiting for the group to appoint a primary", node.addr());
@@ -124,6 +132,11 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     config.control_info = Some(info_lines(node.clone()));
     let n = node.clone();
     config.switchover = Some(Switchover(Arc::new(move || n.request_handover())));
+    let n = node.clone();
+    config.members = Some(Members(Arc::new(move |id, addr| match addr {
+        Some(addr) => n.add_member(id, &addr),
+        None => n.remove_member(id),
+    })));
     config.options.lease = Some(node.lease());
     if let Some(p) = config.options.primary.as_mut() {
         p.membership = Some(node.membership());
@@ -164,13 +177,14 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
 fn info_lines(node: Arc<Node>) -> InfoLines {
     InfoLines(Arc::new(move || {
         let v = node.view();
-        let in_sync: Vec<String> = v.cluster.in_sync.iter().map(u64::to_string).collect();
+        let ids = |ids: &[u64]| ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
         format!(
-            "epochdb_node_id:{}\r\nepochdb_primary_node:{}\r\nepochdb_appointment:{}\r\nepochdb_in_sync_nodes:{}\r\nepochdb_raft_leader:{}\r\nepochdb_raft_term:{}\r\nepochdb_lease_valid:{}\r\n",
+            "epochdb_node_id:{}\r\nepochdb_primary_node:{}\r\nepochdb_appointment:{}\r\nepochdb_in_sync_nodes:{}\r\nepochdb_voters:{}\r\nepochdb_raft_leader:{}\r\nepochdb_raft_term:{}\r\nepochdb_lease_valid:{}\r\n",
             v.me,
             v.cluster.primary,
             v.cluster.appointment,
-            in_sync.join(","),
+            ids(&v.cluster.in_sync),
+            ids(&v.voters),
             v.leader,
             v.raft_term,
             u8::from(node.lease().is_valid()),
@@ -335,14 +349,20 @@ pub fn witness(a: WitnessArgs) -> CliResult<ExitCode> {
     cfg.peers = peers(a.peers)?;
     cfg.secret = a.replication_secret;
     cfg.witness = true;
+    cfg.join = a.join;
     let node = Node::start(cfg).map_err(failed)?;
     crate::say!("epochdb witness: control node {} on {}", a.node_id, node.addr());
     let mut v = node.view();
     let mut told = (u64::MAX, u64::MAX);
+    let mut voters = Vec::new();
     loop {
         if (v.cluster.primary, v.cluster.appointment) != told {
             told = (v.cluster.primary, v.cluster.appointment);
             crate::say!("epochdb witness: primary node {} (appointment {})", told.0, told.1);
+        }
+        if v.voters != voters {
+            voters = v.voters.clone();
+            crate::say!("epochdb witness: voters {voters:?}");
         }
         v = node.wait_change(v.version, Duration::from_secs(1));
     }

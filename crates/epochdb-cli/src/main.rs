@@ -67,6 +67,8 @@ enum Command {
     Promote(remote::PromoteArgs),
     /// Print a running server's replication state: role, term, epochs, lag (INFO replication)
     Status(remote::StatusArgs),
+    /// Add or remove a voter of a control plane (`serve --node-id`), through any of its data nodes
+    Member(remote::MemberArgs),
     /// Print a shell completion script (e.g. `epochdb completions bash > /etc/bash_completion.d/epochdb`)
     Completions {
         /// The shell
@@ -187,6 +189,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Witness(a) => cluster::witness(a),
         Command::Promote(a) => remote::promote(a),
         Command::Status(a) => remote::status(a),
+        Command::Member(a) => remote::member(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "epochdb", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -1,6 +1,6 @@
-//! `epochdb promote` and `epochdb status`: commands for a running `epochdb
-//! serve`, sent over the Redis protocol like any client's (so they work
-//! across machines, through the same password and ACLs).
+//! `epochdb promote`, `epochdb status` and `epochdb member`: commands for a
+//! running `epochdb serve`, sent over the Redis protocol like any client's
+//! (so they work across machines, through the same password and ACLs).
 
 use crate::args::{failed, CliResult};
 use clap::Args;
@@ -42,6 +42,27 @@ pub struct StatusArgs {
     /// Print the fields as one JSON object instead
     #[arg(long)]
     pub json: bool,
+}
+
+/// Add a voter to a control plane, or remove one (one change at a time): EPOCHDB.MEMBER to a data node, then
+/// waits until its INFO replication's `epochdb_voters` shows the change. Start a new node with --join first.
+#[derive(Debug, Args)]
+pub struct MemberArgs {
+    #[arg(value_enum)]
+    pub op: MemberOp,
+    /// The voter's node id
+    pub id: u64,
+    /// Where the other nodes reach the new voter (its --control-listen or --listen); `add` only
+    #[arg(required_if_eq("op", "add"))]
+    pub addr: Option<String>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemberOp {
+    Add,
+    Remove,
 }
 
 /// A reply, as far as these commands need one: an error, or a status,
@@ -187,4 +208,33 @@ pub fn status(a: StatusArgs) -> CliResult<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+pub fn member(a: MemberArgs) -> CliResult<ExitCode> {
+    let mut c = Conn::open(&a.server)?;
+    let id = a.id.to_string();
+    match (a.op, &a.addr) {
+        (MemberOp::Add, Some(addr)) => c.ok(&["EPOCHDB.MEMBER", "ADD", &id, addr])?,
+        (MemberOp::Remove, None) => c.ok(&["EPOCHDB.MEMBER", "REMOVE", &id])?,
+        (MemberOp::Remove, Some(_)) => return Err("remove takes only the node id".into()),
+        (MemberOp::Add, None) => return Err("add needs the new voter's address".into()),
+    };
+    let started = std::time::Instant::now();
+    let want = a.op == MemberOp::Add;
+    loop {
+        let info = replication_info(&mut c)?;
+        let voters = field(&info, "epochdb_voters");
+        if voters.split(',').any(|v| v == id) == want {
+            crate::say!("epochdb member: the voters are {voters}; {:.3} s", started.elapsed().as_secs_f64());
+            return Ok(ExitCode::SUCCESS);
+        }
+        if started.elapsed() > c.timeout {
+            return Err(failed(format!(
+                "the voters are still {voters} after {:?}: the change may not have been committed (is the new \
+                 node running with --join?); ask again",
+                c.timeout
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

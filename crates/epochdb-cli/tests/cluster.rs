@@ -334,3 +334,63 @@ fn the_other_backup_follows_the_new_primary_without_a_restart() {
         kill(&mut nodes[i - 1]);
     }
 }
+
+/// `epochdb member`: a new witness joins (`witness --join`), the old one
+/// is removed and stopped, and kill -9 of the primary still fails over:
+/// the backup is elected with the new witness's vote, with every
+/// acknowledged write.
+#[test]
+fn a_witness_is_replaced_and_the_group_still_fails_over() {
+    let mut g = Group::start("members");
+    let (a, role) = g.node(1);
+    let b = g.node(2).0;
+    let (mut p, b, backup) = if role.contains("as the primary") { (a, b, 2) } else { (b, a, 1) };
+    wait_in_sync(&p, backup);
+    let new = free_port();
+    let c = |port: u16| format!("127.0.0.1:{port}");
+    let witness = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .args(["witness", "--join", "--node-id", "4", "--listen", &c(new)])
+        .args(["--peer", &format!("1={}", c(g.control[0]))])
+        .args(["--peer", &format!("2={}", c(g.control[1]))])
+        .args(["--peer", &format!("3={}", c(g.control[2]))])
+        .arg("--dir")
+        .arg(g.base.join("witness4"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the new witness");
+    let member = |args: &[&str], via: &Served| {
+        let out = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+            .arg("member")
+            .args(args)
+            .args(["--timeout", "30", "--port", &via.port.to_string()])
+            .output()
+            .expect("run epochdb member");
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), said)
+    };
+    let (ok, said) = member(&["remove", "3"], &b);
+    assert!(!ok && said.contains("at least 3 voters"), "{said}; {}", b.log());
+    let (ok, said) = member(&["add", "4", &c(new)], &b);
+    assert!(ok && said.contains("the voters are 1,2,3,4"), "{said}; {}", b.log());
+    let (ok, said) = member(&["remove", "3"], &p);
+    assert!(ok && said.contains("the voters are 1,2,4"), "{said}; {}", p.log());
+    let mut old = g.witness.take().expect("the old witness");
+    old.kill().unwrap();
+    old.wait().unwrap();
+    g.witness = Some(witness);
+
+    let writers = start_writers(&format!("redis://127.0.0.1:{}/", p.port), 0);
+    std::thread::sleep(Duration::from_millis(300));
+    kill(&mut p);
+    let acked = join_writers(writers, &p);
+    until_it_takes_writes(&b, "after");
+    let mut bc = client(&b);
+    for (w, (a, _)) in acked.iter().enumerate() {
+        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut bc).unwrap();
+        assert!(got >= *a, "writer {w} acked {a:?}, node {backup} has {got:?}: {}", b.log());
+    }
+    assert_eq!(field(&mut bc, "epochdb_voters"), "1,2,4");
+    let mut b = b;
+    kill(&mut b);
+}

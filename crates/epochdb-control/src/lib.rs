@@ -55,6 +55,11 @@ pub struct Config {
     pub dir: PathBuf,
     /// A witness votes but never becomes the primary.
     pub witness: bool,
+    /// A new node joining a running group (`epochdb member add` names it
+    /// there): it starts with no voters and learns them from the leader's
+    /// snapshot. `peers` are then the group's current voters. Ignored once
+    /// its log exists.
+    pub join: bool,
     /// Where this node's backups would connect if it became the primary
     /// (its replication address); unused by a witness.
     pub replicate_addr: String,
@@ -78,6 +83,7 @@ impl Config {
             secret: None,
             dir: dir.into(),
             witness: false,
+            join: false,
             replicate_addr: String::new(),
             tick: Duration::from_millis(20),
             election_ticks: 25,
@@ -96,6 +102,16 @@ impl Config {
             return l;
         }
         self.tick * (self.election_ticks.saturating_sub(2) as u32) * 9 / 10
+    }
+
+    /// The voters a new log begins with: none for a node that joins.
+    fn voters(&self) -> Vec<u64> {
+        if self.join {
+            return Vec::new();
+        }
+        let mut voters: Vec<u64> = self.peers.keys().copied().chain([self.id]).collect();
+        voters.sort_unstable();
+        voters
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -132,6 +148,9 @@ pub struct View {
     /// The appointment under which this node last served as primary and
     /// whose data it still holds (0: none); see [`Node::forget_served`].
     pub served: u64,
+    /// The Raft voters, as the applied log says (none yet on a node that
+    /// is joining).
+    pub voters: Vec<u64>,
     /// This node has applied everything the leader had committed when it
     /// last asked (a ReadIndex round); until then, after a restart, the
     /// cluster state may be its own stale copy.
@@ -161,12 +180,19 @@ struct Shared {
     /// A switchover holds the lease back: no renewal while set (held
     /// while renewing, so a renewal never follows a suspension).
     suspended: Mutex<bool>,
+    /// The peers' addresses after a change of members, for the transport.
+    peers: Mutex<Option<BTreeMap<u64, String>>>,
 }
 
 /// What another thread asks of the node's thread.
 enum Request {
     Propose(Command),
     Transfer(u64),
+    /// Add voter `id` reached at `addr`, or (`addr` `None`) remove it.
+    Member {
+        id: u64,
+        addr: Option<String>,
+    },
 }
 
 impl Shared {
@@ -181,6 +207,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             requests: Mutex::new(Vec::new()),
             suspended: Mutex::new(false),
+            peers: Mutex::new(None),
         }
     }
 }
@@ -200,13 +227,12 @@ impl Node {
     /// Opens the node's Raft log and starts its thread and transport.
     pub fn start(cfg: Config) -> Result<Node, String> {
         cfg.validate()?;
-        let mut voters: Vec<u64> = cfg.peers.keys().copied().chain([cfg.id]).collect();
-        voters.sort_unstable();
-        let log = Log::open(&cfg.dir, &voters)?;
+        let log = Log::open(&cfg.dir, &cfg.voters())?;
         let listener = TcpListener::bind(cfg.listen).map_err(|e| format!("control: listen on {}: {e}", cfg.listen))?;
         let (tx, rx) = channel();
         let secret = cfg.secret.clone().unwrap_or_default().into_bytes();
-        let transport = Transport::start(cfg.id, listener, &cfg.peers, secret, tx)
+        let cluster = Cluster::decode(log.snapshot_state().1).ok_or("control: the snapshot does not decode")?;
+        let transport = Transport::start(cfg.id, listener, &peers(&cfg, &cluster), secret, tx)
             .map_err(|e| format!("control: start the transport: {e}"))?;
         let addr = transport.addr();
         let shared = Arc::new(Shared::new());
@@ -283,6 +309,20 @@ impl Node {
     pub fn transfer(&self, to: u64) {
         Handle(self.shared.clone()).transfer(to)
     }
+
+    /// Asks the group to add voter `id`, reached at `addr` (its
+    /// `--control-listen`); start it with `join` (`--join`) and every
+    /// current voter as a peer. One change at a time: done when
+    /// [`View::voters`] names it.
+    pub fn add_member(&self, id: u64, addr: &str) -> Result<(), String> {
+        Handle(self.shared.clone()).change_member(id, Some(addr.to_string()))
+    }
+
+    /// Asks the group to remove voter `id`: not the primary nor the Raft
+    /// leader (switch over first), and the group keeps at least 3 voters.
+    pub fn remove_member(&self, id: u64) -> Result<(), String> {
+        Handle(self.shared.clone()).change_member(id, None)
+    }
 }
 
 /// What a node's owner asks of it from another thread (and what the
@@ -331,6 +371,29 @@ impl Handle {
     fn transfer(&self, to: u64) {
         lock(&self.0.requests).push(Request::Transfer(to));
     }
+
+    fn change_member(&self, id: u64, addr: Option<String>) -> Result<(), String> {
+        let v = self.view();
+        if !v.current || v.leader == 0 {
+            return Err("this node does not know the group's leader yet".into());
+        }
+        let voter = v.voters.contains(&id);
+        match &addr {
+            Some(_) if id == 0 => return Err("node ids are not 0".into()),
+            Some(a) if a.is_empty() || !a.contains(':') => return Err(format!("{a:?} is not HOST:PORT")),
+            Some(_) if voter => return Err(format!("node {id} is a voter already: {:?}", v.voters)),
+            None if !voter => return Err(format!("node {id} is not a voter: {:?}", v.voters)),
+            None if v.voters.len() <= 3 => {
+                return Err(format!("the group keeps at least 3 voters ({:?}): add one first", v.voters))
+            }
+            None if id == v.cluster.primary || id == v.leader => {
+                return Err(format!("node {id} is the primary (or leads the group): switch over first"))
+            }
+            _ => {}
+        }
+        lock(&self.0.requests).push(Request::Member { id, addr });
+        Ok(())
+    }
 }
 
 impl Drop for Node {
@@ -349,6 +412,11 @@ impl Drop for Node {
 fn run(mut core: Core, transport: &Transport, rx: &Receiver<Message>) {
     let mut next_tick = Instant::now() + core.cfg.tick;
     while !core.shared.stop.load(Ordering::Acquire) {
+        if let Some(peers) = lock(&core.shared.peers).take() {
+            if let Err(e) = transport.set_peers(&peers) {
+                ::log::error!("control: reach the new members: {e}");
+            }
+        }
         let wait = next_tick.saturating_duration_since(Instant::now());
         match rx.recv_timeout(wait) {
             Ok(m) => core.step(m),
@@ -373,6 +441,15 @@ fn run(mut core: Core, transport: &Transport, rx: &Receiver<Message>) {
             }
         }
     }
+}
+
+/// Where the other nodes are reached: the flags' peers, and the voters
+/// added since the group began.
+fn peers(cfg: &Config, cluster: &Cluster) -> BTreeMap<u64, String> {
+    let mut all = cfg.peers.clone();
+    all.extend(cluster.members.iter().map(|(&id, a)| (id, a.clone())));
+    all.remove(&cfg.id);
+    all
 }
 
 /// The engine's view of the committed in-sync set.
@@ -437,7 +514,8 @@ impl Core {
         let cluster = Cluster::decode(log.snapshot_state().1).ok_or("control: the snapshot does not decode")?;
         let applied = log.snapshot_state().0;
         let served = storage::held(log.served);
-        *lock(&shared.view) = View { me: cfg.id, cluster: cluster.clone(), served, ..View::default() };
+        let voters = log.voters().to_vec();
+        *lock(&shared.view) = View { me: cfg.id, cluster: cluster.clone(), served, voters, ..View::default() };
         let raft_cfg = raft::Config {
             id: cfg.id,
             election_tick: cfg.election_ticks,
@@ -506,7 +584,7 @@ impl Core {
     }
 
     fn eligible(&self) -> bool {
-        !self.cfg.witness && self.cluster.eligible(self.cfg.id)
+        !self.cfg.witness && self.cluster.eligible(self.cfg.id) && self.raw.store().voters().contains(&self.cfg.id)
     }
 
     fn tick_duties(&mut self, now: Instant) {
@@ -525,7 +603,10 @@ impl Core {
             // and a leader that may not be primary brings its log up to
             // date and hands it the leadership (below).
             let late = if self.eligible() { 0 } else { 2 * self.cfg.election_ticks };
-            if r.election_elapsed >= self.campaign_after + late {
+            // Never a node that is not a voter (one joining, or removed):
+            // raft's campaign does not check, and with no voters of its
+            // own it would win alone.
+            if r.promotable() && r.election_elapsed >= self.campaign_after + late {
                 self.campaign_after = self.random_timeout();
                 let _ = self.raw.campaign();
             }
@@ -546,6 +627,15 @@ impl Core {
                     let _ = self.raw.propose(Vec::new(), c.encode());
                 }
                 Request::Transfer(to) if role.0 => self.raw.transfer_leader(to),
+                Request::Member { id, addr } if role.2 != 0 => {
+                    use raft::prelude::{ConfChange, ConfChangeType};
+                    let kind = if addr.is_some() { ConfChangeType::AddNode } else { ConfChangeType::RemoveNode };
+                    let cc = ConfChange { change_type: kind, node_id: id, ..ConfChange::default() };
+                    let context = addr.unwrap_or_default().into_bytes();
+                    if let Err(e) = self.raw.propose_conf_change(context, cc) {
+                        ::log::warn!("control: the change of members was not proposed: {e}");
+                    }
+                }
                 _ => {}
             }
         }
@@ -562,7 +652,7 @@ impl Core {
             // With none appointed yet any data node may be; which peers
             // are witnesses is not known here, and a witness hands on too.
             let candidates: Vec<u64> = if self.cluster.primary == 0 {
-                self.cfg.peers.keys().copied().collect()
+                self.raw.store().voters().to_vec()
             } else {
                 [self.cluster.primary].into_iter().chain(self.cluster.in_sync.iter().copied()).collect()
             };
@@ -657,14 +747,21 @@ impl Core {
         }
         self.applied = s.get_metadata().index;
         self.raw.mut_store().apply_snapshot(&s);
+        // A joining node learns the voters added since the group began.
+        *lock(&self.shared.peers) = Some(peers(&self.cfg, &self.cluster));
     }
 
     fn apply(&mut self, entries: Vec<Entry>) {
         let mut in_sync_changed = false;
         for e in entries {
             self.applied = e.index;
-            if e.get_entry_type() != EntryType::EntryNormal {
-                continue; // the voters are fixed by the configuration
+            match e.get_entry_type() {
+                EntryType::EntryNormal => {}
+                EntryType::EntryConfChange => {
+                    self.apply_member_change(&e);
+                    continue;
+                }
+                EntryType::EntryConfChangeV2 => continue, // never proposed here
             }
             let Some(c) = Command::decode(&e.data) else { continue };
             if self.proposed.as_ref().is_some_and(|(p, _)| *p == c) {
@@ -703,6 +800,35 @@ impl Core {
         }
     }
 
+    /// A committed change of members: Raft's voters, the new member's
+    /// address (the entry's context), the transport's peers. The log is
+    /// folded into the snapshot here, so a node that joins is sent the
+    /// snapshot (which names the voters), never the entries before it.
+    fn apply_member_change(&mut self, e: &Entry) {
+        use protobuf::Message as _;
+        use raft::prelude::{ConfChange, ConfChangeType};
+        match ConfChange::parse_from_bytes(&e.data).map_err(|e| e.to_string()).and_then(|cc| {
+            let cs = self.raw.apply_conf_change(&cc).map_err(|e| e.to_string())?;
+            Ok((cc, cs))
+        }) {
+            Ok((cc, cs)) => {
+                let id = cc.node_id;
+                if cc.get_change_type() == ConfChangeType::RemoveNode {
+                    self.cluster.members.remove(&id);
+                } else if !e.context.is_empty() {
+                    self.cluster.members.insert(id, String::from_utf8_lossy(&e.context).into_owned());
+                }
+                ::log::info!("control: the voters are now {:?}", cs.voters);
+                self.raw.mut_store().set_voters(cs.voters);
+                *lock(&self.shared.peers) = Some(peers(&self.cfg, &self.cluster));
+            }
+            Err(err) => ::log::warn!("control: a change of members at index {} not applied: {err}", e.index),
+        }
+        let state = self.cluster.encode();
+        self.raw.mut_store().applied(e.index, state);
+        self.raw.mut_store().fold();
+    }
+
     /// A ReadIndex round came back: a quorum confirmed this leader.
     fn confirm(&mut self, ctx: &[u8], index: u64) {
         let round = ctx.try_into().ok().map(u64::from_le_bytes);
@@ -737,6 +863,7 @@ impl Core {
             raft_term: r.term,
             cluster: self.cluster.clone(),
             served,
+            voters: self.raw.store().voters().to_vec(),
             current: self.current,
             version: v.version,
         };

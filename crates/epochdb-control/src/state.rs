@@ -1,11 +1,14 @@
 //! The state the Raft group agrees on, and the commands that change it.
 //!
 //! Small on purpose: who the primary is (and where its backups connect),
-//! how many appointments there have been, and the in-sync set. Log data
+//! how many appointments there have been, the in-sync set, and where the
+//! voters added since the group began are reached. Log data
 //! never goes through Raft. Every rule that decides whether a command
 //! takes effect is here, applied identically on every node, so a stale
 //! proposal (from a node that was deposed while it proposed) is ignored
 //! everywhere alike. FORMAT.md ("Control plane") has the bytes.
+
+use std::collections::BTreeMap;
 
 /// The cluster as the applied Raft log says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,6 +26,10 @@ pub struct Cluster {
     /// primary stops releasing, waits until it has everything released,
     /// and hands it the leadership.
     pub handover: u64,
+    /// The control addresses of the voters added by conf changes (those
+    /// the group began with are in each node's flags), so that a node
+    /// that joins later, or restarts, reaches every voter.
+    pub members: BTreeMap<u64, String>,
 }
 
 /// A change proposed through Raft.
@@ -97,6 +104,11 @@ impl Cluster {
         put_u64(&mut out, self.appointment);
         put_ids(&mut out, &self.in_sync);
         put_u64(&mut out, self.handover);
+        out.extend_from_slice(&(self.members.len() as u32).to_le_bytes());
+        for (&id, addr) in &self.members {
+            put_u64(&mut out, id);
+            put_str(&mut out, addr);
+        }
         out
     }
 
@@ -105,13 +117,24 @@ impl Cluster {
             return Some(Cluster::default()); // a snapshot before anything was applied
         }
         let mut r = Reader(b);
-        let c = Cluster {
+        let mut c = Cluster {
             primary: r.u64()?,
             primary_addr: r.str()?,
             appointment: r.u64()?,
             in_sync: r.ids()?,
             handover: r.u64()?,
+            members: BTreeMap::new(),
         };
+        // A state written before members could change ends here.
+        if !r.0.is_empty() {
+            let n = r.u32()? as usize;
+            if n > r.0.len() / 12 {
+                return None;
+            }
+            for _ in 0..n {
+                c.members.insert(r.u64()?, r.str()?);
+            }
+        }
         r.0.is_empty().then_some(c)
     }
 }
@@ -240,8 +263,16 @@ mod tests {
             appointment: 5,
             in_sync: vec![1, 3],
             handover: 1,
+            members: BTreeMap::new(),
         };
         assert_eq!(Cluster::decode(&c.encode()), Some(c.clone()));
+        let mut with = c.clone();
+        with.members.insert(4, "10.0.0.4:7400".into());
+        let b = with.encode();
+        assert_eq!(Cluster::decode(&b), Some(with));
+        assert_eq!(Cluster::decode(&b[..b.len() - 1]), None, "a member cut short");
+        let old = &c.encode()[..c.encode().len() - 4];
+        assert_eq!(Cluster::decode(old), Some(c.clone()), "a state from before members could change");
         for cmd in
             [Command::Appoint { node: 9, addr: "x:1".into() }, Command::InSync { appointment: 4, nodes: vec![1, 7] }]
         {

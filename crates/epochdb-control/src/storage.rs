@@ -27,6 +27,7 @@ const KEEP: usize = 64;
 pub struct Log {
     disk: Disk,
     pub hs: HardState,
+    /// The voters as of the applied state (conf changes included).
     voters: Vec<u64>,
     /// The snapshot: the state applied through `snap_index`.
     snap_index: u64,
@@ -88,7 +89,10 @@ pub enum Disk {
 }
 
 impl Log {
-    /// Opens the log in `dir`, or starts an empty one with `voters`.
+    /// Opens the log in `dir`, or starts an empty one with `voters` (none
+    /// for a node joining a group: the leader's snapshot names them).
+    /// An existing log keeps the voters its conf changes made: `voters` is
+    /// only where a new group begins.
     pub fn open(dir: &Path, voters: &[u64]) -> Result<Log, Error> {
         fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         Log::load(Disk::Dir(dir.to_path_buf()), voters)
@@ -122,13 +126,34 @@ impl Log {
         let Some(bytes) = bytes else { return Ok(log) };
         log.decode(&bytes).ok_or_else(|| format!("{name} is damaged (or not a control log)"))?;
         if log.voters != voters {
-            return Err(format!(
-                "{name} was made for the voters {:?}, not {voters:?}: a cluster's members cannot change yet",
-                log.voters
-            ));
+            ::log::info!("control: the group's voters are {:?} (members changed since it began)", log.voters);
         }
         log.applied = (log.snap_index, log.snap_term, log.snap_data.clone());
         Ok(log)
+    }
+
+    pub fn voters(&self) -> &[u64] {
+        &self.voters
+    }
+
+    /// A conf change applied (at the index `applied` records next).
+    pub fn set_voters(&mut self, mut voters: Vec<u64>) {
+        voters.sort_unstable();
+        self.voters = voters;
+    }
+
+    /// Folds every applied entry into the snapshot. After a conf change:
+    /// a node that joins later is then sent the snapshot, which names the
+    /// voters, never entries from before it that its empty configuration
+    /// would misread.
+    pub fn fold(&mut self) {
+        let (index, term, state) = self.applied.clone();
+        if index <= self.snap_index {
+            return;
+        }
+        let applied_entries = self.entries.iter().take_while(|e| e.index <= index).count();
+        (self.snap_index, self.snap_term, self.snap_data) = (index, term, state);
+        self.entries.drain(..applied_entries);
     }
 
     /// The snapshot's index and state, to restore from at start.
@@ -148,6 +173,7 @@ impl Log {
         self.snap_index = m.index;
         self.snap_term = m.term;
         self.snap_data = s.data.to_vec();
+        self.set_voters(m.get_conf_state().voters.clone());
         self.entries.retain(|e| e.index > m.index);
         if self.entries.first().is_some_and(|e| e.index != m.index + 1) {
             self.entries.clear();
@@ -363,7 +389,8 @@ mod tests {
         assert_eq!(ents.len(), 10);
         assert_eq!(&ents[9].data[..], b"too");
         assert!(matches!(back.entries(50, 60, None, GetEntriesContext::empty(false)), Err(raft::Error::Store(_))));
-        assert!(Log::open(&dir, &[1, 2]).is_err(), "other voters");
+        let other = Log::open(&dir, &[1, 2]).expect("a log whose voters changed");
+        assert_eq!(other.voters(), &[1, 2, 3], "the log's voters win over the flags'");
 
         let mut bytes = fs::read(dir.join(FILE)).expect("read");
         let mid = bytes.len() / 2;

@@ -14,12 +14,12 @@ use hmac::{Hmac, Mac};
 use protobuf::Message as _;
 use raft::prelude::Message;
 use sha2::Sha256;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -55,10 +55,19 @@ fn proof(secret: &[u8], nonce: &Nonce, from: u64, to: u64) -> Hmac<Sha256> {
 
 /// The network side of one node.
 pub struct Transport {
-    queues: BTreeMap<u64, SyncSender<Message>>,
+    me: u64,
+    /// A sender's queue per peer, and the address it sends to.
+    queues: Mutex<BTreeMap<u64, (String, SyncSender<Message>)>>,
+    /// The nodes it accepts connections from.
+    known: Arc<Mutex<BTreeSet<u64>>>,
+    secret: Arc<Vec<u8>>,
     stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
     addr: SocketAddr,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Transport {
@@ -74,20 +83,40 @@ impl Transport {
     ) -> std::io::Result<Transport> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let secret = Arc::new(secret);
-        let mut threads = Vec::new();
-        let known: Vec<u64> = peers.keys().copied().collect();
-        let (s, st) = (secret.clone(), stop.clone());
-        threads.push(spawn("epochdb-ctl-listen", move || accept(me, listener, known, s, inbox, st))?);
-        let mut queues = BTreeMap::new();
+        let t = Transport {
+            me,
+            queues: Mutex::new(BTreeMap::new()),
+            known: Arc::new(Mutex::new(BTreeSet::new())),
+            secret: Arc::new(secret),
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Mutex::new(Vec::new()),
+            addr,
+        };
+        let (k, s, st) = (t.known.clone(), t.secret.clone(), t.stop.clone());
+        lock(&t.threads).push(spawn("epochdb-ctl-listen", move || accept(me, listener, k, s, inbox, st))?);
+        t.set_peers(peers)?;
+        Ok(t)
+    }
+
+    /// The peers are now `peers` (the group's members changed): a sender
+    /// for each new one (or one whose address changed), none for those
+    /// gone, and connections accepted from these only.
+    pub fn set_peers(&self, peers: &BTreeMap<u64, String>) -> std::io::Result<()> {
+        *lock(&self.known) = peers.keys().copied().collect();
+        let mut queues = lock(&self.queues);
+        // A dropped queue ends its sender.
+        queues.retain(|id, (addr, _)| peers.get(id) == Some(addr));
         for (&id, peer) in peers {
+            if queues.contains_key(&id) {
+                continue;
+            }
             let (tx, rx) = sync_channel(QUEUE);
-            let (s, st, peer) = (secret.clone(), stop.clone(), peer.clone());
-            threads.push(spawn("epochdb-ctl-send", move || send_loop(me, id, &peer, &s, &rx, &st))?);
-            queues.insert(id, tx);
+            let (me, s, st, p) = (self.me, self.secret.clone(), self.stop.clone(), peer.clone());
+            lock(&self.threads).push(spawn("epochdb-ctl-send", move || send_loop(me, id, &p, &s, &rx, &st))?);
+            queues.insert(id, (peer.clone(), tx));
         }
-        Ok(Transport { queues, stop, threads, addr })
+        lock(&self.threads).retain(|t| !t.is_finished());
+        Ok(())
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -96,7 +125,7 @@ impl Transport {
 
     /// Queues `m` to its destination; drops it if the queue is full.
     pub fn send(&self, m: Message) {
-        if let Some(q) = self.queues.get(&m.to) {
+        if let Some((_, q)) = lock(&self.queues).get(&m.to) {
             match q.try_send(m) {
                 Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
             }
@@ -107,8 +136,8 @@ impl Transport {
 impl Drop for Transport {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        self.queues.clear(); // ends the senders' waits
-        for t in self.threads.drain(..) {
+        lock(&self.queues).clear(); // ends the senders' waits
+        for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }
     }
@@ -121,7 +150,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<JoinH
 fn accept(
     me: u64,
     listener: TcpListener,
-    known: Vec<u64>,
+    known: Arc<Mutex<BTreeSet<u64>>>,
     secret: Arc<Vec<u8>>,
     inbox: Sender<Message>,
     stop: Arc<AtomicBool>,
@@ -149,7 +178,7 @@ fn accept(
 fn receive(
     me: u64,
     sock: TcpStream,
-    known: &[u64],
+    known: &Mutex<BTreeSet<u64>>,
     secret: &[u8],
     inbox: &Sender<Message>,
     stop: &AtomicBool,
@@ -172,6 +201,7 @@ fn receive(
     if proof(secret, &ours, from, to).verify_slice(&answer[16..]).is_err() {
         return Err("authentication failed: the peer does not hold this node's secret".into());
     }
+    let known = lock(known).clone();
     if to != me || !known.contains(&from) {
         return Err(format!("node {from} sends to node {to}; this is node {me} and knows {known:?}"));
     }

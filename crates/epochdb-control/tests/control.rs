@@ -1,4 +1,5 @@
-//! Three control-plane nodes on loopback: two data nodes and a witness.
+//! Three control-plane nodes on loopback: two data nodes and a witness
+//! (and a fourth that joins when a test adds it).
 
 use epochdb_control::{Config, Node, View};
 use std::collections::BTreeMap;
@@ -24,12 +25,16 @@ impl Group {
 
     /// Nodes 1 and 2 hold data; node 3 is the witness.
     fn start(&self, id: u64) -> Node {
+        Node::start(self.config(id)).expect("start a node")
+    }
+
+    fn config(&self, id: u64) -> Config {
         let mut cfg = Config::new(id, self.addrs[&id], self.dir.join(id.to_string()));
         cfg.peers = self.addrs.iter().filter(|(&i, _)| i != id).map(|(&i, a)| (i, a.to_string())).collect();
-        cfg.witness = id == 3;
+        cfg.witness = id >= 3;
         cfg.replicate_addr = format!("127.0.0.1:{}", 7000 + id);
         cfg.secret = Some("s3cret".into());
-        Node::start(cfg).expect("start a node")
+        cfg
     }
 }
 
@@ -148,4 +153,57 @@ fn a_silent_connection_is_closed_after_the_handshake_time() {
     let n = sock.read(&mut rest).unwrap_or(0);
     assert_eq!(n, 0, "closed, not answered");
     assert!(start.elapsed() < Duration::from_secs(8), "closed after {:?}", start.elapsed());
+}
+
+/// The members change, one voter at a time: a witness joins (it learns
+/// the voters from the leader's snapshot) and the old witness is removed;
+/// the group then fails over with the new witness's vote, and changes
+/// that would leave fewer than 3 voters, remove the primary or add a
+/// voter twice are refused.
+#[test]
+fn a_witness_joins_the_old_one_leaves_and_the_group_fails_over_with_it() {
+    let mut g = Group::new("members");
+    let mut nodes: BTreeMap<u64, Node> = (1..=3).map(|i| (i, g.start(i))).collect();
+    let first = until(&nodes[&3], "a primary", |v| v.cluster.primary != 0).cluster.primary;
+    let other = 3 - first;
+    wait_lease(&nodes[&first], true);
+    nodes[&first].membership().propose(vec![other]);
+    until(&nodes[&3], "the in-sync set", |v| v.cluster.in_sync == vec![other] && v.current);
+    let e = nodes[&3].remove_member(3).expect_err("3 voters");
+    assert!(e.contains("at least 3"), "{e}");
+    let e = nodes[&3].add_member(other, "127.0.0.1:1").expect_err("a voter");
+    assert!(e.contains("already"), "{e}");
+
+    // Node 4 joins: started first, with the voters as its peers, then added.
+    g.addrs.insert(4, free_addr());
+    let mut cfg = g.config(4);
+    cfg.join = true;
+    let joiner = Node::start(cfg).expect("start the joiner");
+    assert!(joiner.view().voters.is_empty(), "a joining node begins with no voters");
+    nodes[&3].add_member(4, &g.addrs[&4].to_string()).expect("add node 4");
+    nodes.insert(4, joiner);
+    for n in nodes.values() {
+        until(n, "four voters", |v| v.voters == [1, 2, 3, 4] && v.cluster.primary == first && v.current);
+    }
+    let e = nodes[&first].remove_member(first).expect_err("the primary");
+    assert!(e.contains("switch over first"), "{e}");
+
+    // The old witness leaves, and is stopped.
+    nodes[&4].remove_member(3).expect("remove node 3");
+    for n in nodes.values() {
+        until(n, "node 3 removed", |v| v.voters == [1, 2, 4]);
+    }
+    drop(nodes.remove(&3));
+    // Restarted with its flags (which name 3), node 4 keeps the log's voters.
+    drop(nodes.remove(&4));
+    let mut cfg = g.config(4);
+    cfg.join = true;
+    nodes.insert(4, Node::start(cfg).expect("restart node 4"));
+    until(&nodes[&4], "node 4's voters after a restart", |v| v.voters == [1, 2, 4] && v.current);
+
+    // The primary is lost: the backup needs node 4's vote to take over.
+    drop(nodes.remove(&first));
+    let v = until(&nodes[&4], "a new primary", |v| v.cluster.primary == other);
+    assert_eq!(v.cluster.appointment, 2);
+    wait_lease(&nodes[&other], true);
 }

@@ -119,6 +119,7 @@ impl EventLoop {
             }
             "role" => role(c, &shared),
             "replicaof" => replicaof(c, &shared, a),
+            "epochdb.member" => member(c, &shared, a),
             "acl" => acl(c, &shared, a),
             "slowlog" => slowlog(c, &shared, a),
             _ => c.out().error(&format!("ERR unknown command '{name}'")),
@@ -435,6 +436,31 @@ fn follow(c: &mut Client, shared: &crate::server::Shared, host: &[u8], port: &[u
     let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     b.follow(addr);
     c.out().ok();
+}
+
+/// `EPOCHDB.MEMBER ADD id host:port` or `EPOCHDB.MEMBER REMOVE id`: asks
+/// the control plane to change its voters, one at a time. The reply means
+/// "asked"; `epochdb_voters` in INFO replication shows when it is done.
+fn member(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let Some(members) = &shared.config.members else {
+        c.out().error("ERR this server is not a node of a control plane (epochdb serve --node-id)");
+        return;
+    };
+    let op = a.get(1).to_ascii_uppercase();
+    let id = std::str::from_utf8(a.get(2)).ok().and_then(|s| s.parse::<u64>().ok());
+    let change = match (&op[..], id, a.len()) {
+        (b"ADD", Some(id), 4) => std::str::from_utf8(a.get(3)).ok().map(|addr| (id, Some(addr.to_string()))),
+        (b"REMOVE", Some(id), 3) => Some((id, None)),
+        _ => None,
+    };
+    let Some((id, addr)) = change else {
+        c.out().error("ERR syntax: EPOCHDB.MEMBER ADD <node id> <host:port> | EPOCHDB.MEMBER REMOVE <node id>");
+        return;
+    };
+    match (members.0)(id, addr) {
+        Ok(()) => c.out().ok(),
+        Err(e) => c.out().error(&format!("ERR {e}")),
+    }
 }
 
 fn auth(c: &mut Client, shared: &crate::server::Shared, user: &str, pass: &[u8]) -> bool {

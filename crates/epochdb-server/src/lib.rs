@@ -25,4 +25,4 @@ mod server;
 mod stats;
 mod table;
 
-pub use server::{AppendFsync, Config, InfoLines, Promoter, ReplicaOf, Server, StartError, Switchover};
+pub use server::{AppendFsync, Config, InfoLines, Members, Promoter, ReplicaOf, Server, StartError, Switchover};

@@ -89,6 +89,19 @@ pub struct Config {
     pub switchover: Option<Switchover>,
     /// Lines the control plane adds to `INFO replication`.
     pub control_info: Option<InfoLines>,
+    /// How `EPOCHDB.MEMBER` asks the control plane to change its voters.
+    pub members: Option<Members>,
+}
+
+/// Asks the control plane to add voter `id` reached at `Some(addr)`, or
+/// to remove it (`None`); returns once asked.
+#[derive(Clone)]
+pub struct Members(pub Arc<dyn Fn(u64, Option<String>) -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for Members {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Members")
+    }
 }
 
 /// Asks the control plane to make this node the primary; returns once
@@ -153,6 +166,7 @@ impl Default for Config {
             replicaof: None,
             switchover: None,
             control_info: None,
+            members: None,
         }
     }
 }

@@ -100,6 +100,7 @@ pub static COMMANDS: &[Command] = cmds! {
     "wait" 3 false SRV (0 0 0) Run::Conn;
     "waitaof" 4 false SRV (0 0 0) Run::Conn;
     "replicaof" 3 false ADMIN (0 0 0) Run::Conn;
+    "epochdb.member" -3 false ADMIN (0 0 0) Run::Conn;
     "flushall" -1 true WS (0 0 0) Run::Conn;
     // transactions
     "multi" 1 false TXN (0 0 0) Run::Conn;

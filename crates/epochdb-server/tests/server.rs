@@ -440,6 +440,21 @@ fn admin_commands_answer() {
     assert_eq!(cmd(&mut c, &["WAIT", "0", "0"]).unwrap(), Value::Int(0));
     assert!(err(&mut c, &["WAITAOF", "1", "0", "0"]).contains("appendonly is disabled"));
     assert_eq!(cmd(&mut c, &["RESET"]).unwrap(), Value::SimpleString("RESET".into()));
+    assert!(err(&mut c, &["EPOCHDB.MEMBER", "REMOVE", "3"]).contains("not a node of a control plane"));
+    // The members' command checks its arguments before it asks anyone.
+    let members = Config {
+        members: Some(epochdb_server::Members(std::sync::Arc::new(|id, addr| Err(format!("asked {id} {addr:?}"))))),
+        ..Config::default()
+    };
+    let controlled = start(members);
+    let mut m = connect(&controlled);
+    for bad in
+        [&["EPOCHDB.MEMBER", "ADD", "4"][..], &["EPOCHDB.MEMBER", "REMOVE", "x"], &["EPOCHDB.MEMBER", "DROP", "3"]]
+    {
+        assert!(err(&mut m, bad).contains("syntax"), "{bad:?}");
+    }
+    assert!(err(&mut m, &["EPOCHDB.MEMBER", "ADD", "4", "h:1"]).contains("asked 4 Some(\"h:1\")"));
+    assert!(err(&mut m, &["EPOCHDB.MEMBER", "REMOVE", "3"]).contains("asked 3 None"));
     // Another client can be killed.
     let mut victim = connect(&server);
     let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut victim).unwrap();

@@ -5,7 +5,9 @@
 //! runs at its own rate, within 2% of true time) and crashes (a node loses
 //! everything but what it persisted; its process, and so its lease, is
 //! gone until it restarts). The primary's engine is played by proposals of
-//! random in-sync sets.
+//! random in-sync sets. With five voters the members change too, one at a
+//! time: a sixth node joins as a witness, and then a witness is removed
+//! (and its process ends for good).
 //!
 //! Checked at every event: no two live nodes hold a valid lease at the
 //! same true instant (so at most one primary releases commits at a time);
@@ -61,6 +63,9 @@ pub(crate) struct SimNode {
     pub stalled_until: u64,
     /// Times started: the data plane sees a restart by it.
     pub starts: u64,
+    /// Not running, and not to be restarted: a node that has not joined
+    /// yet, or one removed from the group.
+    absent: bool,
 }
 
 impl SimNode {
@@ -73,14 +78,8 @@ impl SimNode {
         (local.saturating_sub(self.offset) as f64 / self.rate).ceil() as u64
     }
 
-    fn voters(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.cfg.peers.keys().copied().chain([self.cfg.id]).collect();
-        v.sort_unstable();
-        v
-    }
-
     fn start(&mut self, seed: u64) -> Result<(), String> {
-        let log = Log::load(Disk::Memory(self.disk.clone()), &self.voters())?;
+        let log = Log::load(Disk::Memory(self.disk.clone()), &self.cfg.voters())?;
         self.shared = Arc::new(Shared::new());
         self.handing_over = None;
         self.starts += 1;
@@ -101,13 +100,29 @@ pub struct Outcome {
     pub crashes: u64,
     pub handovers: u64,
     pub stalls: u64,
+    /// Changes of members asked for (and accepted by the node asked),
+    /// and runs that ended with the sixth node a voter and with a witness
+    /// removed.
+    pub member_changes: u64,
+    pub joined: u64,
+    pub left: u64,
     /// A digest of the run's events: equal for equal seeds.
     pub trace: u64,
 }
 
 impl Outcome {
     fn add(&mut self, o: &Outcome) {
-        let counts = [o.appointments, o.leases, o.delivered, o.crashes, o.handovers, o.stalls];
+        let counts = [
+            o.appointments,
+            o.leases,
+            o.delivered,
+            o.crashes,
+            o.handovers,
+            o.stalls,
+            o.member_changes,
+            o.joined,
+            o.left,
+        ];
         let mine = [
             &mut self.appointments,
             &mut self.leases,
@@ -115,6 +130,9 @@ impl Outcome {
             &mut self.crashes,
             &mut self.handovers,
             &mut self.stalls,
+            &mut self.member_changes,
+            &mut self.joined,
+            &mut self.left,
         ];
         mine.into_iter().zip(counts).for_each(|(m, c)| *m += c);
     }
@@ -178,12 +196,16 @@ impl World {
         let _ = Lease::expired();
         let base = Instant::now();
         let ids: Vec<u64> = (1..=data + witnesses).collect();
+        // With five voters, a sixth node that joins later.
+        let spare = (ids.len() == 5).then_some(ids.len() as u64 + 1);
         let mut nodes: Vec<SimNode> = ids
             .iter()
+            .chain(spare.as_ref())
             .map(|&id| {
                 let mut cfg = Config::new(id, "127.0.0.1:1".parse().expect("an address"), "unused");
                 cfg.peers = ids.iter().filter(|&&p| p != id).map(|&p| (p, String::new())).collect();
                 cfg.witness = id > data;
+                cfg.join = Some(id) == spare;
                 cfg.replicate_addr = format!("node{id}:7379");
                 cfg.lease_override = lease_override;
                 let rate = 0.98 + rng.below(4001) as f64 / 100_000.0;
@@ -199,12 +221,15 @@ impl World {
                     handing_over: None,
                     stalled_until: 0,
                     starts: 0,
+                    absent: Some(id) == spare,
                 }
             })
             .collect();
         for (i, n) in nodes.iter_mut().enumerate() {
             n.next_tick = n.true_time(n.offset + (i as u64 + 1) * 7 * MS);
-            n.start(rng.next()).expect("start a simulated node");
+            if !n.absent {
+                n.start(rng.next()).expect("start a simulated node");
+            }
         }
         let (end, calm) = (secs * 1000 * MS, (secs.saturating_sub(10)) * 1000 * MS);
         World {
@@ -261,11 +286,12 @@ impl World {
             self.next_fault += 100 * MS;
             if t < calm {
                 fault(&mut self.rng, &mut self.nodes, &mut self.cut, &mut self.out, t);
+                change_members(&mut self.rng, &mut self.nodes, &mut self.out, t);
             } else {
                 self.cut.clear();
                 for n in self.nodes.iter_mut() {
                     n.stalled_until = n.stalled_until.min(t);
-                    if n.core.is_none() {
+                    if n.core.is_none() && !n.absent {
                         n.start(self.rng.next()).expect("restart");
                     }
                 }
@@ -447,6 +473,12 @@ impl World {
     }
 
     pub fn finish(mut self) -> Outcome {
+        if let Some(spare) = self.nodes.iter().find(|n| n.cfg.join) {
+            let leader = self.nodes.iter().filter(|n| n.core.is_some()).map(|n| lock(&n.shared.view).clone());
+            let voters = leader.filter(|v| v.leader == v.me).map(|v| v.voters).next().unwrap_or_default();
+            self.out.joined = u64::from(voters.contains(&spare.cfg.id));
+            self.out.left = u64::from(!voters.is_empty() && voters.len() < self.nodes.len());
+        }
         if self.progress_by != Some(u64::MAX) && self.out.violation.is_none() {
             self.out.violation = Some("no primary held a lease after the faults stopped".into());
         }
@@ -511,8 +543,47 @@ fn fault(rng: &mut Rng, nodes: &mut [SimNode], cut: &mut BTreeSet<(u64, u64)>, o
         nodes[i].core = None; // the process is gone, and its lease with it
         nodes[i].shared.lease.revoke();
         out.crashes += 1;
-    } else if nodes[i].core.is_none() && rng.chance(0.3) {
+    } else if nodes[i].core.is_none() && !nodes[i].absent && rng.chance(0.3) {
         nodes[i].start(rng.next()).expect("restart");
+    }
+}
+
+/// Now and then, with five voters: the sixth node is started (joining)
+/// and a live node is asked to add it, until a live node counts it a
+/// voter; then a witness other than it is asked to leave and its process
+/// ends for good (whether or not the removal commits: the group goes on
+/// either way). The nodes' own checks refuse what they must (an unknown
+/// leader, fewer than 3 voters, the primary or leader).
+fn change_members(rng: &mut Rng, nodes: &mut [SimNode], out: &mut Outcome, t: u64) {
+    let Some(spare) = nodes.iter().position(|n| n.cfg.join) else { return };
+    let spare_id = spare as u64 + 1;
+    let live: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].core.is_some()).collect();
+    if live.is_empty() || !rng.chance(0.03) {
+        return;
+    }
+    let asked = live[rng.below(live.len() as u64) as usize];
+    let node = Handle(nodes[asked].shared.clone());
+    let joined = live.iter().any(|&i| lock(&nodes[i].shared.view).voters.contains(&spare_id));
+    let removed = nodes.iter().any(|n| n.absent && !n.cfg.join);
+    if !joined {
+        if node.change_member(spare_id, Some("node6:7400".into())).is_ok() {
+            debug(t, || format!("node {} asked to add node {spare_id}", asked + 1));
+            out.member_changes += 1;
+            if nodes[spare].absent {
+                nodes[spare].absent = false;
+                nodes[spare].start(rng.next()).expect("start the joining node");
+            }
+        }
+    } else if !removed {
+        let witness = (0..nodes.len()).filter(|&i| nodes[i].cfg.witness && i != spare).max().unwrap_or(0);
+        let id = witness as u64 + 1;
+        if node.change_member(id, None).is_ok() {
+            debug(t, || format!("node {} asked to remove node {id}", asked + 1));
+            out.member_changes += 1;
+            nodes[witness].absent = true;
+            nodes[witness].core = None;
+            nodes[witness].shared.lease.revoke();
+        }
     }
 }
 
@@ -542,10 +613,20 @@ mod tests {
             total.add(&o);
         }
         eprintln!(
-            "{} appointments, {} leases granted, {} messages delivered, {} crashes, {} stalls, {} switchovers begun",
-            total.appointments, total.leases, total.delivered, total.crashes, total.stalls, total.handovers
+            "{} appointments, {} leases granted, {} messages delivered, {} crashes, {} stalls, {} switchovers begun, \
+             {} changes of members asked ({} runs ended with a voter added, {} with one removed)",
+            total.appointments,
+            total.leases,
+            total.delivered,
+            total.crashes,
+            total.stalls,
+            total.handovers,
+            total.member_changes,
+            total.joined,
+            total.left
         );
         assert!(total.appointments > total.crashes.min(1), "no failover in {total:?}");
+        assert!(total.joined > 0 && total.left > 0, "no change of members took effect in {total:?}");
     }
 
     #[test]

@@ -691,6 +691,14 @@ impl Core {
         if self.raw.has_ready() {
             self.handle_ready(&mut out)?;
         }
+        // A snapshot is taken as delivered once handed to the network:
+        // raft holds its follower in the snapshot state until told, and a
+        // lost one would stall that follower for good (the simulation
+        // found it). If it was lost, the next probe is refused and the
+        // snapshot sent again.
+        for m in out.iter().filter(|m| m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot) {
+            self.raw.report_snapshot(m.to, raft::SnapshotStatus::Finish);
+        }
         self.publish();
         Ok(out)
     }

@@ -187,6 +187,17 @@ struct Engine {
     seen: (u64, Vec<u64>, u64),
 }
 
+impl Engine {
+    fn role_name(&self) -> &'static str {
+        match self.role {
+            Role::Down => "down",
+            Role::Starting => "starting",
+            Role::Backup(_) => "backup",
+            Role::Primary(_) => "primary",
+        }
+    }
+}
+
 /// Prints the data plane's events (`EPOCHDB_SIM_TRACE=1`), to follow a failing seed.
 macro_rules! note {
     ($t:expr, $($arg:tt)*) => {
@@ -943,8 +954,13 @@ impl Sim {
             None => self.mark = Some((id, released)),
             Some((was, r)) => {
                 if released <= r {
+                    let states: Vec<String> = world.nodes.iter().map(describe).collect();
+                    let roles: Vec<String> =
+                        self.engines.iter().map(|e| format!("{}: {}", e.id, e.role_name())).collect();
                     return Err(format!(
-                        "no progress in the last 3 s: node {was} had released {r}, node {id} {released}"
+                        "no progress in the last 3 s: node {was} had released {r}, node {id} {released}; engines {}; {}",
+                        roles.join(", "),
+                        states.join("; ")
                     ));
                 }
                 for e in &self.engines {

@@ -32,19 +32,22 @@ impl Group {
     /// Two data nodes and a witness.
     fn start(name: &str) -> Group {
         let mut g = Group::three(name);
-        let control = g.control;
-        let witness = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-            .args(["witness", "--node-id", "3", "--listen", &format!("127.0.0.1:{}", control[2])])
-            .args(["--peer", &format!("1=127.0.0.1:{}", control[0])])
-            .args(["--peer", &format!("2=127.0.0.1:{}", control[1])])
-            .arg("--dir")
-            .arg(g.base.join("witness"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the witness");
-        g.witness = Some(witness);
+        g.witness = Some(g.witness(3, g.control[2], &[1, 2], false));
         g
+    }
+
+    /// Starts witness `id` on `port`, told the voters `peers` (of ids 1 to 3).
+    fn witness(&self, id: u64, port: u16, peers: &[usize], join: bool) -> Child {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_epochdb"));
+        cmd.args(["witness", "--node-id", &id.to_string(), "--listen", &format!("127.0.0.1:{port}")]);
+        for &p in peers {
+            cmd.args(["--peer", &format!("{p}=127.0.0.1:{}", self.control[p - 1])]);
+        }
+        if join {
+            cmd.arg("--join");
+        }
+        let dir = self.base.join(format!("witness{id}"));
+        cmd.arg("--dir").arg(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start a witness")
     }
 
     /// Three data nodes (none started yet).
@@ -348,17 +351,7 @@ fn a_witness_is_replaced_and_the_group_still_fails_over() {
     wait_in_sync(&p, backup);
     let new = free_port();
     let c = |port: u16| format!("127.0.0.1:{port}");
-    let witness = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-        .args(["witness", "--join", "--node-id", "4", "--listen", &c(new)])
-        .args(["--peer", &format!("1={}", c(g.control[0]))])
-        .args(["--peer", &format!("2={}", c(g.control[1]))])
-        .args(["--peer", &format!("3={}", c(g.control[2]))])
-        .arg("--dir")
-        .arg(g.base.join("witness4"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the new witness");
+    let witness = g.witness(4, new, &[1, 2, 3], true);
     let member = |args: &[&str], via: &Served| {
         let out = Command::new(env!("CARGO_BIN_EXE_epochdb"))
             .arg("member")

@@ -91,6 +91,14 @@ fn standby_rows(backup: &Backup, table: &str, epoch: u64) -> Rows {
     snapshot_rows(&mut snap, standby.table(table).expect("table"))
 }
 
+/// A backup of `db` in `dir` that, once promoted, takes backups of its own.
+fn promotable(dir: &Path, db: &Database) -> BackupOptions {
+    let mut o = BackupOptions::new(dir, addr(db));
+    o.database.epoch_interval = Duration::from_millis(5);
+    o.database.primary = Some(PrimaryOptions { listen: "127.0.0.1:0".parse().expect("parse"), ..Default::default() });
+    o
+}
+
 fn in_sync(db: &Database, n: usize) -> bool {
     db.replication_status().expect("replication status").backups.iter().filter(|b| b.in_sync).count() == n
 }
@@ -898,11 +906,8 @@ fn a_promoted_backup_keeps_every_acknowledged_commit_and_takes_writes() {
     let (pdir, bdir, cdir) = (dir("promote-p"), dir("promote-b"), dir("promote-c"));
     let db = primary(&pdir, Safety::Sync, Duration::from_secs(5));
     let t = db.create_table("t", TableOptions::new()).expect("create table");
-    let mut opts = BackupOptions::new(&bdir, addr(&db));
-    opts.database.epoch_interval = Duration::from_millis(5);
+    let mut opts = promotable(&bdir, &db);
     opts.database.checkpoint_interval = Duration::from_millis(100);
-    opts.database.primary =
-        Some(PrimaryOptions { listen: "127.0.0.1:0".parse().expect("parse"), ..Default::default() });
     let backup = Backup::start(opts).expect("start the backup");
     wait_until("the backup is in sync", || in_sync(&db, 1));
     // A reader's worker on the standby, from before the promotion.
@@ -1090,14 +1095,8 @@ fn a_backup_follows_a_sibling_promoted_in_place() {
     let (pdir, bdir, cdir) = (dir("follow-p"), dir("follow-b"), dir("follow-c"));
     let db = primary(&pdir, Safety::Sync, Duration::from_secs(5));
     let t = db.create_table("t", TableOptions::new()).expect("create table");
-    let backup_of = |d: &Path, node: u64| {
-        let mut o = BackupOptions::new(d, addr(&db));
-        o.node = node;
-        o.database.epoch_interval = Duration::from_millis(5);
-        o.database.primary =
-            Some(PrimaryOptions { listen: "127.0.0.1:0".parse().expect("parse"), ..Default::default() });
-        Backup::start(o).expect("start a backup")
-    };
+    let backup_of =
+        |d: &Path, node: u64| Backup::start(BackupOptions { node, ..promotable(d, &db) }).expect("start a backup");
     let (b, c) = (backup_of(&bdir, 2), backup_of(&cdir, 3));
     wait_until("both backups are in sync", || in_sync(&db, 2));
     let mut w = db.worker().expect("worker");

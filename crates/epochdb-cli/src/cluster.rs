@@ -4,11 +4,13 @@
 //! A data node waits until the group has appointed a primary, then serves
 //! as it (under the control plane's lease) or as a replica of it. A
 //! watcher thread follows the appointments: an appointed replica promotes
-//! itself in place, a replica whose primary moved follows the new one in
-//! place; a primary that learns another was appointed exits with status 3 (its lease has already lapsed, so it released nothing
-//! the new primary lacks), and when restarted it rejoins as a backup,
-//! with the data of its own term set aside (it may hold epochs the new
-//! primary never received).
+//! itself in place; a replica whose primary moved follows the new one in
+//! place; a primary that learns another was appointed exits with status
+//! 3 (its lease has already lapsed, so it released nothing the new
+//! primary lacks), and when restarted it rejoins as a backup, with the
+//! data of its own term set aside (it may hold epochs the new primary
+//! never received). `EPOCHDB.MEMBER` asks the group to add or remove a
+//! voter.
 
 use crate::args::{failed, CliResult};
 use clap::Args;

@@ -295,6 +295,13 @@ fn a_database_is_set_aside_whole_and_only_when_it_is_closed_and_ours() {
     let model = write_rows(&db, 0, 50);
     assert!(matches!(epochdb::set_aside(&options, &aside), Err(Error::Locked { .. })), "moved while open");
     assert!(dir.is_dir() && !aside.exists());
+    // While it is open, a file the plan cannot place (as a checkpoint half
+    // written can be, for a moment) still answers that it is open.
+    std::fs::write(dir.join("stray.txt"), b"mid-write").expect("a stray file");
+    let e = epochdb::set_aside(&options, &aside);
+    assert!(matches!(e, Err(Error::Locked { .. })), "{e:?}");
+    assert!(matches!(epochdb::destroy(&options), Err(Error::Locked { .. })));
+    std::fs::remove_file(dir.join("stray.txt")).expect("remove the stray file");
     drop(db);
     std::fs::write(dir.join("notes.txt"), b"mine").expect("a file of someone else's");
     assert!(matches!(epochdb::set_aside(&options, &aside), Err(Error::ForeignFile { .. })));

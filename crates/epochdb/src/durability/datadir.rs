@@ -379,6 +379,22 @@ type Known = Vec<(PathBuf, Roles)>;
 /// The directories of the database `options` names (those given and
 /// those its manifest records) with the roles each plays; `None` if its
 /// data directory does not exist.
+/// `Plan::of` before the locks are taken, so that no lock file is made in
+/// a directory that is not epochdb's. A database open meanwhile writes and
+/// removes files while the plan reads them (a checkpoint half written, a
+/// log file gone between listing and reading), so a plan that fails where
+/// a lock file exists and is held is [`Error::Locked`]: the database is
+/// open, which is what the caller must hear.
+fn plan_before_locking(known: &Known, dirs: &Dirs, io: &Io) -> Result<()> {
+    let Err(e) = Plan::of(known) else { return Ok(()) };
+    for dir in dirs.lockable().into_iter().filter(|d| d.join(LOCK_FILE).is_file()) {
+        if let Err(locked @ Error::Locked(_)) = lock(std::slice::from_ref(&dir), io, true) {
+            return Err(locked);
+        }
+    }
+    Err(e)
+}
+
 fn database_dirs(options: &Options, what: &str) -> Result<Option<(Io, Dirs, Known)>> {
     let data = options.data_dir.clone().ok_or_else(|| Error::InvalidOptions(format!("{what} needs a data_dir")))?;
     if !data.exists() {
@@ -436,7 +452,7 @@ pub fn set_aside(options: &Options, to: &Path) -> Result<bool> {
     if to.exists() {
         return Err(Error::InvalidOptions(format!("{} exists already", to.display())));
     }
-    Plan::of(&known)?;
+    plan_before_locking(&known, &dirs, &io)?;
     let _locks = lock(&dirs.lockable(), &io, true)?;
     Plan::of(&known)?;
     io.rename(&dirs.data, to)?;
@@ -457,7 +473,7 @@ pub fn destroy(options: &Options) -> Result<()> {
     let Some((io, dirs, known)) = database_dirs(options, "destroy")? else { return Ok(()) };
     // Check first (creating no lock file in a directory that is not
     // epochdb's), lock, then plan again: the lock is what makes the plan hold.
-    Plan::of(&known)?;
+    plan_before_locking(&known, &dirs, &io)?;
     let _locks = lock(&dirs.lockable(), &io, true)?;
     let plan = Plan::of(&known)?;
     for f in &plan.files {

@@ -165,7 +165,22 @@ pub fn promote(a: PromoteArgs) -> CliResult<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let started = std::time::Instant::now();
-    c.ok(&["REPLICAOF", "NO", "ONE"])?;
+    // Under a control plane a replica may be out of the in-sync set, or
+    // between rounds of its view, for a moment: asked again until the
+    // timeout. Any other refusal ends it.
+    let mut told = false;
+    loop {
+        match c.call(&["REPLICAOF", "NO", "ONE"])? {
+            Reply::Error(e) if transient(&e) && started.elapsed() < c.timeout => {
+                if !std::mem::replace(&mut told, true) {
+                    crate::say!("epochdb promote: {e}; asking again until --timeout");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Reply::Error(e) => return Err(failed(format!("REPLICAOF NO ONE: {e}"))),
+            Reply::Value(_) => break,
+        }
+    }
     let mut after = replication_info(&mut c)?;
     // Under a control plane the answer means "asked": the primary hands
     // over, then this node is appointed and promotes itself.
@@ -188,6 +203,13 @@ pub fn promote(a: PromoteArgs) -> CliResult<ExitCode> {
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A switchover refusal that may pass: the node's view of the group is
+/// not current yet, or it left the in-sync set for a moment (`Handle::
+/// request_handover` in `epochdb-control` words them).
+fn transient(e: &str) -> bool {
+    e.contains("switchover refused") && (e.contains("does not know the current primary") || e.contains("in-sync set"))
 }
 
 pub fn status(a: StatusArgs) -> CliResult<ExitCode> {

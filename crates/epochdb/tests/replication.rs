@@ -1139,3 +1139,33 @@ fn a_backup_follows_a_sibling_promoted_in_place() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+/// A backup that persisted epochs its promoted sibling did not keep
+/// (their primary still runs and ships to it) leaves the old primary's
+/// live stream when told to follow, and the new primary refuses it as
+/// diverged: it must set its directory aside.
+#[test]
+fn a_backup_ahead_of_its_promoted_sibling_is_refused_when_it_follows() {
+    let (pdir, bdir, cdir) = (dir("ahead-p"), dir("ahead-b"), dir("ahead-c"));
+    let db = primary(&pdir, Safety::Sync, Duration::from_secs(1));
+    let t = db.create_table("t", TableOptions::new()).expect("create table");
+    let b = Backup::start(promotable(&bdir, &db)).expect("start b");
+    let c = Backup::start(promotable(&cdir, &db)).expect("start c");
+    wait_until("both backups are in sync", || in_sync(&db, 2));
+    let mut w = db.worker().expect("worker");
+    for i in 0..50u64 {
+        w.run(|txn| txn.put(t, &i.to_be_bytes(), b"x")).expect("put");
+    }
+    let promoted = c.promote().expect("promote c");
+    let kept = promoted.promotion_kept().expect("a promoted database");
+    // The old primary goes on sealing epochs, which b persists.
+    wait_until("b persisted past what c kept", || b.persisted_epoch() > kept);
+    b.follow(addr(&promoted));
+    wait_until("b is refused by the new primary", || b.diverged().is_some());
+    let why = b.diverged().expect("refused");
+    assert!(why.contains("did not keep"), "{why}");
+    drop((w, b, promoted, db));
+    for d in [pdir, bdir, cdir] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

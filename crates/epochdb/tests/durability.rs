@@ -527,13 +527,16 @@ fn a_seal_marker_whose_flush_was_torn_is_not_trusted() {
         let log = crashed_log(&dir, mode);
         let mut bytes = std::fs::read(&log).expect("read");
         let markers = seal_markers(&bytes);
-        let [.., (before_at, before), (last_at, last)] = markers[..] else { panic!("{markers:?}") };
-        // A block of the last flush, written before its marker, never
+        let blocks = block_offsets(&bytes);
+        // A block of the last flush that wrote one (a flush may seal an
+        // epoch with a marker alone), written before its marker, never
         // reached the disk whole; the marker did.
-        let torn = *block_offsets(&bytes)
-            .iter()
-            .find(|&&b| b > before_at && b < last_at)
-            .expect("a block between the last two markers");
+        let (before, last, torn) = (markers.windows(2).rev())
+            .find_map(|m| {
+                let ((before_at, before), (last_at, last)) = (m[0], m[1]);
+                blocks.iter().find(|&&b| b > before_at && b < last_at).map(|&b| (before, last, b))
+            })
+            .unwrap_or_else(|| panic!("no flush with a block between its markers: {markers:?}"));
         bytes[torn + 40] ^= 0xff;
         std::fs::write(&log, &bytes).expect("write");
         common::write_pepoch(&dir, 0);

@@ -175,6 +175,37 @@ fn async_pair(g: &Group) -> (Served, Served) {
     (p, b)
 }
 
+/// Kills `p` (kill -9) while writers run against it; returns what they
+/// had acknowledged.
+fn kill_while_writing(p: &mut Served) -> Vec<common::Acked> {
+    let writers = start_writers(&format!("redis://127.0.0.1:{}/", p.port), 0);
+    std::thread::sleep(Duration::from_millis(300));
+    kill(p);
+    join_writers(writers, p)
+}
+
+/// Once `s` takes writes: it has every write in `acked`.
+fn has_acknowledged(s: &Served, acked: &[common::Acked]) {
+    until_it_takes_writes(s, "after");
+    let mut c = client(s);
+    for (w, (a, _)) in acked.iter().enumerate() {
+        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
+        assert!(got >= *a, "writer {w} acked {a:?}, the new primary has {got:?}: {}", s.log());
+    }
+}
+
+/// `epochdb member ARGS` through `via`: whether it succeeded, and what it said.
+fn member(args: &[&str], via: &Served) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .arg("member")
+        .args(args)
+        .args(["--timeout", "30", "--port", &via.port.to_string()])
+        .output()
+        .expect("run epochdb member");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
 fn kill(s: &mut Served) {
     s.child.kill().unwrap(); // SIGKILL
     s.child.wait().unwrap();
@@ -311,10 +342,7 @@ fn the_other_backup_follows_the_new_primary_without_a_restart() {
     let mut nodes: Vec<Served> = started.into_iter().map(|(n, _)| n).collect();
     let others: Vec<usize> = (1..=3).filter(|&i| i != primary).collect();
     wait_all_in_sync(&nodes[primary - 1], &format!("{},{}", others[0], others[1]));
-    let writers = start_writers(&format!("redis://127.0.0.1:{}/", nodes[primary - 1].port), 0);
-    std::thread::sleep(Duration::from_millis(300));
-    kill(&mut nodes[primary - 1]);
-    let acked = join_writers(writers, &nodes[primary - 1]);
+    let acked = kill_while_writing(&mut nodes[primary - 1]);
     // Whichever the group appoints takes writes; the other follows it.
     let deadline = Instant::now() + Duration::from_secs(30);
     let (new, follower) = loop {
@@ -325,12 +353,7 @@ fn the_other_backup_follows_the_new_primary_without_a_restart() {
         assert!(Instant::now() < deadline, "no backup was promoted: {roles:?}");
         std::thread::sleep(Duration::from_millis(20));
     };
-    until_it_takes_writes(&nodes[new - 1], "after");
-    let mut c = client(&nodes[new - 1]);
-    for (w, (a, _)) in acked.iter().enumerate() {
-        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
-        assert!(got >= *a, "writer {w} acked {a:?}, node {new} has {got:?}: {}", nodes[new - 1].log());
-    }
+    has_acknowledged(&nodes[new - 1], &acked);
     let port = g.replicate[new - 1].to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
     let in_place = loop {
@@ -379,16 +402,6 @@ fn a_witness_is_replaced_and_the_group_still_fails_over() {
     let new = free_port();
     let c = |port: u16| format!("127.0.0.1:{port}");
     let witness = g.witness(4, new, &[1, 2, 3], true);
-    let member = |args: &[&str], via: &Served| {
-        let out = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-            .arg("member")
-            .args(args)
-            .args(["--timeout", "30", "--port", &via.port.to_string()])
-            .output()
-            .expect("run epochdb member");
-        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        (out.status.success(), said)
-    };
     let (ok, said) = member(&["remove", "3"], &b);
     assert!(!ok && said.contains("at least 3 voters"), "{said}; {}", b.log());
     let (ok, said) = member(&["add", "4", &c(new)], &b);
@@ -400,17 +413,9 @@ fn a_witness_is_replaced_and_the_group_still_fails_over() {
     old.wait().unwrap();
     g.witness = Some(witness);
 
-    let writers = start_writers(&format!("redis://127.0.0.1:{}/", p.port), 0);
-    std::thread::sleep(Duration::from_millis(300));
-    kill(&mut p);
-    let acked = join_writers(writers, &p);
-    until_it_takes_writes(&b, "after");
-    let mut bc = client(&b);
-    for (w, (a, _)) in acked.iter().enumerate() {
-        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut bc).unwrap();
-        assert!(got >= *a, "writer {w} acked {a:?}, node {backup} has {got:?}: {}", b.log());
-    }
-    assert_eq!(field(&mut bc, "epochdb_voters"), "1,2,4");
+    let acked = kill_while_writing(&mut p);
+    has_acknowledged(&b, &acked);
+    assert_eq!(field(&mut client(&b), "epochdb_voters"), "1,2,4");
     let mut b = b;
     kill(&mut b);
 }
@@ -431,33 +436,18 @@ fn a_new_data_node_replaces_a_lost_backup_and_takes_over() {
     let addr = format!("127.0.0.1:{}", g.control[3]);
     let (mut d, role) = std::thread::scope(|s| {
         let joining = s.spawn(|| g.node(4));
-        let out = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-            .args(["member", "add", "4", &addr, "--timeout", "30", "--port", &p.port.to_string()])
-            .output()
-            .expect("run epochdb member");
-        assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stderr), p.log());
+        let (ok, said) = member(&["add", "4", &addr], &p);
+        assert!(ok, "{said}{}", p.log());
         joining.join().unwrap()
     });
     assert!(role.contains(&format!("a replica of node {primary}")), "{role}: {}", d.log());
     wait_all_in_sync(&p, &format!("{backup},4"));
     kill(&mut b); // the old backup's machine is lost
-    let out = Command::new(env!("CARGO_BIN_EXE_epochdb"))
-        .args(["member", "remove", &backup.to_string(), "--timeout", "30", "--port", &p.port.to_string()])
-        .output()
-        .expect("run epochdb member");
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && said.contains("the voters are"), "{said}{}", p.log());
+    let (ok, said) = member(&["remove", &backup.to_string()], &p);
+    assert!(ok && said.contains("the voters are"), "{said}{}", p.log());
     wait_in_sync(&p, 4);
 
-    let writers = start_writers(&format!("redis://127.0.0.1:{}/", p.port), 0);
-    std::thread::sleep(Duration::from_millis(300));
-    kill(&mut p);
-    let acked = join_writers(writers, &p);
-    until_it_takes_writes(&d, "after");
-    let mut c = client(&d);
-    for (w, (a, _)) in acked.iter().enumerate() {
-        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
-        assert!(got >= *a, "writer {w} acked {a:?}, node 4 has {got:?}: {}", d.log());
-    }
+    let acked = kill_while_writing(&mut p);
+    has_acknowledged(&d, &acked);
     kill(&mut d);
 }

@@ -22,6 +22,14 @@ impl Served {
     }
 }
 
+/// A test that fails (or ends) leaves no server running behind it.
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Starts `epochdb <args>`: the child, its stderr as it comes (read by a
 /// thread), and its stdout's lines.
 pub fn spawn(args: &[OsString]) -> (Child, Arc<Mutex<String>>, Lines<BufReader<ChildStdout>>) {

@@ -64,12 +64,10 @@ for c in "${configs[@]}"; do
     # replication threads', over the primary's whole CPU per MB alone.
     ship=$(col "$c" "(r['durability']['logger_ms_per_log_mb'] - $log0 + r['replication']['shipping_ms_per_log_mb']) / $cpu0")
     ship=$(printf %.3f "$ship")
-    # Log MB per second of the measured run: bytes per transaction times throughput.
-    mbs='(r["durability"]["log_bytes_per_txn"] * r["throughput"] / 1e6)'
     lag50=$(col "$c" 'r["replication"]["replay_lag_epochs"]["p50"]')
     lag99=$(col "$c" 'r["replication"]["replay_lag_epochs"]["p99"]')
     pcpu=$(col "$c" "r['durability']['cpu_ms_per_log_mb']")
-    bcpu=$(col "$c" "1000 * r['replication']['backup_cores'] / r['replication']['replicas'] / $mbs")
+    bcpu=$(col "$c" "r['replication']['backup_ms_per_log_mb']")
     rest="$lag50 / $lag99 | $(printf %.1f "$pcpu") | $(printf %.1f "$bcpu") | $(python3 -c "print('%.2f' % ($bcpu / $pcpu))")"
   fi
   printf '| %s | %.0f | %.2f | %s | %.1f / %.1f | %.2f / %.2f | %s |\n' "$c" "$tp" "$(python3 -c "print($tp / $tp0)")" "$ship" \

@@ -79,13 +79,13 @@ for rep in $(seq "$reps"); do
   done
 done
 
-py() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); p=r['replication']; mbs=r['durability']['log_bytes_per_txn']*r['throughput']/1e6; print($1)" "$2"; }
+py() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); p=r['replication']; print($1)" "$2"; }
 col() { for r in $(seq "$reps"); do py "$2" "$out/ra-$1-$r.json"; done | median; }
 echo "| backup install | primary txn/s | backup cores | backup CPU per MB of log (ms) | vs direct |"
 echo "| --- | --- | --- | --- | --- |"
-base=$(col direct "1000 * p['backup_cores'] / mbs")
+base=$(col direct "p['backup_ms_per_log_mb']")
 for b in "${builds[@]}"; do
-  ms=$(col "$b" "1000 * p['backup_cores'] / mbs")
+  ms=$(col "$b" "p['backup_ms_per_log_mb']")
   printf '| %s | %.0f | %.3f | %.2f | %.2f |\n' "$b" "$(col "$b" "r['throughput']")" "$(col "$b" "p['backup_cores']")" \
     "$ms" "$(python3 -c "print($ms / $base)")"
 done

@@ -1,7 +1,7 @@
 //! `epochdb bench ycsb` and `epochdb bench tpcc`.
 
 use crate::args::{durability_name, failed, CliError, CliResult, DurabilityArgs, Output, RunArgs};
-use crate::replicas::{CpuPerLog, Join, MsPerLogMb, ReplicaBenchArgs, Replicas};
+use crate::replicas::{CpuPerLog, Join, LogCpu, ReplicaBenchArgs, Replicas};
 use crate::say;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
@@ -96,7 +96,7 @@ fn open(variant: Variant, options: Options) -> CliResult<EpochDb> {
 
 /// Prints, and returns for the report, what durability cost: log bytes,
 /// latency to durability, checkpoints.
-fn durability_report(engine: &EpochDb, m: &driver::Measured, cpu: MsPerLogMb) -> Option<DurabilityReport> {
+fn durability_report(engine: &EpochDb, m: &driver::Measured, cpu: LogCpu) -> Option<DurabilityReport> {
     let db = engine.database();
     let d = m.durable_latency_ns.as_ref()?;
     let q = |q: f64| d.value_at_quantile(q) as f64 / 1e3;
@@ -121,8 +121,8 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured, cpu: MsPerLogMb) ->
         log_bytes: db.log_bytes(),
         log_bytes_per_txn: per_txn,
         durable_latency_us: DurableLatency { p50: q(0.5), p99: q(0.99), p999: q(0.999), count: d.len() },
-        cpu_ms_per_log_mb: cpu.0,
-        logger_ms_per_log_mb: cpu.1,
+        cpu_ms_per_log_mb: cpu.process,
+        logger_ms_per_log_mb: cpu.logger,
         checkpoint: CheckpointReport {
             installed: c.installed,
             total_bytes: c.total_bytes,
@@ -157,11 +157,11 @@ fn finish(
     check: bool,
     consistency: String,
     title: &str,
-    (cpu, mut replication): (MsPerLogMb, Option<ReplicationReport>),
+    (cpu, mut replication): (LogCpu, Option<ReplicationReport>),
     fill: impl FnOnce(&mut BenchReport),
 ) -> CliResult<ExitCode> {
     if let Some(r) = &mut replication {
-        r.shipping_ms_per_log_mb = cpu.2;
+        (r.shipping_ms_per_log_mb, r.backup_ms_per_log_mb) = (cpu.shipping, cpu.backup);
     }
     let durability = durability_report(engine, m, cpu);
     plot(run.plot.as_ref(), title, m, replication.as_ref())?;
@@ -201,10 +201,9 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     if let Some(r) = &mut replicas {
         r.sample(engine.database());
     }
-    let cpu = CpuPerLog::now(engine.database());
+    let cpu = CpuPerLog::now(engine.database(), replicas.as_ref());
     let (m, terminals) = driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(failed)?;
-    // Before the backups stop: their threads' CPU goes with them.
-    let cpu = cpu.since(engine.database());
+    let cpu = cpu.since(engine.database(), replicas.as_ref());
     let replicas = match replicas {
         Some(r) => Some(r),
         None => Replicas::start(&a.replication, engine.database(), Join::End)?,
@@ -272,10 +271,9 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
     if let Some(r) = &mut replicas {
         r.sample(engine.database());
     }
-    let cpu = CpuPerLog::now(engine.database());
+    let cpu = CpuPerLog::now(engine.database(), replicas.as_ref());
     let (m, clients) = driver::run(&engine, &settings, |t| y.client(0x5EED + t as u64)).map_err(failed)?;
-    // Before the backups stop: their threads' CPU goes with them.
-    let cpu = cpu.since(engine.database());
+    let cpu = cpu.since(engine.database(), replicas.as_ref());
     let replicas = match replicas {
         Some(r) => Some(r),
         None => Replicas::start(&a.replication, engine.database(), Join::End)?,

@@ -156,38 +156,54 @@ fn threads_cpu_seconds(prefix: &str) -> f64 {
         .sum()
 }
 
-/// CPU per MB of log over a run, for what logging and shipping cost the
-/// primary apart from what a busy neighbouring CPU costs its workers:
-/// this process's, its log writers' and its replication threads'.
+/// CPU seconds used so far, and the log bytes written: [`CpuPerLog::since`]
+/// turns two of them into CPU per MB of log over one window.
 pub struct CpuPerLog {
-    process: f64,
-    logger: f64,
-    shipping: f64,
+    at: LogCpu,
     log_bytes: u64,
 }
 
-/// Milliseconds of CPU per MB of log: (this process, its log writers,
-/// its replication threads).
-pub type MsPerLogMb = (f64, f64, f64);
+/// CPU (ms) per MB of log over a run: what logging and shipping cost the
+/// primary, apart from what a busy neighbouring CPU costs its workers,
+/// and what a backup spends on the same log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogCpu {
+    /// The whole process (the primary).
+    pub process: f64,
+    /// Its log writer threads.
+    pub logger: f64,
+    /// Its replication threads.
+    pub shipping: f64,
+    /// Each backup process (their mean; 0 without backups during the run).
+    pub backup: f64,
+}
 
 impl CpuPerLog {
-    pub fn now(db: &Database) -> CpuPerLog {
+    pub fn now(db: &Database, replicas: Option<&Replicas>) -> CpuPerLog {
         // Thread names as the engine gives them (`epochdb-logger-N`,
         // `epochdb-repl-send`, ...; Linux keeps 15 bytes).
-        CpuPerLog {
+        let at = LogCpu {
             process: cpu_seconds(std::process::id()),
             logger: threads_cpu_seconds("epochdb-logger"),
             shipping: threads_cpu_seconds("epochdb-repl"),
-            log_bytes: db.log_bytes(),
-        }
+            backup: replicas.map_or(0.0, |r| r.cpu() / r.children.len().max(1) as f64),
+        };
+        CpuPerLog { at, log_bytes: db.log_bytes() }
     }
 
-    /// Since `self`, per MB of log written since.
-    pub fn since(&self, db: &Database) -> MsPerLogMb {
-        let now = CpuPerLog::now(db);
+    /// Since `self`, per MB of log written since (call it while the
+    /// backups run: their CPU goes with them).
+    pub fn since(&self, db: &Database, replicas: Option<&Replicas>) -> LogCpu {
+        let now = CpuPerLog::now(db, replicas);
         let mb = (now.log_bytes.saturating_sub(self.log_bytes) as f64 / 1e6).max(1e-9);
         let ms = |a: f64, b: f64| 1000.0 * (a - b) / mb;
-        (ms(now.process, self.process), ms(now.logger, self.logger), ms(now.shipping, self.shipping))
+        let (a, b) = (now.at, self.at);
+        LogCpu {
+            process: ms(a.process, b.process),
+            logger: ms(a.logger, b.logger),
+            shipping: ms(a.shipping, b.shipping),
+            backup: ms(a.backup, b.backup),
+        }
     }
 }
 
@@ -358,7 +374,9 @@ impl Replicas {
             queued_bytes: Quantiles::of(lags.queued),
             lag_series_ms: lags.per_second.iter().map(|&e| e as f64 * self.epoch_ms).collect(),
             backup_cores,
-            shipping_ms_per_log_mb: 0.0, // set by the caller, which knows when the run began
+            // Set by the caller, which measured them over the whole run.
+            shipping_ms_per_log_mb: 0.0,
+            backup_ms_per_log_mb: 0.0,
             backup_reads_per_s,
             bootstrap: self.bootstrap.take(),
         };

@@ -525,10 +525,8 @@ fn remove_obsolete(cx: &Checkpointing, e_l: u64, stop: &AtomicBool) -> Result<()
     let hold = retention.hold.load(Ordering::Acquire);
     let mut obsolete = Vec::new();
     for dir in &cx.store.dirs.log {
-        for (name, path) in datadir::old_log_files(dir)? {
-            if super::recovery::below_checkpoint(&name, e_l) {
-                obsolete.push((super::recovery::old_log_epoch(&name).unwrap_or(0), path));
-            }
+        for (name, path) in datadir::old_log_files(dir, |name| super::recovery::below_checkpoint(name, e_l))? {
+            obsolete.push((super::recovery::old_log_epoch(&name).unwrap_or(0), path));
         }
     }
     // Newest first: what a backup needs last is kept longest.

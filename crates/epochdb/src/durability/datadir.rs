@@ -170,15 +170,16 @@ pub fn is_log_file(path: &Path) -> Result<bool> {
     has_magic(path, LOG_MAGIC, false)
 }
 
-/// The sealed log files (`old_data.*`) in log directory `dir` that
-/// epochdb wrote (by their header), with their names: what log cleanups
-/// may remove, and nothing else in `dir`.
-pub fn old_log_files(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+/// The sealed log files (`old_data.*`) in log directory `dir` whose names
+/// `wanted` accepts and that epochdb wrote (by their header, read only for
+/// those), with their names: what log cleanups may remove, and nothing
+/// else in `dir`.
+pub fn old_log_files(dir: &Path, wanted: impl Fn(&str) -> bool) -> Result<Vec<(String, PathBuf)>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).ctx("read directory", dir)? {
         let name = entry.ctx("read directory", dir)?.file_name().to_string_lossy().into_owned();
         let path = dir.join(&name);
-        if name.starts_with(OLD_LOG_PREFIX) && is_log_file(&path)? {
+        if name.starts_with(OLD_LOG_PREFIX) && wanted(&name) && is_log_file(&path)? {
             found.push((name, path));
         }
     }
@@ -376,9 +377,6 @@ pub fn remove_checkpoint_set(io: &Io, dir: &Path, gradually: bool) -> Result<()>
 /// Directories with the roles each plays.
 type Known = Vec<(PathBuf, Roles)>;
 
-/// The directories of the database `options` names (those given and
-/// those its manifest records) with the roles each plays; `None` if its
-/// data directory does not exist.
 /// `Plan::of` before the locks are taken, so that no lock file is made in
 /// a directory that is not epochdb's. A database open meanwhile writes and
 /// removes files while the plan reads them (a checkpoint half written, a
@@ -395,6 +393,9 @@ fn plan_before_locking(known: &Known, dirs: &Dirs, io: &Io) -> Result<()> {
     Err(e)
 }
 
+/// The directories of the database `options` names (those given and
+/// those its manifest records) with the roles each plays; `None` if its
+/// data directory does not exist.
 fn database_dirs(options: &Options, what: &str) -> Result<Option<(Io, Dirs, Known)>> {
     let data = options.data_dir.clone().ok_or_else(|| Error::InvalidOptions(format!("{what} needs a data_dir")))?;
     if !data.exists() {

@@ -569,7 +569,7 @@ impl Disk {
         self.log = LogFile::create(&self.store.dirs.log[0], &self.store.io)?;
         let io = &self.store.io;
         for dir in &self.store.dirs.log {
-            for (_, path) in datadir::old_log_files(dir)? {
+            for (_, path) in datadir::old_log_files(dir, |_| true)? {
                 io.remove_file(&path)?;
             }
             io.sync_dir(dir)?;

@@ -292,6 +292,8 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
     assert!(plot.matches("<polyline").count() == 3 && plot.contains("freshness"), "{plot}");
     let _ = std::fs::remove_file(&svg);
     assert!(rep.samples > 0 && rep.backup_cores > 0.0 && rep.backup_reads_per_s > 0.0, "{rep:?}");
+    let primary = r.durability.as_ref().map_or(0.0, |d| d.cpu_ms_per_log_mb);
+    assert!(rep.backup_ms_per_log_mb > 0.0 && primary > 0.0, "CPU per MB of log: {rep:?}");
     let reads = format!("{data}.replica-0.reads.json");
     assert!(!std::path::Path::new(&reads).exists(), "the readers' count outlived the run");
     // Under sync the backup persisted every released epoch.

@@ -92,11 +92,22 @@ enum Place {
 /// Bytes `at..at + 8` of `key` as a big-endian integer, zero padded.
 #[inline]
 pub fn slice_at(key: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    if at < key.len() {
-        let n = (key.len() - at).min(8);
-        b[..n].copy_from_slice(&key[at..at + n]);
+    // Whole slices take one load; only a key's tail takes the padded copy
+    // (a call to memcpy, as its length is not known here).
+    if let Some(b) = key.get(at..at + 8) {
+        return u64::from_be_bytes(b.try_into().expect("8 bytes"));
     }
+    let len = key.len();
+    if at >= len {
+        return 0;
+    }
+    if len >= 8 {
+        // The last 8 bytes, shifted so that byte `at` comes first.
+        let last = u64::from_be_bytes(key[len - 8..].try_into().expect("8 bytes"));
+        return last << (8 * (at + 8 - len));
+    }
+    let mut b = [0u8; 8];
+    b[..len - at].copy_from_slice(&key[at..]);
     u64::from_be_bytes(b)
 }
 
@@ -106,6 +117,12 @@ const MAX_SKIP: usize = 16;
 /// Bytes `0..16` of `key` as a big-endian integer, zero padded.
 #[inline]
 fn prefix16(key: &[u8]) -> u128 {
+    if let Some(b) = key.get(..16) {
+        return u128::from_be_bytes(b.try_into().expect("16 bytes"));
+    }
+    if key.len() >= 8 {
+        return ((slice_at(key, 0) as u128) << 64) | slice_at(key, 8) as u128;
+    }
     let mut b = [0u8; 16];
     let n = key.len().min(16);
     b[..n].copy_from_slice(&key[..n]);
@@ -550,6 +567,23 @@ mod tests {
         for (i, k) in sorted.iter().enumerate() {
             assert_eq!(slices[i].load(Ordering::Relaxed), slice_at(k, skip), "{newcomer:?} {k:?}");
             assert_eq!(prefix16(k) & head_mask(skip), head);
+        }
+    }
+
+    /// The one-load paths of `slice_at` and `prefix16` give the bytes a
+    /// padded copy gives, for every length and offset.
+    #[test]
+    fn slices_are_zero_padded_big_endian_bytes() {
+        let bytes: Vec<u8> = (1..=24).collect();
+        let padded = |k: &[u8], at: usize, n: usize| -> u128 {
+            (0..n).fold(0u128, |acc, i| (acc << 8) | *k.get(at + i).unwrap_or(&0) as u128)
+        };
+        for len in 0..=bytes.len() {
+            let k = &bytes[..len];
+            for at in 0..=len + 9 {
+                assert_eq!(slice_at(k, at) as u128, padded(k, at, 8), "len {len} at {at}");
+            }
+            assert_eq!(prefix16(k), padded(k, 0, 16), "len {len}");
         }
     }
 

@@ -58,6 +58,13 @@ pub trait Txn {
     fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> TxnResult;
     /// Deletes `key`; false if it was absent.
     fn delete(&mut self, table: Table, key: &[u8]) -> TxnResult<bool>;
+    /// Says that `keys` (each in its table) are about to be read, so an
+    /// engine that can may overlap their lookups. A hint: no effect on
+    /// results; engines without it ignore it.
+    fn prefetch(&mut self, keys: &[(Table, &[u8])]) -> TxnResult {
+        let _ = keys;
+        Ok(())
+    }
     /// Visits up to `limit` rows with keys in `[lo, hi)` (`hi = None`:
     /// unbounded), ascending or descending, until `visit` returns false.
     fn scan(
@@ -299,6 +306,10 @@ impl Txn for DbTxn<'_, '_> {
         Ok(self.0.delete(self.1.table_handle(table), key)?)
     }
 
+    fn prefetch(&mut self, keys: &[(Table, &[u8])]) -> TxnResult {
+        Ok(self.0.prefetch(&handles(self.1, keys))?)
+    }
+
     fn scan(
         &mut self,
         table: Table,
@@ -311,6 +322,11 @@ impl Txn for DbTxn<'_, '_> {
         self.0.scan_dir(self.1.table_handle(table), bounds(lo, hi), reverse, limit, visit)?;
         Ok(())
     }
+}
+
+/// `keys` with the workload's table numbers turned into the database's.
+fn handles<'k>(db: &Database, keys: &[(Table, &'k [u8])]) -> Vec<(epochdb::TableId, &'k [u8])> {
+    keys.iter().map(|&(t, k)| (db.table_handle(t), k)).collect()
 }
 
 struct SnapTxn<'w>(epochdb::SnapshotTxn<'w>, &'w Database);
@@ -334,6 +350,10 @@ impl Txn for SnapTxn<'_> {
 
     fn delete(&mut self, _: Table, _: &[u8]) -> TxnResult<bool> {
         read_only()
+    }
+
+    fn prefetch(&mut self, keys: &[(Table, &[u8])]) -> TxnResult {
+        Ok(self.0.prefetch(&handles(self.1, keys))?)
     }
 
     fn scan(

@@ -1215,6 +1215,18 @@ impl Worker {
         self.table_slot(id.index()).ok_or(Error::UnknownTable(id))
     }
 
+    /// [`Txn::prefetch`](crate::Txn::prefetch) for a transaction of this
+    /// worker, which is inside its epoch.
+    pub(crate) fn prefetch(&mut self, keys: &[(TableId, &[u8])]) -> Result<()> {
+        for &(table, _) in keys {
+            self.table_index(table)?;
+        }
+        // Every table is now in `tables`, at its index.
+        let tables = &self.tables;
+        crate::index::Tree::prefetch_lookups(keys.iter().map(|&(t, k)| (&tables[t.index() as usize].tree, k)));
+        Ok(())
+    }
+
     /// The position of the table numbered `index`, refreshing the
     /// catalog copy when it is newer than this worker's.
     pub(crate) fn table_slot(&mut self, index: u32) -> Option<usize> {

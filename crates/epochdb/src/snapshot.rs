@@ -95,6 +95,12 @@ impl<'w> SnapshotTxn<'w> {
         self.se
     }
 
+    /// [`Txn::prefetch`](crate::Txn::prefetch): warms the cache for reads
+    /// of `keys` that follow.
+    pub fn prefetch(&mut self, keys: &[(TableId, &[u8])]) -> Result<()> {
+        self.w.prefetch(keys)
+    }
+
     /// The value of `key` at the snapshot. Valid until the next call.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&[u8]>> {
         check_key(key)?;

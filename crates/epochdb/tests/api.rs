@@ -56,6 +56,44 @@ fn put_get_insert_delete_and_read_your_writes() {
     assert_eq!(w.run(|txn| Ok(txn.get(t, b"b")?.map(<[u8]>::to_vec))).expect("get"), Some(b"3".to_vec()));
 }
 
+/// `prefetch` changes no result: present, missing and own keys read the
+/// same after it, in a transaction and in a snapshot.
+#[test]
+fn prefetch_is_only_a_hint() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let u = db.create_table("u", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    let keys: Vec<Vec<u8>> = (0..500u32).map(|i| format!("key-{i:05}").into_bytes()).collect();
+    let (_, loaded) = w
+        .run_with_info(|txn| {
+            for k in keys.iter().step_by(2) {
+                txn.put(t, k, k)?;
+            }
+            txn.put(u, b"only-in-u", b"u")
+        })
+        .expect("load");
+    w.run(|txn| {
+        txn.put(t, b"key-00001", b"mine")?;
+        txn.delete(t, b"key-00002")?;
+        let ahead: Vec<(TableId, &[u8])> = keys.iter().map(|k| (t, &k[..])).chain([(u, &b"only-in-u"[..])]).collect();
+        txn.prefetch(&ahead)?;
+        assert_eq!(txn.get(t, b"key-00001")?, Some(&b"mine"[..]));
+        assert_eq!(txn.get(t, b"key-00002")?, None);
+        for (i, k) in keys.iter().enumerate().skip(3) {
+            assert_eq!(txn.get(t, k)?.map(<[u8]>::to_vec), (i % 2 == 0).then(|| k.clone()), "{i}");
+        }
+        assert_eq!(txn.get(u, b"only-in-u")?, Some(&b"u"[..]));
+        Ok(())
+    })
+    .expect("reads");
+    wait_for_snapshot(&db, loaded.epoch);
+    let mut snap = w.snapshot().expect("snapshot");
+    snap.prefetch(&[(t, b"key-00004"), (t, b"key-00005")]).expect("prefetch");
+    assert_eq!(snap.get(t, b"key-00004").expect("get"), Some(&b"key-00004"[..]));
+    assert_eq!(snap.get(t, b"key-00005").expect("get"), None);
+}
+
 #[test]
 fn values_grow_past_their_allocation() {
     let db = fast_db();
@@ -153,6 +191,7 @@ fn every_misuse_is_a_typed_error() {
         assert!(matches!(txn.put(t, b"k", b"not a row"), Err(Error::Schema(_))));
         assert!(matches!(txn.get(db.table_handle(99), b"k"), Err(Error::UnknownTable(_))));
         assert!(matches!(txn.scan(db.table_handle(99), .., 1, |_, _| true), Err(Error::UnknownTable(_))));
+        assert!(matches!(txn.prefetch(&[(t, b"k"), (db.table_handle(99), b"k")]), Err(Error::UnknownTable(_))));
         txn.put(t, b"k", &row)?;
         // Keys of exactly the limit work.
         txn.get(t, &long_key[..MAX_KEY_LEN])?;

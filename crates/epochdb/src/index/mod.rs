@@ -112,6 +112,37 @@ unsafe fn inner<'a>(n: *const NodeHeader) -> &'a Inner {
     unsafe { &*(n as *const Inner) }
 }
 
+/// Bytes of a record a prefetching descent warms: the header, the key and
+/// the start of the value.
+const RECORD_PREFETCH: usize = 128;
+
+/// One round of [`Tree::prefetch_lookups`] for `key` at `node`: prefetches
+/// and returns the child to visit next, or at a leaf prefetches the record
+/// and returns null (also when the node is changing).
+///
+/// # Safety
+/// `node` is live (reachable within the caller's epoch).
+unsafe fn prefetch_step(node: *const NodeHeader, key: &[u8]) -> *const NodeHeader {
+    // SAFETY: per the contract; `is_leaf` never changes.
+    if unsafe { &*node }.is_leaf {
+        // SAFETY: as above.
+        let rec = unsafe { leaf(node) }.probe(key);
+        if !rec.is_null() {
+            prefetch(rec, RECORD_PREFETCH);
+        }
+        return std::ptr::null();
+    }
+    // SAFETY: as above.
+    let n = unsafe { inner(node) };
+    match n.child_index(Target::Key(key)).and_then(|i| n.child(i)) {
+        Ok(child) => {
+            prefetch(child, std::mem::size_of::<Inner>());
+            child
+        }
+        Err(Restart) => std::ptr::null(),
+    }
+}
+
 impl Default for Tree {
     fn default() -> Self {
         Tree::new()
@@ -182,6 +213,46 @@ impl Tree {
         loop {
             if let Ok(found) = self.try_lookup(key) {
                 return found;
+            }
+        }
+    }
+
+    /// Warms the cache for lookups of `targets` that follow: descends
+    /// toward all of them together, one level per round, prefetching each
+    /// next node (and at the leaf, the record), so that their cache misses
+    /// overlap instead of following one another. A lookup alone cannot
+    /// overlap them: each node's address comes from the one before.
+    ///
+    /// A hint: it returns nothing, validates no version and writes no
+    /// shared memory. A target whose path is changing underneath is
+    /// warmed wrongly or not at all; the lookup that follows is exact
+    /// either way. Caller is inside an epoch, like every reader.
+    pub fn prefetch_lookups<'a>(targets: impl IntoIterator<Item = (&'a Tree, &'a [u8])>) {
+        /// Descents in flight at once: enough to cover a memory latency.
+        const BATCH: usize = 16;
+        let mut targets = targets.into_iter().peekable();
+        while targets.peek().is_some() {
+            let mut batch: [(*const NodeHeader, &[u8]); BATCH] = [(std::ptr::null(), &[]); BATCH];
+            let mut n = 0;
+            for (tree, key) in targets.by_ref().take(BATCH) {
+                let root = tree.root.load(Ordering::Acquire);
+                prefetch(root, std::mem::size_of::<Inner>());
+                batch[n] = (root, key);
+                n += 1;
+            }
+            for _ in 0..MAX_DEPTH {
+                let mut going = false;
+                for (node, key) in &mut batch[..n] {
+                    if !node.is_null() {
+                        // SAFETY: read from a root or a child pointer within
+                        // the caller's epoch, so live, if perhaps unlinked.
+                        *node = unsafe { prefetch_step(*node, key) };
+                        going |= !node.is_null();
+                    }
+                }
+                if !going {
+                    break;
+                }
             }
         }
     }

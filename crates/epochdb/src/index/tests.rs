@@ -266,6 +266,10 @@ fn concurrent_inserts_removes_lookups_and_scans() {
                                 }
                             }
                             5..=6 => {
+                                // Prefetching descents race the writers too.
+                                let others: Vec<Vec<u8>> = (0..3).map(|_| key_of(&mut rng, 4000)).collect();
+                                let ahead = std::iter::once(&k).chain(&others).map(|k| (tree, &k[..]));
+                                Tree::prefetch_lookups(ahead);
                                 assert_eq!(tree.lookup(&k).record, mine.get(&k).map(|a| a.0))
                             }
                             _ => {

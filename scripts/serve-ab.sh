@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds of `epochdb serve` side by side (and redis-server, named "redis"),
-# interleaved: each round starts each server in turn with durability off
-# and 2 event loops, runs `redis-benchmark -t TESTS -c 50 -P 16 -d 100 -r
-# 1000000 --threads 2 -n REQUESTS` against it (every test alone, so each
-# is timed on its own), and stops it. Prints each server's median
-# requests/s per test over REPS rounds, and every run. Keep REQUESTS large
-# enough for a few seconds a test: redis-benchmark with --threads times a
-# test only to its 250 ms tick.
+# interleaved (the order reversed every other round): each round starts
+# each server in turn with durability off and 2 event loops, runs
+# `redis-benchmark -t TESTS -c 50 -P 16 -d 100 -r 1000000 --threads 2 -n
+# REQUESTS` against it (every test alone, so each is timed on its own),
+# and stops it. Prints each server's median requests/s per test over REPS
+# rounds, and every run. Keep REQUESTS large enough for a few seconds a
+# test: redis-benchmark with --threads times a test only to its 250 ms
+# tick.
 # Usage: scripts/serve-ab.sh REPS REQUESTS TESTS SERVER...
 # e.g.   scripts/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
@@ -17,8 +18,16 @@ port=7413
 scratch=$(mktemp -d)
 trap 'redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
 declare -A res
-for _ in $(seq "$reps"); do
-  for s in "$@"; do
+servers=("$@")
+for r in $(seq "$reps"); do
+  # Every other round in reverse: a run right after one of the same kind
+  # is faster here, so a fixed order favours the later servers.
+  order=("${servers[@]}")
+  if [ $((r % 2)) -eq 0 ]; then
+    order=()
+    for ((i = ${#servers[@]} - 1; i >= 0; i--)); do order+=("${servers[$i]}"); done
+  fi
+  for s in "${order[@]}"; do
     if [ "$s" = redis ]; then
       redis-server --port $port --save '' --appendonly no --daemonize yes --dir "$scratch" >/dev/null
     else

@@ -10,13 +10,14 @@
 //! wait, the loop asks the engine to hasten the epoch and polls without
 //! sleeping, so a lone client's write costs about one log sync.
 
+use crate::ahead::{Ahead, AHEAD};
 use crate::commands::{self, Cursors, Exec};
 use crate::keyspace::Db;
-use crate::resp::{Args, Out, Parser};
+use crate::resp::{Args, Limits, Out, Parser};
 use crate::server::{now_ms, ClientInfo, Shared};
 use crate::stats::{SlowEntry, ThreadStats};
 use crate::table::{lookup, Command, Run};
-use epochdb::{Error, Tid, Worker};
+use epochdb::{Error, TableId, Tid, Worker};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::{HashMap, VecDeque};
@@ -159,6 +160,8 @@ pub struct EventLoop {
     backlog: Vec<Token>,
     /// Clients in WAIT.
     pub(crate) blocked: Vec<Token>,
+    /// The pipeline read-ahead's buffers.
+    ahead: Ahead,
 }
 
 impl EventLoop {
@@ -183,6 +186,7 @@ impl EventLoop {
             waiting: Vec::new(),
             backlog: Vec::new(),
             blocked: Vec::new(),
+            ahead: Ahead::default(),
         })
     }
 
@@ -385,7 +389,11 @@ impl EventLoop {
     fn process(&mut self, t: Token) {
         let limits = self.shared.limits();
         let mut consumed = 0;
+        let mut run = 0;
         loop {
+            if run % AHEAD == 0 {
+                self.prefetch_ahead(t, consumed, &limits);
+            }
             let Some(c) = self.clients.get_mut(&t) else { return };
             if c.closed || c.close_after_reply || c.blocked.is_some() {
                 break;
@@ -409,6 +417,7 @@ impl EventLoop {
             consumed += used;
             if done {
                 self.execute(t, &args);
+                run += 1;
             }
             if let Some(c) = self.clients.get_mut(&t) {
                 c.args = args;
@@ -420,6 +429,23 @@ impl EventLoop {
         if let Some(c) = self.clients.get_mut(&t) {
             c.rbuf.drain(..consumed.min(c.rbuf.len()));
         }
+    }
+
+    /// Announces the keys of the next requests in the client's buffer
+    /// from `from` on, when there are several (`ahead.rs`).
+    fn prefetch_ahead(&mut self, t: Token, from: usize, limits: &Limits) {
+        let Some(c) = self.clients.get(&t) else { return };
+        if !c.parser.between_requests() {
+            return;
+        }
+        self.ahead.read(c.rbuf.get(from..).unwrap_or_default(), limits);
+        if self.ahead.len() < 2 {
+            return; // nothing to overlap
+        }
+        let table = self.shared.tables[c.db];
+        let keys: Vec<(TableId, &[u8])> = self.ahead.keys().map(|k| (table, k)).collect();
+        // A failure here (a closed database) is the request's to report.
+        let _ = self.worker.run(|txn| txn.prefetch(&keys));
     }
 
     /// Runs one request and writes its reply.

@@ -16,6 +16,7 @@
 
 mod acl;
 mod admin;
+mod ahead;
 mod commands;
 mod event_loop;
 mod glob;

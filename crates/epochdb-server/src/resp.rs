@@ -154,6 +154,12 @@ impl Parser {
         Ok((pos, self.pending == 0))
     }
 
+    /// Whether the next byte starts a new request (no array is partly
+    /// parsed).
+    pub fn between_requests(&self) -> bool {
+        self.pending == 0
+    }
+
     /// Bytes still needed before the argument at the front of `buf` is
     /// complete, if its header has arrived (so the reader can reserve room
     /// for a large bulk string at once).

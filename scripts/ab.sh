@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side comparison on a noisy machine: runs each command once per
-# round, RUNS rounds, interleaved (the order reversed every other round),
-# and prints each command's median txn/s
-# (from the first line an `epochdb bench` prints) with all its runs.
+# round, RUNS rounds, interleaved (the order reversed every other round,
+# see round-order.sh), and prints each command's median txn/s (from the
+# first line an `epochdb bench` prints) with all its runs.
 # Usage: scripts/ab.sh RUNS "cmd A" "cmd B" ...
 # e.g.   scripts/ab.sh 3 "/tmp/old/epochdb bench tpcc --threads 1 --duration 5 --warmup 1 --quiet" \
 #                      "target/release/epochdb bench tpcc --threads 1 --duration 5 --warmup 1 --quiet"
@@ -10,15 +10,10 @@ set -uo pipefail
 runs=$1
 shift
 declare -A res
+source "$(dirname "$0")/round-order.sh"
 cmds=("$@")
-n=${#cmds[@]}
 for r in $(seq "$runs"); do
-  # Odd rounds run the commands in order, even rounds in reverse: a run
-  # right after a run of the same kind is faster here (up to 14% for the
-  # same binary twice), so a fixed order favours the later commands.
-  for j in $(seq 0 $((n - 1))); do
-    i=$j
-    if [ $((r % 2)) -eq 0 ]; then i=$((n - 1 - j)); fi
+  for i in $(round_order "$r" $(seq 0 $((${#cmds[@]} - 1)))); do
     t=$(eval "${cmds[$i]}" 2>/dev/null | head -1 | sed -E 's/.*: ([0-9]+) txn\/s.*/\1/')
     res[$i]="${res[$i]:-} $t"
   done

@@ -2,10 +2,10 @@
 # Query Fresh's figures (issue #18) on this 2-core machine, in the fair
 # set-up it allows: a 1-thread durable TPC-C primary (value log) on CPU 0
 # (taskset), its backups (`epochdb replica`, one replay thread) on CPU 1.
-# Configurations, in turn, REPS rounds: alone; alone beside a neighbour
-# (a 1-thread TPC-C run without durability on CPU 1, what a busy CPU 1
-# costs a primary that ships nothing); 1 backup async, sync, very-safe;
-# 2 backups async, sync. Each measures SECONDS after a 5 s warm-up, long
+# Configurations, in turn (reversed every other round), REPS rounds:
+# alone; alone beside a neighbour (a 1-thread TPC-C run without
+# durability on CPU 1, what a busy CPU 1 costs a primary that ships
+# nothing); 1 backup async, sync, very-safe; 2 backups async, sync. Each measures SECONDS after a 5 s warm-up, long
 # enough for the primary's backlog of frames (256 MiB) to fill, so the
 # measured run is the steady state. Prints, with medians of the rounds:
 # throughput and its ratio to alone (Query Fresh: <= 6% lower with one
@@ -16,18 +16,21 @@
 # backups' read-view lag; and CPU per MB of log: the backups' (each)
 # against the primary's, which produced the log (Query Fresh: about 1/4;
 # #18 aims <= 1/2).
-# Usage: scripts/query-fresh-figures.sh [REPS] [SECONDS] (default 3 10).
+# Usage: scripts/query-fresh-figures.sh [REPS] [SECONDS] (default 4 10; an
+# even REPS runs each order as often).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reps=${1:-3}
+reps=${1:-4}
 secs=${2:-10}
 source scripts/figures-lib.sh
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 configs=(alone neighbour async-1 sync-1 very-safe-1 async-2 sync-2)
 
+source scripts/round-order.sh
 for rep in $(seq "$reps"); do
-  for c in "${configs[@]}"; do
+  mapfile -t order < <(round_order "$rep" "${configs[@]}")
+  for c in "${order[@]}"; do
     extra=() neighbour=
     case $c in
       alone) ;;

@@ -18,15 +18,9 @@ port=7413
 scratch=$(mktemp -d)
 trap 'redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
 declare -A res
-servers=("$@")
+source scripts/round-order.sh
 for r in $(seq "$reps"); do
-  # Every other round in reverse: a run right after one of the same kind
-  # is faster here, so a fixed order favours the later servers.
-  order=("${servers[@]}")
-  if [ $((r % 2)) -eq 0 ]; then
-    order=()
-    for ((i = ${#servers[@]} - 1; i >= 0; i--)); do order+=("${servers[$i]}"); done
-  fi
+  mapfile -t order < <(round_order "$r" "$@")
   for s in "${order[@]}"; do
     if [ "$s" = redis ]; then
       redis-server --port $port --save '' --appendonly no --daemonize yes --dir "$scratch" >/dev/null

@@ -46,13 +46,13 @@ use super::columns;
 use super::datadir::{Dirs, CHECKPOINT_MAGIC};
 use super::frame::{BlockReader, Damage};
 use super::fsio::{Context, Io};
-use super::log::{self, lock, Write};
+use super::log::{self, lock, Entry, Write};
 use super::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
 use super::manifest::Manifest;
 use crate::catalog::{Schema, Table, TableId};
 use crate::error::{Error, Result};
 use crate::gc::Retired;
-use crate::index::{Insert, Tree};
+use crate::index::{Insert, Tree, PREFETCH_BATCH};
 use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
@@ -862,11 +862,32 @@ fn replay_files(ctx: &Ctx<'_>, threads: usize, files: &[Source], magic: &[u8; 8]
     Ok((ends, left))
 }
 
-/// Installs the writes of one block. A record outside the block's epoch
-/// range means the block misstates its epochs, which filtering trusts.
+/// Installs the writes of one block, [`PREFETCH_BATCH`] at a time, each
+/// window's keys announced first (`Tree::prefetch_lookups`) so that their
+/// descents overlap. A record outside the block's epoch range means the
+/// block misstates its epochs, which filtering trusts.
 fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Result<()> {
     let mut failure = None;
     let mut scratch = Scratch::default();
+    let mut window: Vec<Entry<'_>> = Vec::with_capacity(PREFETCH_BATCH);
+    let mut flush = |window: &mut Vec<Entry<'_>>, failure: &mut Option<String>| {
+        let trees = window.iter().filter_map(|e| ctx.tables.get(e.table as usize).map(|t| (&t.tree, e.key)));
+        Tree::prefetch_lookups(trees);
+        for e in window.drain(..) {
+            if failure.is_some() {
+                break;
+            }
+            let Some(t) = ctx.tables.get(e.table as usize) else {
+                *failure = Some(format!("a record of table {}, which the manifest lacks", e.table));
+                break;
+            };
+            let schema = ctx.manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
+            let target = Target { table: e.table, tree: &t.tree, schema };
+            if let Err(what) = install(&target, e.key, e.tid, e.write, &mut scratch, left) {
+                *failure = Some(format!("table {:?}: {what}", t.name));
+            }
+        }
+    };
     let decoded = log::decode(payload, |e| {
         let epoch = e.tid.epoch();
         if failure.is_none() && !(b.lo..=b.hi).contains(&epoch) {
@@ -877,16 +898,12 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
         if failure.is_some() || (log && (epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch))) {
             return;
         }
-        let Some(t) = ctx.tables.get(e.table as usize) else {
-            failure = Some(format!("a record of table {}, which the manifest lacks", e.table));
-            return;
-        };
-        let schema = ctx.manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
-        let target = Target { table: e.table, tree: &t.tree, schema };
-        if let Err(what) = install(&target, e.key, e.tid, e.write, &mut scratch, left) {
-            failure = Some(format!("table {:?}: {what}", t.name));
+        window.push(e);
+        if window.len() == PREFETCH_BATCH {
+            flush(&mut window, &mut failure);
         }
     });
+    flush(&mut window, &mut failure);
     match (decoded, failure) {
         (Ok(()), None) => Ok(()),
         (Err(what), _) | (Ok(()), Some(what)) => {

@@ -112,6 +112,11 @@ unsafe fn inner<'a>(n: *const NodeHeader) -> &'a Inner {
     unsafe { &*(n as *const Inner) }
 }
 
+/// Descents [`Tree::prefetch_lookups`] keeps in flight at once: enough to
+/// cover a memory latency. Callers that install or read keys in windows
+/// (replay) use windows of this size.
+pub const PREFETCH_BATCH: usize = 16;
+
 /// Bytes of a record a prefetching descent warms: the header, the key and
 /// the start of the value.
 const RECORD_PREFETCH: usize = 128;
@@ -228,13 +233,11 @@ impl Tree {
     /// warmed wrongly or not at all; the lookup that follows is exact
     /// either way. Caller is inside an epoch, like every reader.
     pub fn prefetch_lookups<'a>(targets: impl IntoIterator<Item = (&'a Tree, &'a [u8])>) {
-        /// Descents in flight at once: enough to cover a memory latency.
-        const BATCH: usize = 16;
         let mut targets = targets.into_iter().peekable();
         while targets.peek().is_some() {
-            let mut batch: [(*const NodeHeader, &[u8]); BATCH] = [(std::ptr::null(), &[]); BATCH];
+            let mut batch: [(*const NodeHeader, &[u8]); PREFETCH_BATCH] = [(std::ptr::null(), &[]); PREFETCH_BATCH];
             let mut n = 0;
-            for (tree, key) in targets.by_ref().take(BATCH) {
+            for (tree, key) in targets.by_ref().take(PREFETCH_BATCH) {
                 let root = tree.root.load(Ordering::Acquire);
                 prefetch(root, std::mem::size_of::<Inner>());
                 batch[n] = (root, key);

@@ -277,10 +277,12 @@ fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(3), "{}", p.log());
-    assert!(fenced.join().unwrap().is_err(), "the deposed primary acknowledged a durable write");
+    let acked = fenced.join().unwrap();
+    assert!(acked.is_err(), "the deposed primary acknowledged a durable write\n{}\nnew primary:\n{}", p.log(), b.log());
     assert!(p.log().contains("deposed"), "{}", p.log());
     let got: Option<i64> = redis::cmd("GET").arg("fenced").query(&mut client(&b)).unwrap();
-    assert_eq!(got, None, "a write to the deposed primary reached the new one");
+    let logs = format!("deposed:\n{}\nnew primary:\n{}", p.log(), b.log());
+    assert_eq!(got, None, "a write to the deposed primary reached the new one\n{logs}");
     kill(&mut p);
     let mut b = b;
     kill(&mut b);

@@ -263,6 +263,18 @@ fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
     let signal = |sig: &str| assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
     let mut c = client(&p); // connected while it runs
     signal("-STOP");
+    // The signal is sent; wait until every thread has stopped (state T),
+    // so that the write below cannot be run before the stop.
+    let stopped = || {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        tasks.flatten().all(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
+        })
+    };
+    while !stopped() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // A write sent to the stopped primary waits in its socket.
     let fenced = std::thread::spawn(move || redis::cmd("SET").arg("fenced").arg(1).query::<()>(&mut c));
     let took = until_it_takes_writes(&b, "after");

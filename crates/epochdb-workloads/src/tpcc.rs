@@ -740,10 +740,11 @@ impl Client<'_> {
         // and customer. The same reads and writes as district by district.
         let districts = 1..=DISTRICTS;
         let nokeys: Vec<[u8; 12]> = districts.clone().map(|d| key::<12>(&[w, d, hints[d as usize - 1]])).collect();
-        let mut customers = [0u32; DISTRICTS as usize];
         let aborts = worker.run(TxnKind::ReadWrite, &mut |txn| {
             let ahead: Vec<(Table, &[u8])> = nokeys.iter().map(|k| (t.new_order, &k[..])).collect();
             txn.prefetch(&ahead)?;
+            // The districts with an order to deliver, and its number.
+            let mut found: Vec<(u32, u32)> = Vec::with_capacity(DISTRICTS as usize);
             for (d, lo) in districts.clone().zip(&nokeys) {
                 let mut oldest = None;
                 let hi = key::<12>(&[w, d + 1, 0]);
@@ -752,35 +753,26 @@ impl Client<'_> {
                     false
                 })?;
                 delivered[d as usize - 1] = oldest.unwrap_or(0);
+                found.extend(oldest.map(|o| (d, o)));
             }
-            let okeys: Vec<[u8; 12]> =
-                districts.clone().map(|d| key::<12>(&[w, d, delivered[d as usize - 1]])).collect();
+            let okeys: Vec<[u8; 12]> = found.iter().map(|&(d, o)| key::<12>(&[w, d, o])).collect();
             let ahead: Vec<(Table, &[u8])> = okeys.iter().map(|k| (t.order, &k[..])).collect();
             txn.prefetch(&ahead)?;
-            for (d, okey) in districts.clone().zip(&okeys) {
-                if delivered[d as usize - 1] == 0 {
-                    continue;
-                }
+            let mut ckeys: Vec<[u8; 12]> = Vec::with_capacity(found.len());
+            for (&(d, _), okey) in found.iter().zip(&okeys) {
                 txn.delete(t.new_order, okey)?;
                 let mut order = get_row(txn, t.order, okey, buf, Order::decode)?;
-                customers[d as usize - 1] = order.c_id;
+                ckeys.push(key::<12>(&[w, d, order.c_id]));
                 order.carrier_id = carrier;
                 order.encode(row);
                 txn.put(t.order, okey, row)?;
             }
-            let ckeys: Vec<[u8; 12]> =
-                districts.clone().map(|d| key::<12>(&[w, d, customers[d as usize - 1]])).collect();
-            let lkeys: Vec<[u8; 16]> =
-                districts.clone().map(|d| key::<16>(&[w, d, delivered[d as usize - 1], 0])).collect();
+            let lkeys: Vec<[u8; 16]> = found.iter().map(|&(d, o)| key::<16>(&[w, d, o, 0])).collect();
             let ahead: Vec<(Table, &[u8])> = (ckeys.iter().map(|k| (t.customer, &k[..])))
                 .chain(lkeys.iter().map(|k| (t.order_line, &k[..])))
                 .collect();
             txn.prefetch(&ahead)?;
-            for ((d, ckey), lo) in districts.clone().zip(&ckeys).zip(&lkeys) {
-                let o = delivered[d as usize - 1];
-                if o == 0 {
-                    continue;
-                }
+            for ((&(d, o), ckey), lo) in found.iter().zip(&ckeys).zip(&lkeys) {
                 keys.clear();
                 let hi = key::<16>(&[w, d, o + 1, 0]);
                 txn.scan(t.order_line, lo, Some(&hi), usize::MAX, false, &mut |k, _| {

@@ -272,7 +272,9 @@ fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
             stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
         })
     };
+    let deadline = Instant::now() + Duration::from_secs(10);
     while !stopped() {
+        assert!(Instant::now() < deadline, "the primary did not stop: {}", p.log());
         std::thread::sleep(Duration::from_millis(1));
     }
     // A write sent to the stopped primary waits in its socket.

@@ -59,6 +59,16 @@ pub struct TpccArgs {
     /// Check consistency conditions 1-4 (clause 3.3.2) after the run; exit status 1 if one fails
     #[arg(long)]
     check: bool,
+    /// Order lines as the specification has them (spec), or as Silo's driver does (silo: no OL_DIST_INFO, and NEW-ORDER does not read S_DIST_xx)
+    #[arg(long, value_enum, default_value_t = SchemaArg::Spec)]
+    schema: SchemaArg,
+}
+
+/// `--schema`: [`Schema`](epochdb_workloads::tpcc_rows::Schema) on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SchemaArg {
+    Spec,
+    Silo,
 }
 
 /// Resident memory a TPC-C warehouse takes once loaded (measured with
@@ -177,6 +187,7 @@ fn finish(
 
 pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     use epochdb_workloads::tpcc::{InputStats, Tpcc, TRANSACTIONS};
+    use epochdb_workloads::tpcc_rows::Schema;
     a.run.direct_output()?;
     let settings = a.run.settings();
     let variant = a.run.variant.variant();
@@ -191,7 +202,11 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     let mut replicas = Replicas::start(&a.replication, engine.database(), Join::Start)?;
     let load_start = std::time::Instant::now();
     let spinner = epochdb_workloads::progress::spinner(settings.progress, format!("loading {warehouses} warehouses"));
-    let tpcc = Tpcc::load(&engine, warehouses, settings.threads).map_err(failed)?;
+    let schema = match a.schema {
+        SchemaArg::Spec => Schema::Spec,
+        SchemaArg::Silo => Schema::Silo,
+    };
+    let tpcc = Tpcc::load(&engine, warehouses, settings.threads, schema).map_err(failed)?;
     spinner.finish_and_clear();
     let load_s = load_start.elapsed().as_secs_f64();
     log::info!("loaded {warehouses} warehouses in {load_s:.1} s");
@@ -236,7 +251,8 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, (cpu, replication), |r| {
         r.transactions = TRANSACTIONS.iter().map(|n| n.to_string()).zip(inputs.by_type).collect();
         let read_only_as_snapshots = a.snapshot_reads;
-        r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots, input_checks });
+        let schema = format!("{:?}", a.schema).to_lowercase();
+        r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots, schema, input_checks });
     })
 }
 

@@ -177,10 +177,10 @@ fn check_tpcc(engine: &EpochDb) -> CliResult<String> {
     };
     let mut w = db.worker().map_err(failed)?;
     let marker = w.run(|txn| Ok(txn.get(load, tpcc::LOADED_KEY)?.map(<[u8]>::to_vec))).map_err(failed)?;
-    let Some(warehouses) = marker.and_then(|v| Some(u32::from_be_bytes(v.get(..4)?.try_into().ok()?))) else {
+    let Some((warehouses, schema)) = marker.and_then(|v| tpcc::parse_marker(&v)) else {
         return Ok("the TPC-C load never finished (no load marker): the database holds a partial load".into());
     };
-    let t = tpcc::Tpcc::attach(engine, warehouses).map_err(failed)?;
+    let t = tpcc::Tpcc::attach(engine, warehouses, schema).map_err(failed)?;
     let mut worker = epochdb_workloads::engine::Engine::worker(engine).map_err(failed)?;
     let failures = t.check(&mut *worker).map_err(failed)?;
     Ok(if failures.is_empty() { "ok".into() } else { failures.join("; ") })

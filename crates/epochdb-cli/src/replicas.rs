@@ -449,7 +449,7 @@ fn read_count(path: &std::path::Path) -> u64 {
 pub fn tpcc_readers(db: Database, threads: usize, report: Option<PathBuf>) -> CliResult<()> {
     use epochdb_workloads::driver::Terminal;
     use epochdb_workloads::engine::{Engine, EpochDb, Variant};
-    use epochdb_workloads::tpcc::{Tpcc, LOADED_KEY, LOAD_TABLE};
+    use epochdb_workloads::tpcc::{parse_marker, Tpcc, LOADED_KEY, LOAD_TABLE};
     let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
         std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| failed(format!("start a reader: {e}")))
@@ -460,12 +460,11 @@ pub fn tpcc_readers(db: Database, threads: usize, report: Option<PathBuf>) -> Cl
             "epochdb-reader",
             Box::new(move || {
                 // The load's marker, read at the view: then every table is there.
-                let warehouses = loop {
+                let (warehouses, schema) = loop {
                     let seen = db.table(LOAD_TABLE).ok().and_then(|t| {
                         let mut w = db.worker().ok()?;
                         let mut snap = w.snapshot().ok()?;
-                        let v = snap.get(t, LOADED_KEY).ok()??;
-                        Some(u32::from_be_bytes(v.try_into().ok()?))
+                        parse_marker(snap.get(t, LOADED_KEY).ok()??)
                     });
                     match seen {
                         Some(w) => break w,
@@ -475,7 +474,7 @@ pub fn tpcc_readers(db: Database, threads: usize, report: Option<PathBuf>) -> Cl
                 let mut engine = EpochDb::from_database(Variant::MemSilo, db);
                 engine.snapshot_reads = true;
                 let run = || -> epochdb_workloads::engine::TxnResult<()> {
-                    let tpcc = Tpcc::attach(&engine, warehouses)?;
+                    let tpcc = Tpcc::attach(&engine, warehouses, schema)?;
                     let mut client = tpcc.client(i, 0xBAC0 + i as u64).read_only();
                     let mut worker = engine.worker()?;
                     loop {

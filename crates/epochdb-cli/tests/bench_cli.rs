@@ -84,7 +84,7 @@ fn a_short_tpcc_run_passes_its_consistency_checks() {
     std::fs::remove_file(&json).ok();
     assert_eq!((r.workload.as_str(), r.consistency.as_str()), ("tpcc", "ok"));
     let tpcc = r.tpcc.expect("tpcc fields");
-    assert_eq!(tpcc.warehouses, 2);
+    assert_eq!((tpcc.warehouses, tpcc.schema.as_str()), (2, "spec"));
     assert!(r.committed > 100, "{} transactions", r.committed);
     // The input generators produce the specified mix (loose bounds: short run).
     let pct = |name: &str| tpcc.input_checks[name];
@@ -252,7 +252,7 @@ fn durable_tpcc_recovers_consistent() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// `--replicas 1 --safety sync`: the benchmark starts a backup process,
+/// `--replicas 1 --safety sync --schema silo`: the benchmark starts a backup process,
 /// reports its lag and its readers' rate, and the backup's directory recovers to a TPC-C state
 /// that passes the consistency checks; so with `--replicas-join end`,
 /// which reports how long the backup took to bootstrap.
@@ -283,7 +283,11 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
         );
     };
     let svg = dir.with_extension("svg");
-    let r = bench("log", &["--safety", "sync", "--replica-readers", "1", "--plot", svg.to_str().expect("utf-8")]);
+    // Silo's schema here (order lines without OL_DIST_INFO): the readers
+    // and the check below find it in the load marker.
+    let plot_args = ["--plot", svg.to_str().expect("utf-8"), "--schema", "silo"];
+    let r = bench("log", &[&["--safety", "sync", "--replica-readers", "1"][..], &plot_args].concat());
+    assert_eq!(r.tpcc.as_ref().map(|t| t.schema.as_str()), Some("silo"));
     let rep = r.replication.expect("replication fields");
     assert_eq!((rep.replicas, rep.safety.as_str()), (1, "Sync"));
     // Freshness over the run: a lag per second, and its plot.

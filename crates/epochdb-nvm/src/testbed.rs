@@ -10,7 +10,7 @@ use crate::store::{Footprint, Store};
 use epochdb_workloads::driver::{self, Measured, Settings, Terminal};
 use epochdb_workloads::engine::{Engine, TxnError, TxnResult, Worker};
 use epochdb_workloads::report::{NvmReport, Provenance};
-use epochdb_workloads::{tpcc, ycsb};
+use epochdb_workloads::{tpcc, tpcc_rows, ycsb};
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -204,7 +204,8 @@ pub fn load(cfg: &Config, parts: &[Partition]) -> TxnResult<Loaded> {
                 Ok(Loaded::Ycsb(hs.into_iter().map(join).collect::<TxnResult<_>>()?))
             }
             None => {
-                let hs: Vec<_> = parts.iter().map(|p| s.spawn(|| tpcc::Tpcc::load(p, 1, 1))).collect();
+                let hs: Vec<_> =
+                    parts.iter().map(|p| s.spawn(|| tpcc::Tpcc::load(p, 1, 1, tpcc_rows::Schema::Spec))).collect();
                 Ok(Loaded::Tpcc(hs.into_iter().map(join).collect::<TxnResult<_>>()?))
             }
         }
@@ -227,7 +228,9 @@ pub fn attach(cfg: &Config, parts: &[Partition]) -> TxnResult<Loaded> {
                     .collect::<TxnResult<_>>()?,
             )
         }
-        Workload::Tpcc => Loaded::Tpcc(parts.iter().map(|p| tpcc::Tpcc::attach(p, 1)).collect::<TxnResult<_>>()?),
+        Workload::Tpcc => Loaded::Tpcc(
+            parts.iter().map(|p| tpcc::Tpcc::attach(p, 1, tpcc_rows::Schema::Spec)).collect::<TxnResult<_>>()?,
+        ),
     })
 }
 

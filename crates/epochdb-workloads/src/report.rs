@@ -187,6 +187,9 @@ pub struct TpccReport {
     pub warehouses: u64,
     /// Whether order-status and stock-level ran as snapshot transactions.
     pub read_only_as_snapshots: bool,
+    /// `spec`, or `silo`: order lines without OL_DIST_INFO and a NEW-ORDER that does not read S_DIST_xx, as Silo's driver has them.
+    #[serde(default)]
+    pub schema: String,
     /// Clause 9.2.2.5 input-generator statistics (`new_order_rollback_percent`, `order_lines_per_order`, `remote_order_line_percent`, `remote_payment_percent`, `payment_by_last_name_percent`, `order_status_by_last_name_percent`).
     pub input_checks: BTreeMap<String, f64>,
 }
@@ -516,7 +519,12 @@ mod tests {
             load_rss_bytes: 0,
             rss_bytes_per_row: 0.0,
         });
-        r.tpcc = Some(TpccReport { warehouses: 1, read_only_as_snapshots: false, input_checks: BTreeMap::new() });
+        r.tpcc = Some(TpccReport {
+            warehouses: 1,
+            read_only_as_snapshots: false,
+            schema: "spec".into(),
+            input_checks: BTreeMap::new(),
+        });
         r.durability = Some(DurabilityReport {
             mode: "log".into(),
             log_bytes: 0,

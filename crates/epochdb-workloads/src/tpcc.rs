@@ -9,7 +9,8 @@
 //! STOCK is split as Silo splits it: the columns NEW-ORDER updates in
 //! `stock`, the ones it only reads (S_DIST_xx, S_DATA) in `stock_data`, so
 //! the log holds 16-byte stock rows instead of 306-byte ones. Unlike Silo,
-//! NEW-ORDER still reads S_DIST_xx into OL_DIST_INFO, as clause 2.4.2.2 asks.
+//! NEW-ORDER still reads S_DIST_xx into OL_DIST_INFO, as clause 2.4.2.2 asks;
+//! [`Schema::Silo`] drops both as Silo's driver does, for side-by-side runs.
 //! NEW-ORDER (customer, items, stock), STOCK-LEVEL (stock) and DELIVERY
 //! (each district's oldest new order, order, order lines and customer, in
 //! three passes over the districts) announce the rows they will read with
@@ -141,14 +142,27 @@ pub struct Tables {
 }
 
 /// The table whose one row, keyed [`LOADED_KEY`] and holding the warehouse
-/// count (u32, big-endian), is committed after the whole load: a database
-/// without it holds a partial load (the process stopped while loading).
+/// count (u32, big-endian) and, for [`Schema::Silo`], a byte 1, is
+/// committed after the whole load: a database without it holds a partial
+/// load (the process stopped while loading).
 pub const LOAD_TABLE: &str = "tpcc_load";
 pub const LOADED_KEY: &[u8] = b"warehouses";
+
+/// The warehouse count and schema a load marker row says, `None` if it is
+/// not one.
+pub fn parse_marker(v: &[u8]) -> Option<(u32, Schema)> {
+    let schema = match v.get(4..) {
+        Some([]) => Schema::Spec,
+        Some([1]) => Schema::Silo,
+        _ => return None,
+    };
+    Some((u32::from_be_bytes(v.get(..4)?.try_into().ok()?), schema))
+}
 
 /// A populated TPC-C database.
 pub struct Tpcc {
     pub warehouses: u32,
+    pub schema: Schema,
     pub tables: Tables,
     pub constants: Constants,
 }
@@ -180,7 +194,7 @@ impl Loader<'_> {
 impl Tables {
     /// Creates the nine tables (STOCK in two) and two index tables (or, on a recovered
     /// database, opens them).
-    fn create(engine: &dyn Engine) -> TxnResult<Tables> {
+    fn create(engine: &dyn Engine, schema: Schema) -> TxnResult<Tables> {
         let t = |n: &str, columns: &[(&str, usize)]| engine.create_table(n, columns);
         Ok(Tables {
             warehouse: t("warehouse", Warehouse::COLUMNS)?,
@@ -191,7 +205,7 @@ impl Tables {
             new_order: t("new_order", &[])?,
             order: t("oorder", Order::COLUMNS)?,
             order_customer: t("oorder_c_id_idx", &[])?,
-            order_line: t("order_line", OrderLine::COLUMNS)?,
+            order_line: t("order_line", OrderLine::columns(schema))?,
             item: t("item", Item::COLUMNS)?,
             stock: t("stock", Stock::COLUMNS)?,
             stock_data: t("stock_data", StockData::COLUMNS)?,
@@ -205,23 +219,24 @@ impl Tpcc {
     /// recovered), to run [`Tpcc::check`] on it.
     /// The run-time constants are those [`Tpcc::load`] chose, so clients
     /// can go on running transactions on it.
-    pub fn attach(engine: &dyn Engine, warehouses: u32) -> TxnResult<Tpcc> {
+    pub fn attach(engine: &dyn Engine, warehouses: u32, schema: Schema) -> TxnResult<Tpcc> {
         let mut rng = Rng::new(0x7BCC);
         let load_constants = Constants::random(&mut rng);
         let constants = Constants::for_run(load_constants, &mut rng);
-        Ok(Tpcc { warehouses, tables: Tables::create(engine)?, constants })
+        Ok(Tpcc { warehouses, schema, tables: Tables::create(engine, schema)?, constants })
     }
 
     /// Creates the tables and populates `warehouses` warehouses with
-    /// `threads` loader threads (clause 4.3.3.1).
-    pub fn load(engine: &dyn Engine, warehouses: u32, threads: usize) -> TxnResult<Tpcc> {
+    /// `threads` loader threads (clause 4.3.3.1), order lines as `schema`
+    /// lays them out.
+    pub fn load(engine: &dyn Engine, warehouses: u32, threads: usize, schema: Schema) -> TxnResult<Tpcc> {
         if warehouses == 0 {
             return Err(TxnError::Fatal("at least one warehouse".into()));
         }
-        let tables = Tables::create(engine)?;
+        let tables = Tables::create(engine, schema)?;
         let mut rng = Rng::new(0x7BCC);
         let load_constants = Constants::random(&mut rng);
-        let tpcc = Tpcc { warehouses, tables, constants: Constants::for_run(load_constants, &mut rng) };
+        let tpcc = Tpcc { warehouses, schema, tables, constants: Constants::for_run(load_constants, &mut rng) };
         let threads = threads.clamp(1, warehouses as usize + 1);
         let next = AtomicU64::new(0);
         std::thread::scope(|s| {
@@ -254,8 +269,11 @@ impl Tpcc {
         // Last: the marker. Every load transaction committed before it, so
         // a recovered database that has it has the whole load.
         let load = tpcc.tables.load;
-        let count = warehouses.to_be_bytes();
-        engine.worker()?.run(TxnKind::ReadWrite, &mut |txn| txn.put(load, LOADED_KEY, &count))?;
+        let mut marker = warehouses.to_be_bytes().to_vec();
+        if schema == Schema::Silo {
+            marker.push(1);
+        }
+        engine.worker()?.run(TxnKind::ReadWrite, &mut |txn| txn.put(load, LOADED_KEY, &marker))?;
         Ok(tpcc)
     }
 
@@ -268,7 +286,7 @@ impl Tpcc {
             found = txn.get(load, LOADED_KEY, &mut v)?;
             Ok(())
         })?;
-        Ok(found.then(|| v.get(..4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))))
+        Ok(found.then(|| parse_marker(&v).map_or(0, |(w, _)| w)))
     }
 
     fn load_items(&self, l: &mut Loader<'_>, rng: &mut Rng) -> TxnResult {
@@ -383,7 +401,7 @@ impl Tpcc {
                         amount: if delivered { 0 } else { rng.range(1, 999_999) as i64 },
                         dist_info: a_string(rng, 24, 24),
                     };
-                    line.encode(&mut v);
+                    line.encode_as(self.schema, &mut v);
                     l.add(t.order_line, &key::<16>(&[w, d, o, n]), &v)?;
                 }
             }
@@ -597,7 +615,10 @@ impl Client<'_> {
         let mut ahead: Vec<(Table, &[u8])> = vec![(t.customer, &ckey[..])];
         ahead.extend(ikeys.iter().map(|k| (t.item, &k[..])));
         ahead.extend(skeys.iter().map(|k| (t.stock, &k[..])));
-        ahead.extend(skeys.iter().map(|k| (t.stock_data, &k[..])));
+        let schema = self.tpcc.schema;
+        if schema == Schema::Spec {
+            ahead.extend(skeys.iter().map(|k| (t.stock_data, &k[..])));
+        }
         let aborts = worker.run(TxnKind::ReadWrite, &mut |txn| {
             txn.prefetch(&ahead)?;
             let _wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, Warehouse::decode)?;
@@ -627,16 +648,19 @@ impl Client<'_> {
                 }
                 s.encode(row);
                 txn.put(t.stock, &skey, row)?;
-                let data = get_row(txn, t.stock_data, &skey, buf, StockData::decode)?;
+                let dist_info = match schema {
+                    Schema::Spec => get_row(txn, t.stock_data, &skey, buf, StockData::decode)?.dist[d as usize - 1],
+                    Schema::Silo => [0; 24],
+                };
                 let line = OrderLine {
                     i_id: i,
                     supply_w_id: supply,
                     delivery_d: 0,
                     quantity: qty,
                     amount: qty as i64 * item.price,
-                    dist_info: data.dist[d as usize - 1],
+                    dist_info,
                 };
-                line.encode(row);
+                line.encode_as(schema, row);
                 txn.insert(t.order_line, &key::<16>(&[w, d, o, n as u32 + 1]), row)?;
             }
             Ok(())
@@ -718,7 +742,7 @@ impl Client<'_> {
             let (lo, hi) = (key::<16>(&[w, d, o, 0]), key::<16>(&[w, d, o + 1, 0]));
             let mut lines = 0;
             txn.scan(t.order_line, &lo, Some(&hi), usize::MAX, false, &mut |_, v| {
-                lines += OrderLine::decode(v).is_ok() as u32;
+                lines += OrderLine::decode_any(v).is_ok() as u32;
                 true
             })?;
             std::hint::black_box(lines);
@@ -728,7 +752,7 @@ impl Client<'_> {
 
     /// Clause 2.7, all ten districts in one transaction.
     fn delivery(&mut self, worker: &mut dyn Worker) -> TxnResult<u32> {
-        let (t, w) = (self.tpcc.tables, self.home);
+        let (t, w, schema) = (self.tpcc.tables, self.home, self.tpcc.schema);
         let carrier = self.rng.range(1, 10) as u32;
         let (buf, row, keys) = (&mut self.buf, &mut self.row, &mut self.keys);
         let hints = self.delivered_up_to;
@@ -781,10 +805,10 @@ impl Client<'_> {
                 })?;
                 let mut total = 0;
                 for k in keys.iter() {
-                    let mut line = get_row(txn, t.order_line, k, buf, OrderLine::decode)?;
+                    let mut line = get_row(txn, t.order_line, k, buf, OrderLine::decode_any)?;
                     line.delivery_d = now;
                     total += line.amount;
-                    line.encode(row);
+                    line.encode_as(schema, row);
                     txn.put(t.order_line, k, row)?;
                 }
                 let mut cust = get_row(txn, t.customer, ckey, buf, Customer::decode)?;
@@ -817,7 +841,7 @@ impl Client<'_> {
             items.clear();
             let (lo, hi) = (key::<16>(&[w, d, next.saturating_sub(20), 0]), key::<16>(&[w, d, next, 0]));
             txn.scan(t.order_line, &lo, Some(&hi), usize::MAX, false, &mut |_, v| {
-                if let Ok(line) = OrderLine::decode(v) {
+                if let Ok(line) = OrderLine::decode_any(v) {
                     items.push(line.i_id);
                 }
                 true

@@ -134,6 +134,51 @@ row!(Order { c_id: u32, entry_d: u64, carrier_id: u32, ol_cnt: u32, all_local: u
 
 row!(OrderLine { i_id: u32, supply_w_id: u32, delivery_d: u64, quantity: u32, amount: i64, dist_info: [u8; 24] });
 
+/// Which ORDER-LINE rows a TPC-C database holds, and so whether NEW-ORDER
+/// reads S_DIST_xx.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schema {
+    /// Clauses 1.3 and 2.4.2.2: ORDER-LINE keeps OL_DIST_INFO, which
+    /// NEW-ORDER copies from the stock row's S_DIST_xx.
+    #[default]
+    Spec,
+    /// As Silo's benchmark lays it out: ORDER-LINE without OL_DIST_INFO,
+    /// and NEW-ORDER does not read `stock_data`. The same work as Silo's
+    /// driver does, for side-by-side figures.
+    Silo,
+}
+
+impl OrderLine {
+    /// A [`Schema::Silo`] row: every column but OL_DIST_INFO, the last.
+    pub const SILO_SIZE: usize = Self::SIZE - 24;
+
+    /// The table's columns under `schema`.
+    pub fn columns(schema: Schema) -> &'static [(&'static str, usize)] {
+        match schema {
+            Schema::Spec => Self::COLUMNS,
+            Schema::Silo => &Self::COLUMNS[..Self::COLUMNS.len() - 1],
+        }
+    }
+
+    /// `encode`, without OL_DIST_INFO under [`Schema::Silo`].
+    pub fn encode_as(&self, schema: Schema, out: &mut Vec<u8>) {
+        self.encode(out);
+        if schema == Schema::Silo {
+            out.truncate(Self::SILO_SIZE);
+        }
+    }
+
+    /// A row of either schema; OL_DIST_INFO is zeros where it is absent.
+    pub fn decode_any(b: &[u8]) -> TxnResult<Self> {
+        if b.len() != Self::SILO_SIZE {
+            return Self::decode(b);
+        }
+        let mut full = [0u8; Self::SIZE];
+        full[..Self::SILO_SIZE].copy_from_slice(b);
+        Self::decode(&full)
+    }
+}
+
 row!(Item { im_id: u32, name: [u8; 24], price: i64, data: [u8; 50] });
 
 row!(
@@ -214,6 +259,15 @@ mod tests {
         assert_eq!(buf.len(), Order::SIZE);
         assert_eq!(Order::decode(&buf).expect("decode"), o);
         assert!(Order::decode(&buf[1..]).is_err());
+        let line = OrderLine { i_id: 3, supply_w_id: 1, delivery_d: 9, quantity: 5, amount: 70, dist_info: [7; 24] };
+        line.encode_as(Schema::Silo, &mut buf);
+        assert_eq!(buf.len(), OrderLine::SILO_SIZE);
+        assert_eq!(OrderLine::decode_any(&buf).expect("decode"), OrderLine { dist_info: [0; 24], ..line.clone() });
+        assert!(OrderLine::decode(&buf).is_err(), "a short row is not a spec row");
+        line.encode_as(Schema::Spec, &mut buf);
+        assert_eq!(OrderLine::decode_any(&buf).expect("decode"), line);
+        let silo: usize = OrderLine::columns(Schema::Silo).iter().map(|c| c.1).sum();
+        assert_eq!(silo, OrderLine::SILO_SIZE);
         let s = Stock { quantity: 5, ytd: 1, order_cnt: 2, remote_cnt: 3 };
         s.encode(&mut buf);
         assert_eq!((buf.len(), Stock::decode(&buf).expect("decode")), (16, s));

@@ -13,7 +13,7 @@ use epochdb::{Durability, Options, TableId};
 use epochdb_workloads::engine::{Engine, EpochDb, TxnKind, Variant};
 use epochdb_workloads::keygen::Rng;
 use epochdb_workloads::tpcc::Tpcc;
-use epochdb_workloads::tpcc_rows::{key, Order};
+use epochdb_workloads::tpcc_rows::{key, Order, Schema};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -81,9 +81,9 @@ fn child_process_entry_point() {
     let mode = durability(&std::env::var(CHILD_MODE).unwrap_or_default());
     let engine = EpochDb::open(Variant::MemSilo, options(dir, mode)).expect("child open");
     let tpcc = if dir.join(LOADED).exists() {
-        Tpcc::attach(&engine, WAREHOUSES).expect("attach")
+        Tpcc::attach(&engine, WAREHOUSES, Schema::Spec).expect("attach")
     } else {
-        let tpcc = Tpcc::load(&engine, WAREHOUSES, THREADS).expect("load");
+        let tpcc = Tpcc::load(&engine, WAREHOUSES, THREADS, Schema::Spec).expect("load");
         let db = engine.database();
         db.worker().expect("worker").wait_durable(db.epoch()).expect("load durable");
         std::fs::write(dir.join(LOADED), b"").expect("marker");
@@ -123,7 +123,7 @@ fn check(dir: &Path, mode: Durability) -> usize {
     if !dir.join(LOADED).exists() {
         return 0; // killed while loading: nothing was acknowledged
     }
-    let tpcc = Tpcc::attach(&engine, WAREHOUSES).expect("attach");
+    let tpcc = Tpcc::attach(&engine, WAREHOUSES, Schema::Spec).expect("attach");
     let mut worker = engine.worker().expect("worker");
     let failures = tpcc.check(&mut *worker).expect("consistency check");
     assert!(failures.is_empty(), "TPC-C consistency after recovery: {failures:?}");

@@ -18,7 +18,7 @@ use epochdb::{Backup, BackupOptions, Durability, Options, PrimaryOptions, Safety
 use epochdb_workloads::engine::{Engine, EpochDb, TxnKind, Variant};
 use epochdb_workloads::keygen::Rng;
 use epochdb_workloads::tpcc::Tpcc;
-use epochdb_workloads::tpcc_rows::{key, Order};
+use epochdb_workloads::tpcc_rows::{key, Order, Schema};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -81,9 +81,9 @@ fn child_process_entry_point() {
     std::fs::rename(&tmp, root.join(format!("addr.{run}"))).expect("address file");
     let in_sync = || db.replication_status().is_some_and(|s| s.backups.iter().any(|b| b.in_sync));
     let tpcc = if root.join(LOADED).exists() {
-        Tpcc::attach(&engine, WAREHOUSES).expect("attach")
+        Tpcc::attach(&engine, WAREHOUSES, Schema::Spec).expect("attach")
     } else {
-        let tpcc = Tpcc::load(&engine, WAREHOUSES, THREADS).expect("load");
+        let tpcc = Tpcc::load(&engine, WAREHOUSES, THREADS, Schema::Spec).expect("load");
         while !in_sync() {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -118,7 +118,7 @@ fn wait_for(path: &Path, child: &mut std::process::Child, what: &str) {
 /// Checks the promoted database; returns the acknowledgements checked and
 /// how many of them it lacks (0 is asserted under `sync`).
 fn check(engine: &EpochDb, persisted: u64, root: &Path, sync: bool) -> (usize, usize) {
-    let tpcc = Tpcc::attach(engine, WAREHOUSES).expect("attach");
+    let tpcc = Tpcc::attach(engine, WAREHOUSES, Schema::Spec).expect("attach");
     let mut worker = engine.worker().expect("worker");
     let failures = tpcc.check(&mut *worker).expect("consistency check");
     assert!(failures.is_empty(), "TPC-C consistency after failover: {failures:?}");

@@ -11,7 +11,8 @@
 #
 # Usage: SILO=/path/to/dbtest [SCHEMA=silo|spec] scripts/silo-figures.sh [RUNS] [SECONDS] [CONFIG...]
 #   RUNS     rounds (default 3)      SECONDS  measured seconds per run (default 15)
-#   CONFIG   among ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2 (default: all)
+#   CONFIG   among ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2
+#            tpcc-delta-1 tpcc-delta-2 (default: all but the delta ones)
 #
 # Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
 # read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C
@@ -21,7 +22,9 @@
 # the specification's rows instead, more work than Silo does). `tpcc-log-T` adds value logging
 # with fsync to one log file (Silo) or one logger (epochdb); it also runs
 # epochdb with logging off in the same round and prints log bytes per
-# committed transaction on both sides.
+# committed transaction on both sides. `tpcc-delta-T` is the same with
+# epochdb logging deltas (only the columns an update changed, Gawain)
+# against Silo's value logging.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${SILO:?set SILO to the path of the dbtest binary of the original Silo}"
@@ -72,9 +75,10 @@ for run in $(seq "$runs"); do
   for c in "${configs[@]}"; do
     t=${c##*-}
     log=0
-    [[ $c == *-log-* ]] && log=1
+    [[ $c == *-log-* || $c == *-delta-* ]] && log=1
     d=off
     [ $log = 1 ] && d=log
+    [[ $c == *-delta-* ]] && d=delta
     sides=(silo epochdb)
     [ $((run % 2)) = 0 ] && sides=(epochdb silo)
     [ $log = 1 ] && sides+=(epochdb-off)
@@ -101,7 +105,7 @@ for c in "${configs[@]}"; do
   e=$(col "epochdb-$c" 1)
   ratio=$(awk -v a="$e" -v b="$s" 'BEGIN {printf "%.2f", a / b}')
   logs="" off=""
-  if [[ $c == *-log-* ]]; then
+  if [[ $c == *-log-* || $c == *-delta-* ]]; then
     logs="$(col "epochdb-$c" 3) / $(col "silo-$c" 3)"
     off=$(awk -v a="$e" -v b="$(col "epochdb-off-$c" 1)" 'BEGIN {printf "%.2f", a / b}')
   fi

@@ -262,7 +262,7 @@ impl Tree {
 
     fn try_lookup(&self, key: &[u8]) -> Result<Lookup, Restart> {
         let d = self.descend(Target::Key(key), None)?;
-        let (i, found) = d.leaf.search(key)?;
+        let (i, found) = d.leaf.search_to_read(key)?;
         let record = if found { Some(NonNull::new(d.leaf.entry(i)).ok_or(Restart)?) } else { None };
         if !d.leaf.hdr.version.validate(d.version) {
             return Err(Restart);

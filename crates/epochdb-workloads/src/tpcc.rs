@@ -11,7 +11,8 @@
 //! the log holds 16-byte stock rows instead of 306-byte ones. Unlike Silo,
 //! NEW-ORDER still reads S_DIST_xx into OL_DIST_INFO, as clause 2.4.2.2 asks;
 //! [`Schema::Silo`] drops both as Silo's driver does, for side-by-side runs.
-//! NEW-ORDER (customer, items, stock), STOCK-LEVEL (stock) and DELIVERY
+//! NEW-ORDER (customer, its place in ORDER's index, items, stock),
+//! STOCK-LEVEL (stock) and DELIVERY
 //! (each district's oldest new order, order, order lines and customer, in
 //! three passes over the districts) announce the rows they will read with
 //! `Txn::prefetch`, which changes no result, only how the lookups' cache
@@ -612,7 +613,10 @@ impl Client<'_> {
         let ckey = key::<12>(&[w, d, cid]);
         let ikeys: Vec<[u8; 4]> = lines.iter().map(|&(i, _, _)| key::<4>(&[i])).collect();
         let skeys: Vec<[u8; 8]> = lines.iter().map(|&(i, supply, _)| key::<8>(&[supply, i])).collect();
-        let mut ahead: Vec<(Table, &[u8])> = vec![(t.customer, &ckey[..])];
+        // The customer's orders in ORDER's index, where this order's entry
+        // goes: an insert at a random place, unlike the other inserts here.
+        let ockey = key::<16>(&[w, d, cid, 0]);
+        let mut ahead: Vec<(Table, &[u8])> = vec![(t.customer, &ckey[..]), (t.order_customer, &ockey[..])];
         ahead.extend(ikeys.iter().map(|k| (t.item, &k[..])));
         ahead.extend(skeys.iter().map(|k| (t.stock, &k[..])));
         let schema = self.tpcc.schema;

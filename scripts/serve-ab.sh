@@ -8,11 +8,13 @@
 # rounds, and every run. Keep REQUESTS large enough for a few seconds a
 # test: redis-benchmark with --threads times a test only to its 250 ms
 # tick.
+# CLIENTS and PIPELINE in the environment replace -c 50 and -P 16.
 # Usage: scripts/serve-ab.sh REPS REQUESTS TESTS SERVER...
 # e.g.   scripts/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=$1 n=$2 tests=$3
+clients=${CLIENTS:-50} pipeline=${PIPELINE:-16}
 shift 3
 port=7413
 scratch=$(mktemp -d)
@@ -29,7 +31,7 @@ for r in $(seq "$reps"); do
     fi
     until redis-cli -p $port ping >/dev/null 2>&1; do sleep 0.1; done
     for t in ${tests//,/ }; do
-      rps=$(redis-benchmark -p $port -t "$t" -c 50 -P 16 -d 100 -r 1000000 --threads 2 -n "$n" --csv 2>/dev/null |
+      rps=$(redis-benchmark -p $port -t "$t" -c "$clients" -P "$pipeline" -d 100 -r 1000000 --threads 2 -n "$n" --csv 2>/dev/null |
         tail -1 | cut -d, -f2 | tr -d '"')
       res["$s $t"]="${res["$s $t"]:-} ${rps%.*}"
     done

@@ -52,6 +52,8 @@ pub struct Lookup {
     pub record: Option<NonNull<Record>>,
     pub leaf: *const Leaf,
     pub version: u64,
+    /// Where the key is, or would go, in `leaf` at `version`.
+    pub pos: usize,
 }
 
 /// What an insert-if-absent did.
@@ -267,7 +269,31 @@ impl Tree {
         if !d.leaf.hdr.version.validate(d.version) {
             return Err(Restart);
         }
-        Ok(Lookup { record, leaf: d.leaf, version: d.version })
+        Ok(Lookup { record, leaf: d.leaf, version: d.version, pos: i })
+    }
+
+    /// Maps `key` to `rec` in the leaf where `miss`, a lookup of `key` that
+    /// found nothing, would have found it, if that leaf is unchanged since
+    /// and has room: an insert without a second descent. `None` if not
+    /// (nothing changed; use [`Tree::insert_if_absent`]). Caller is still
+    /// in the epoch of the lookup, so the leaf is live.
+    pub fn insert_after_miss(&self, miss: &Lookup, key: &[u8], rec: NonNull<Record>) -> Option<Insert> {
+        debug_assert!(miss.record.is_none());
+        // SAFETY: reached by the lookup within the caller's epoch.
+        let l = unsafe { &*miss.leaf };
+        // An unchanged version: the same keys in the same range, so `key`
+        // is still absent, belongs here and goes at `pos`.
+        if !l.hdr.version.try_upgrade(miss.version) {
+            return None;
+        }
+        if l.count() == LEAF_WIDTH {
+            l.hdr.version.unlock_unmodified();
+            return None;
+        }
+        l.insert_at(miss.pos, key, rec.as_ptr());
+        let new_version = l.hdr.version.next_after_modify();
+        l.hdr.version.unlock_modified();
+        Some(Insert::Inserted { leaf: l, old_version: miss.version, new_version, sibling: None })
     }
 
     /// Maps `key` to `rec` unless the key is present.

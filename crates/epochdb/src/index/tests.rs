@@ -109,7 +109,10 @@ fn matches_a_btreemap_model() {
         match rng.below(10) {
             0..=4 => {
                 let r = rec(&key);
-                match tree.insert_if_absent(&key, r) {
+                // Half the inserts go where a lookup that missed left off.
+                let miss = Some(tree.lookup(&key)).filter(|l| l.record.is_none() && step % 2 == 0);
+                let done = miss.and_then(|l| tree.insert_after_miss(&l, &key, r));
+                match done.unwrap_or_else(|| tree.insert_if_absent(&key, r)) {
                     Insert::Existing(_) => {
                         assert!(model.contains_key(&key));
                         // SAFETY: never published.
@@ -177,6 +180,31 @@ fn versions_change_exactly_when_keys_come_and_go() {
     // SAFETY: the root leaf is never removed.
     assert_ne!(unsafe { &*leaf }.hdr.version.load(), new_version);
     free_retired(retired, vec![r, r2]);
+}
+
+/// An insert after a miss takes the leaf the lookup reached only while
+/// that leaf is unchanged and has room.
+#[test]
+fn inserts_after_a_miss_only_into_an_unchanged_leaf_with_room() {
+    let tree = Tree::new(); // owns every record inserted (frees them on drop)
+    let put = |key: &[u8]| assert!(matches!(tree.insert_if_absent(key, rec(key)), Insert::Inserted { .. }));
+    put(b"a");
+    let miss = tree.lookup(b"c");
+    put(b"b"); // the leaf changes under the miss
+    let r = rec(b"c");
+    assert!(tree.insert_after_miss(&miss, b"c", r).is_none());
+    let miss = tree.lookup(b"c");
+    assert!(matches!(tree.insert_after_miss(&miss, b"c", r), Some(Insert::Inserted { .. })));
+    assert_eq!(tree.lookup(b"c").record, Some(r));
+    for i in 3..LEAF_WIDTH as u8 {
+        put(&[b'c', i]);
+    }
+    let miss = tree.lookup(b"z"); // a full leaf: the insert must split it
+    let z = rec(b"z");
+    assert!(tree.insert_after_miss(&miss, b"z", z).is_none());
+    assert!(tree.lookup(b"z").record.is_none());
+    assert!(matches!(tree.insert_if_absent(b"z", z), Insert::Inserted { .. }));
+    assert_eq!(collect(&tree, Unbounded, Unbounded, false, usize::MAX).len(), LEAF_WIDTH + 1);
 }
 
 #[test]

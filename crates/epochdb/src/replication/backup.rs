@@ -496,6 +496,9 @@ fn session(
                 // than its memory); without the file it stays in memory.
                 let log = disk.log.reader().map(|f| (f, at)).ok();
                 disk.replay.push(lo, hi, block, log, stop);
+                if body.capacity() == 0 {
+                    body = disk.replay.spare(); // `recv` gave the last one away
+                }
             }
             Msg::Released { epoch } => disk.replay.released(epoch),
             Msg::Seal { stream, epoch } => {

@@ -169,7 +169,15 @@ pub(crate) struct Replay {
     cv: Condvar,
     error: Mutex<Option<String>>,
     memory: usize,
+    /// Buffers of replayed blocks, for the receiver to fill again.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Spare block buffers kept, each at most [`SPARE_BYTES`]: a few epochs'
+/// worth of a primary's usual blocks (its log buffer, 512 KiB by
+/// default, seals one when full), and at most 32 MiB.
+const SPARE_BUFFERS: usize = 32;
+const SPARE_BYTES: usize = 1 << 20;
 
 impl Default for Replay {
     fn default() -> Replay {
@@ -238,7 +246,27 @@ impl Block {
 impl Replay {
     /// A replay queue that holds at most `memory` unreplayed bytes.
     pub fn new(memory: usize) -> Replay {
-        Replay { q: Mutex::default(), cv: Condvar::new(), error: Mutex::default(), memory }
+        Replay { q: Mutex::default(), cv: Condvar::new(), error: Mutex::default(), memory, spare: Mutex::default() }
+    }
+
+    /// An empty buffer for the next received block: one a replayed block
+    /// left, whose pages are already faulted in, if there is one.
+    pub fn spare(&self) -> Vec<u8> {
+        lock(&self.spare).pop().unwrap_or_default()
+    }
+
+    /// Keeps the bytes of replayed blocks, up to [`SPARE_BUFFERS`].
+    fn recycle(&self, batch: Vec<Arc<Block>>) {
+        let mut spare = lock(&self.spare);
+        for b in batch {
+            // Still queued (it reaches past the target) if shared.
+            if let Ok(Block { data: Data::Memory(mut bytes), .. }) = Arc::try_unwrap(b) {
+                if spare.len() < SPARE_BUFFERS && bytes.capacity() <= SPARE_BYTES {
+                    bytes.clear();
+                    spare.push(bytes);
+                }
+            }
+        }
     }
 
     /// A block the receiver appended (not yet persisted), at `log` (its
@@ -408,6 +436,7 @@ fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Res
             apply(db, &mut parts, &batch, applied, target)?;
             applied = target;
         }
+        replay.recycle(batch);
         // The versions of epochs <= target are all in place: show them.
         db.epochs().drive_snapshot(target + 1);
         view.view.store(target, Ordering::Release);
@@ -430,6 +459,7 @@ struct Scratch {
     old: Vec<u8>,
     row: Vec<u8>,
     merge: columns::MergeScratch,
+    tables: Vec<Arc<crate::catalog::Table>>,
 }
 
 fn bad(what: impl std::fmt::Display) -> Error {
@@ -601,11 +631,16 @@ fn install(
 ) -> Result<(), String> {
     let (tid, key) = (e.tid, e.key);
     let epoch = tid.epoch();
-    let table = w.tables[ti].clone();
-    let tree = &table.tree;
+    // The worker's tables, held apart from it (`w` is borrowed mutably
+    // below) without an Arc count per entry.
+    if s.tables.len() != w.tables.len() {
+        s.tables.clone_from(&w.tables);
+    }
+    let tree = &s.tables[ti].tree;
     let new_word = tid.raw() | LATEST_BIT | if e.write == Write::Delete { ABSENT_BIT } else { 0 };
     loop {
-        let Some(rec) = tree.lookup(key).record else {
+        let found = tree.lookup(key);
+        let Some(rec) = found.record else {
             let value = match e.write {
                 // A tombstone: an older write of the key, installed after
                 // this, must not bring the row back.
@@ -614,7 +649,9 @@ fn install(
                 Write::Value(v) => v,
             };
             let fresh = Record::alloc(key, value, 0, new_word, std::ptr::null_mut());
-            match tree.insert_if_absent(key, fresh) {
+            // Most misses insert into the leaf the lookup reached.
+            let done = tree.insert_after_miss(&found, key, fresh).unwrap_or_else(|| tree.insert_if_absent(key, fresh));
+            match done {
                 crate::index::Insert::Inserted { .. } => {
                     if e.write == Write::Delete {
                         let c = Cleanup { snap_epoch: epoch, table: e.table, key: key.into(), word: new_word };
@@ -737,5 +774,20 @@ mod tests {
             drop((w, p, db));
             std::fs::remove_dir_all(&dir).ok();
         }
+    }
+
+    /// Replayed blocks give their buffers back for the receiver to fill;
+    /// a block still queued (shared) keeps its own.
+    #[test]
+    fn replayed_blocks_leave_their_buffers_to_the_receiver() {
+        let replay = Replay::default();
+        assert_eq!(replay.spare().capacity(), 0);
+        let (done, queued) = (block(1, 1, &[(1, b"k", Some(b"v"))]), block(1, 2, &[(2, b"k", Some(b"w"))]));
+        let still_queued = queued.clone();
+        replay.recycle(vec![done, queued]);
+        let spare = replay.spare();
+        assert!(spare.is_empty() && spare.capacity() >= frame::BLOCK_HEADER_LEN);
+        assert_eq!(replay.spare().capacity(), 0, "the shared block's buffer stays with it");
+        assert!(matches!(&still_queued.data, Data::Memory(b) if !b.is_empty()));
     }
 }

@@ -168,8 +168,7 @@ impl Msg {
             WELCOME => Msg::Welcome { streams: f.u16()?, proof: f.nonce()?, manifest: f.rest() },
             REFUSE => Msg::Refuse { reason: String::from_utf8_lossy(&f.rest()).into_owned() },
             BLOCK => {
-                let stream = f.u16()?;
-                let (lo, hi) = (f.u64()?, f.u64()?);
+                let (stream, lo, hi) = f.block_head()?;
                 Msg::Block { stream, lo, hi, block: f.rest() }
             }
             SEAL => Msg::Seal { stream: f.u16()?, epoch: f.u64()? },
@@ -216,6 +215,11 @@ impl<'a> Fields<'a> {
 
     fn nonce(&mut self) -> Result<Nonce> {
         self.take(32).map(|b| b.try_into().unwrap_or([0; 32]))
+    }
+
+    /// A block frame's stream and epochs.
+    fn block_head(&mut self) -> Result<(u16, u64, u64)> {
+        Ok((self.u16()?, self.u64()?, self.u64()?))
     }
 
     /// The remaining bytes, owned.
@@ -340,6 +344,7 @@ pub fn recv_at_most(r: &mut impl Read, body: &mut Vec<u8>, max: usize) -> Result
         return Err(protocol(format!("a frame of {len} bytes (at most {max})")));
     }
     body.clear();
+    body.reserve_exact(len + 4); // at once, not by doubling as it reads
     let got = r.take(len as u64 + 4).read_to_end(body).map_err(|e| protocol(format!("receive: {e}")))?;
     if got < len + 4 {
         return Err(protocol("the stream ended inside a frame"));
@@ -347,6 +352,18 @@ pub fn recv_at_most(r: &mut impl Read, body: &mut Vec<u8>, max: usize) -> Result
     let crc = u32::from_le_bytes([body[len], body[len + 1], body[len + 2], body[len + 3]]);
     if crate::crc32c::checksum(&body[..len]) != crc {
         return Err(protocol("a frame checksum mismatch"));
+    }
+    if body[0] == BLOCK {
+        // The block takes `body` itself, moved down over the head, not a
+        // copy in new memory: the receiver hands back a recycled buffer
+        // (`Replay::spare`), so a backup's blocks do not fault in fresh
+        // pages (5.7% of its CPU, mostly the kernel zeroing them).
+        let mut f = Fields { kind: BLOCK, rest: &body[1..len] };
+        let (stream, lo, hi) = f.block_head()?;
+        let head = len - f.rest.len();
+        body.truncate(len);
+        body.drain(..head);
+        return Ok(Some(Msg::Block { stream, lo, hi, block: std::mem::take(body) }));
     }
     Msg::decode(&body[..len]).map(Some)
 }

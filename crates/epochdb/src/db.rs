@@ -517,6 +517,7 @@ impl Database {
             delta: Default::default(),
             stats: WorkerStats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ (Arc::as_ptr(&shared) as u64),
+            view_reader: false,
             shared,
             _not_sync: PhantomData,
         })
@@ -942,6 +943,8 @@ pub struct Worker {
     pub(crate) delta: crate::txn::delta::Deltas,
     pub(crate) stats: WorkerStats,
     rng: u64,
+    /// A read at a standby's read view is under way (`ReadView::readers`).
+    view_reader: bool,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -1029,8 +1032,18 @@ impl Worker {
         let shared = self.shared.clone();
         let view = shared.standby_view();
         crate::replication::standby::check_fresh(&shared.epochs, view, &shared.options, freshness, &shared.closed)?;
+        if let Some(v) = view {
+            v.reader_begins();
+            self.view_reader = true; // until `leave`
+        }
         // Read at exactly the `se_w` that reclamation sees.
-        let (_, se) = self.enter()?;
+        let (_, se) = match self.enter() {
+            Ok(entered) => entered,
+            Err(e) => {
+                self.end_view_read();
+                return Err(e);
+            }
+        };
         if view.is_some_and(|v| v.view() == 0) {
             self.leave();
             return Err(Error::Stale {
@@ -1238,6 +1251,15 @@ impl Worker {
         (i < self.tables.len()).then_some(i)
     }
 
+    /// Ends a read counted at a standby's read view, if one is under way.
+    fn end_view_read(&mut self) {
+        if std::mem::take(&mut self.view_reader) {
+            if let Some(v) = self.shared.view.as_deref() {
+                v.reader_ends();
+            }
+        }
+    }
+
     /// Marks this worker active; returns `(e_w, se_w)`.
     pub(crate) fn enter(&mut self) -> Result<(u64, u64)> {
         if self.shared.closed.load(Ordering::Acquire) {
@@ -1252,6 +1274,7 @@ impl Worker {
     /// Ends a transaction: retires what it unlinked, collects garbage while
     /// still protected by its epoch, then goes quiescent.
     pub(crate) fn leave(&mut self) {
+        self.end_view_read();
         let snapshot_bound = self.shared.epochs.snapshot_bound();
         self.garbage.due_cleanups(snapshot_bound, self.shared.epochs.current(), &mut self.cleanups);
         let mut cleanups = std::mem::take(&mut self.cleanups);

@@ -354,6 +354,8 @@ fn a_restarted_primary_begins_a_new_term_and_its_backup_follows() {
 /// never an epoch the primary has not released, and never go back; a read
 /// can ask for a write's epoch to see it. Writes are refused, and a
 /// standby cut off from its primary answers a bounded read with `Stale`.
+/// Reads come both back to back and after pauses (after which replay has
+/// stopped keeping old versions for them).
 #[test]
 fn a_hot_standby_serves_consistent_released_snapshots() {
     use epochdb::{Error, Freshness};
@@ -422,6 +424,12 @@ fn a_hot_standby_serves_consistent_released_snapshots() {
             let mut w = standby.worker().expect("standby worker");
             let (mut checks, mut last_view) = (0u64, 0u64);
             while !done.load(std::sync::atomic::Ordering::Acquire) || checks < 10 {
+                if checks % 4 == 3 {
+                    // A pause longer than the standby's quiet stretch (25
+                    // epochs of 5 ms): replay stops keeping old versions,
+                    // and the next read arrives while it installs.
+                    std::thread::sleep(Duration::from_millis(150));
+                }
                 let view = backup.read_view();
                 assert!(view >= last_view, "the read view went back from {last_view} to {view}");
                 // Read the primary's released epoch after the view: it only grows.
@@ -429,13 +437,22 @@ fn a_hot_standby_serves_consistent_released_snapshots() {
                 last_view = view;
                 let (mut total, mut accounts, mut rows) = (0, 0, 0);
                 if checks % 2 == 0 {
+                    // In two halves, with epochs replayed in between: the
+                    // second half reads versions kept for the snapshot.
+                    use std::ops::Bound::{Excluded, Included, Unbounded};
                     let mut snap = w.snapshot().expect("snapshot");
-                    snap.scan(sbank, .., usize::MAX, |_, v| {
-                        total += decode(v);
-                        accounts += 1;
-                        true
-                    })
-                    .expect("scan");
+                    let mid = (ACCOUNTS / 2).to_be_bytes();
+                    for half in [(Unbounded, Excluded(&mid[..])), (Included(&mid[..]), Unbounded)] {
+                        snap.scan(sbank, half, usize::MAX, |_, v| {
+                            total += decode(v);
+                            accounts += 1;
+                            true
+                        })
+                        .expect("scan");
+                        if matches!(half.0, Unbounded) {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
                     snap.scan(schurn, .., usize::MAX, |_, _| {
                         rows += 1;
                         true

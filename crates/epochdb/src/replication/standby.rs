@@ -101,7 +101,20 @@ pub(crate) struct ReadView {
     view: AtomicU64,
     /// When the newest release the view covers was heard.
     fresh_at: Mutex<Option<Instant>>,
+    /// Reads at the view under way (from `reader_begins` to `reader_ends`).
+    readers: AtomicU64,
+    /// The view when the last read began.
+    last_read: AtomicU64,
+    /// Set while replay installs a batch without keeping the versions it
+    /// overwrites: a read may not begin then.
+    bare: AtomicBool,
 }
+
+/// Epochs (about a second) without a read before replay stops keeping
+/// overwritten versions for reads: copying every overwritten row costs a
+/// backup about a tenth of its CPU, and a read that arrives during a bare
+/// batch waits for its end, so reads that keep coming never wait.
+const QUIET_EPOCHS: u64 = 25;
 
 impl ReadView {
     /// Every epoch `<=` this is replayed and released; 0 before the first.
@@ -111,6 +124,43 @@ impl ReadView {
 
     pub fn staleness(&self) -> Option<Duration> {
         lock(&self.fresh_at).map(|t| t.elapsed())
+    }
+
+    /// A read at the view begins: waits out a bare batch (whose
+    /// overwritten versions are gone), after which the view covers it.
+    pub fn reader_begins(&self) {
+        // SeqCst with `begin_batch`: either replay sees this reader, or
+        // this reader sees the batch bare and waits.
+        self.readers.fetch_add(1, Ordering::SeqCst);
+        self.last_read.fetch_max(self.view(), Ordering::Relaxed);
+        while self.bare.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    pub fn reader_ends(&self) {
+        self.readers.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Whether replay must keep, for reads, the versions the next batch
+    /// overwrites: unless no read is under way and none began in the last
+    /// [`QUIET_EPOCHS`]; then the batch is bare until `end_batch`.
+    fn begin_batch(&self) -> bool {
+        let quiet = self.view().saturating_sub(self.last_read.load(Ordering::Relaxed)) >= QUIET_EPOCHS;
+        if !quiet || self.readers.load(Ordering::SeqCst) != 0 {
+            return true;
+        }
+        self.bare.store(true, Ordering::SeqCst);
+        if self.readers.load(Ordering::SeqCst) != 0 {
+            self.bare.store(false, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// After the view moved past a batch.
+    fn end_batch(&self) {
+        self.bare.store(false, Ordering::SeqCst);
     }
 }
 
@@ -433,13 +483,19 @@ fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Res
         (0..threads).map(|_| Ok(Part { w: db.worker()?, s: Scratch::default() })).collect::<Result<Vec<_>>>()?;
     while let Some((target, batch, heard_at)) = replay.next(view.view(), applied) {
         if target > applied {
-            apply(db, &mut parts, &batch, applied, target)?;
+            let keep = view.begin_batch();
+            let applied_batch = apply(db, &mut parts, &batch, applied, target, keep);
+            if applied_batch.is_err() {
+                view.end_batch(); // replay stops: reads see the view as it was
+            }
+            applied_batch?;
             applied = target;
         }
         replay.recycle(batch);
         // The versions of epochs <= target are all in place: show them.
         db.epochs().drive_snapshot(target + 1);
         view.view.store(target, Ordering::Release);
+        view.end_batch();
         if heard_at.is_some() {
             *lock(&view.fresh_at) = heard_at;
         }
@@ -475,7 +531,8 @@ const PARALLEL_MIN_BYTES: usize = 64 << 10;
 /// one thread, which orders its deltas (`apply_part`). Keys are
 /// independent (a snapshot sees nothing of `(from, to]` until the view
 /// moves), so the threads need no order between them.
-fn apply(db: &Database, parts: &mut [Part], batch: &[Arc<Block>], from: u64, to: u64) -> Result<()> {
+/// Without `keep`, no read can need the versions the batch overwrites.
+fn apply(db: &Database, parts: &mut [Part], batch: &[Arc<Block>], from: u64, to: u64, keep: bool) -> Result<()> {
     let manifest = lock(&db.store().manifest).clone();
     let bytes: usize = batch.iter().map(|b| b.len).sum();
     let n = if bytes < PARALLEL_MIN_BYTES { 1 } else { parts.len() };
@@ -491,10 +548,10 @@ fn apply(db: &Database, parts: &mut [Part], batch: &[Arc<Block>], from: u64, to:
         let helpers: Vec<_> = (helpers.iter_mut().enumerate())
             .map(|(i, p)| {
                 let thread = std::thread::Builder::new().name("epochdb-replay".into());
-                thread.spawn_scoped(scope, move || apply_part(manifest, p, batch, from, to, (i + 1, n)))
+                thread.spawn_scoped(scope, move || apply_part(manifest, p, batch, (from, to, keep), (i + 1, n)))
             })
             .collect();
-        let mut result = apply_part(manifest, first, batch, from, to, (0, n));
+        let mut result = apply_part(manifest, first, batch, (from, to, keep), (0, n));
         for h in helpers {
             let r = match h {
                 Ok(h) => h.join().unwrap_or_else(|_| Err(bad("a replay thread panicked"))),
@@ -522,10 +579,11 @@ fn apply_part(
     manifest: &Manifest,
     p: &mut Part,
     batch: &[Arc<Block>],
-    from: u64,
-    to: u64,
+    (from, to, keep): (u64, u64, bool),
     (part, parts): (usize, usize),
 ) -> Result<()> {
+    // Readers may be at any view `<= from`.
+    let keep_below = keep.then_some(from);
     let Part { w, s } = p;
     // Blocks read back from the log whose deltas this part needs: read
     // again, all at once, after the whole rows (a block is dropped as soon
@@ -541,14 +599,14 @@ fn apply_part(
         let decoded = match &b.data {
             Data::Memory(bytes) => entries(bytes, scope, |e| match e.write {
                 Write::Delta(_) => deltas.push(e),
-                _ if result.is_ok() => result = install_entry(w, manifest, &e, from, s),
+                _ if result.is_ok() => result = install_entry(w, manifest, &e, keep_below, s),
                 _ => {}
             }),
             Data::Log { .. } => b.read_back().and_then(|bytes| {
                 let mut has_delta = false;
                 let r = entries(&bytes, scope, |e| match e.write {
                     Write::Delta(_) => has_delta = true,
-                    _ if result.is_ok() => result = install_entry(w, manifest, &e, from, s),
+                    _ if result.is_ok() => result = install_entry(w, manifest, &e, keep_below, s),
                     _ => {}
                 });
                 if has_delta {
@@ -580,7 +638,7 @@ fn apply_part(
     }
     if result.is_ok() {
         deltas.sort_unstable_by_key(|e| e.tid);
-        result = deltas.iter().try_for_each(|e| install_entry(w, manifest, e, from, s));
+        result = deltas.iter().try_for_each(|e| install_entry(w, manifest, e, keep_below, s));
     }
     w.leave();
     result
@@ -610,23 +668,30 @@ fn entries<'a>(
 }
 
 /// Installs `e` into its table (see `install`).
-fn install_entry(w: &mut Worker, manifest: &Manifest, e: &Entry<'_>, view: u64, s: &mut Scratch) -> Result<()> {
+fn install_entry(
+    w: &mut Worker,
+    manifest: &Manifest,
+    e: &Entry<'_>,
+    keep_below: Option<u64>,
+    s: &mut Scratch,
+) -> Result<()> {
     let Some(ti) = w.table_slot(e.table) else {
         return Err(bad(format!("an entry of table {}, which the catalog lacks", e.table)));
     };
     let schema = manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
-    install(w, ti, schema, e, view, s).map_err(|what| bad(format!("table {}, key {:02x?}: {what}", e.table, e.key)))
+    install(w, ti, schema, e, keep_below, s)
+        .map_err(|what| bad(format!("table {}, key {:02x?}: {what}", e.table, e.key)))
 }
 
-/// Installs one entry unless the key holds a newer one. Readers may be at
-/// any view `<= view`: a version they can see (epoch `<= view`) is kept
-/// behind the new one.
+/// Installs one entry unless the key holds a newer one. A version reads
+/// may see (of an epoch `<= keep_below`) is kept behind the new one;
+/// `None`: no read can.
 fn install(
     w: &mut Worker,
     ti: usize,
     schema: Option<&Schema>,
     e: &Entry<'_>,
-    view: u64,
+    keep_below: Option<u64>,
     s: &mut Scratch,
 ) -> Result<(), String> {
     let (tid, key) = (e.tid, e.key);
@@ -694,7 +759,7 @@ fn install(
                 &s.row
             }
         };
-        let keep_old = old_tid != Tid::ZERO && old_tid.epoch() <= view;
+        let keep_old = keep_below.is_some_and(|view| old_tid != Tid::ZERO && old_tid.epoch() <= view);
         if e.write == Write::Delete || value.len() <= r.capacity() {
             if keep_old {
                 w.keep_old_version(r, old, epoch);
@@ -760,7 +825,7 @@ mod tests {
             // Below PARALLEL_MIN_BYTES `apply` uses one part: call each.
             let manifest = lock(&db.store().manifest).clone();
             for (i, part) in p.iter_mut().enumerate() {
-                apply_part(&manifest, part, &batch, 0, 3, (i, parts)).expect("apply");
+                apply_part(&manifest, part, &batch, (0, 3, true), (i, parts)).expect("apply");
             }
             db.epochs().drive_snapshot(4);
             view.view.store(3, Ordering::Release);
@@ -789,5 +854,35 @@ mod tests {
         assert!(spare.is_empty() && spare.capacity() >= frame::BLOCK_HEADER_LEN);
         assert_eq!(replay.spare().capacity(), 0, "the shared block's buffer stays with it");
         assert!(matches!(&still_queued.data, Data::Memory(b) if !b.is_empty()));
+    }
+
+    /// Replay drops overwritten versions only while no read is under way
+    /// or recent, and a read that arrives meanwhile waits for the batch's
+    /// end.
+    #[test]
+    fn bare_batches_only_without_reads_and_reads_wait_them_out() {
+        let view = ReadView::default();
+        assert!(view.begin_batch(), "no quiet stretch yet: the first epochs keep versions");
+        view.view.store(QUIET_EPOCHS, Ordering::Release);
+        assert!(!view.begin_batch(), "quiet, no reads: bare");
+        let began = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                view.reader_begins();
+                began.store(true, Ordering::Release);
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!began.load(Ordering::Acquire), "a read began inside a bare batch");
+            view.view.store(QUIET_EPOCHS + 1, Ordering::Release);
+            view.end_batch();
+        });
+        assert!(began.load(Ordering::Acquire));
+        assert!(view.begin_batch(), "a read under way");
+        view.end_batch();
+        view.reader_ends();
+        assert!(view.begin_batch(), "a read began in the last QUIET_EPOCHS");
+        view.view.store(2 * QUIET_EPOCHS + 1, Ordering::Release);
+        assert!(!view.begin_batch(), "quiet again");
+        view.end_batch();
     }
 }

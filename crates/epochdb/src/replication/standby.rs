@@ -116,6 +116,11 @@ pub(crate) struct ReadView {
 /// batch waits for its end, so reads that keep coming never wait.
 const QUIET_EPOCHS: u64 = 25;
 
+/// The largest batch replayed bare: a read that arrives waits for at most
+/// this much replay (about 0.1 s on one thread here); a catch-up's batch
+/// of many epochs keeps versions, and reads during it go on at the view.
+const BARE_MAX_BYTES: usize = 32 << 20;
+
 impl ReadView {
     /// Every epoch `<=` this is replayed and released; 0 before the first.
     pub fn view(&self) -> u64 {
@@ -143,11 +148,12 @@ impl ReadView {
     }
 
     /// Whether replay must keep, for reads, the versions the next batch
-    /// overwrites: unless no read is under way and none began in the last
-    /// [`QUIET_EPOCHS`]; then the batch is bare until `end_batch`.
-    fn begin_batch(&self) -> bool {
+    /// (of `bytes`) overwrites: unless it is at most [`BARE_MAX_BYTES`],
+    /// no read is under way and none began in the last [`QUIET_EPOCHS`];
+    /// then the batch is bare until `end_batch`.
+    fn begin_batch(&self, bytes: usize) -> bool {
         let quiet = self.view().saturating_sub(self.last_read.load(Ordering::Relaxed)) >= QUIET_EPOCHS;
-        if !quiet || self.readers.load(Ordering::SeqCst) != 0 {
+        if bytes > BARE_MAX_BYTES || !quiet || self.readers.load(Ordering::SeqCst) != 0 {
             return true;
         }
         self.bare.store(true, Ordering::SeqCst);
@@ -483,7 +489,7 @@ fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Res
         (0..threads).map(|_| Ok(Part { w: db.worker()?, s: Scratch::default() })).collect::<Result<Vec<_>>>()?;
     while let Some((target, batch, heard_at)) = replay.next(view.view(), applied) {
         if target > applied {
-            let keep = view.begin_batch();
+            let keep = view.begin_batch(batch.iter().map(|b| b.len).sum());
             let applied_batch = apply(db, &mut parts, &batch, applied, target, keep);
             if applied_batch.is_err() {
                 view.end_batch(); // replay stops: reads see the view as it was
@@ -856,15 +862,15 @@ mod tests {
         assert!(matches!(&still_queued.data, Data::Memory(b) if !b.is_empty()));
     }
 
-    /// Replay drops overwritten versions only while no read is under way
-    /// or recent, and a read that arrives meanwhile waits for the batch's
-    /// end.
+    /// Replay drops overwritten versions only in short batches while no
+    /// read is under way or recent, and a read that arrives meanwhile
+    /// waits for the batch's end.
     #[test]
     fn bare_batches_only_without_reads_and_reads_wait_them_out() {
         let view = ReadView::default();
-        assert!(view.begin_batch(), "no quiet stretch yet: the first epochs keep versions");
+        assert!(view.begin_batch(1), "no quiet stretch yet: the first epochs keep versions");
         view.view.store(QUIET_EPOCHS, Ordering::Release);
-        assert!(!view.begin_batch(), "quiet, no reads: bare");
+        assert!(!view.begin_batch(1), "quiet, no reads: bare");
         let began = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -877,12 +883,13 @@ mod tests {
             view.end_batch();
         });
         assert!(began.load(Ordering::Acquire));
-        assert!(view.begin_batch(), "a read under way");
+        assert!(view.begin_batch(1), "a read under way");
         view.end_batch();
         view.reader_ends();
-        assert!(view.begin_batch(), "a read began in the last QUIET_EPOCHS");
+        assert!(view.begin_batch(1), "a read began in the last QUIET_EPOCHS");
         view.view.store(2 * QUIET_EPOCHS + 1, Ordering::Release);
-        assert!(!view.begin_batch(), "quiet again");
+        assert!(view.begin_batch(BARE_MAX_BYTES + 1), "a batch too long to make a read wait for");
+        assert!(!view.begin_batch(1), "quiet again");
         view.end_batch();
     }
 }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A/B of what a backup costs, between builds of epochdb: the `sync-1`
+# configuration of scripts/query-fresh-figures.sh (a 1-thread durable
+# TPC-C primary on CPU 0, one sync backup with one replay thread on
+# CPU 1, 10 s after a 5 s warm-up), each build in turn, the order
+# reversed every other round. Prints each run (build, txn/s, backup CPU
+# per MB of log in ms, primary CPU per MB in ms, their ratio), then the
+# medians per build.
+# Usage: scripts/backup-cpu-ab.sh REPS BIN... (e.g. two copies of
+# target/release/epochdb built from the commits to compare)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=${1:?usage: scripts/backup-cpu-ab.sh REPS BIN...}
+shift
+[ $# -ge 1 ] || { echo "usage: scripts/backup-cpu-ab.sh REPS BIN..." >&2; exit 2; }
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+source scripts/round-order.sh
+runs=$scratch/runs
+for rep in $(seq "$reps"); do
+  mapfile -t order < <(round_order "$rep" "$@")
+  for bin in "${order[@]}"; do
+    taskset -c 0 "$bin" bench tpcc --threads 1 --duration 10 --warmup 5 --durability log \
+      --data-dir "$scratch/db" --replicas 1 --safety sync --replica-cpu 1 --replay-threads 1 \
+      --json "$scratch/r.json" >/dev/null 2>&1
+    python3 - "$bin" "$scratch/r.json" <<'EOF' | tee -a "$runs"
+import json, sys
+r = json.load(open(sys.argv[2]))
+b, p = r["replication"]["backup_ms_per_log_mb"], r["durability"]["cpu_ms_per_log_mb"]
+print(sys.argv[1], round(r["throughput"]), "%.2f" % b, "%.2f" % p, "%.3f" % (b / p))
+EOF
+    rm -rf "$scratch"/db*
+  done
+done
+echo "medians: build, txn/s, backup ms/MB, primary ms/MB, backup / primary"
+python3 - "$runs" "$@" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+for bin in sys.argv[2:]:
+    mine = [r for r in rows if r[0] == bin]
+    print(bin, *("%g" % statistics.median(float(r[i]) for r in mine) for i in range(1, 5)))
+EOF

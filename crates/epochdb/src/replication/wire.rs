@@ -344,7 +344,9 @@ pub fn recv_at_most(r: &mut impl Read, body: &mut Vec<u8>, max: usize) -> Result
         return Err(protocol(format!("a frame of {len} bytes (at most {max})")));
     }
     body.clear();
-    body.reserve_exact(len + 4); // at once, not by doubling as it reads
+    // At once, not by doubling as it reads; past a usual block's size,
+    // only as the bytes arrive (a length is a claim until then).
+    body.reserve_exact((len + 4).min(4 << 20));
     let got = r.take(len as u64 + 4).read_to_end(body).map_err(|e| protocol(format!("receive: {e}")))?;
     if got < len + 4 {
         return Err(protocol("the stream ended inside a frame"));

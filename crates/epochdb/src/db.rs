@@ -1253,7 +1253,9 @@ impl Worker {
 
     /// Ends a read counted at a standby's read view, if one is under way.
     fn end_view_read(&mut self) {
-        if std::mem::take(&mut self.view_reader) {
+        // Checked before it is written: `leave` ends every commit.
+        if self.view_reader {
+            self.view_reader = false;
             if let Some(v) = self.shared.view.as_deref() {
                 v.reader_ends();
             }

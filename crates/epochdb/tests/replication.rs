@@ -427,7 +427,9 @@ fn a_hot_standby_serves_consistent_released_snapshots() {
                 if checks % 4 == 3 {
                     // A pause longer than the standby's quiet stretch (25
                     // epochs of 5 ms): replay stops keeping old versions,
-                    // and the next read arrives while it installs.
+                    // and the next read begins after bare batches. (One
+                    // that arrives during a bare batch is the unit test
+                    // `bare_batches_only_without_reads_and_reads_wait_them_out`'s.)
                     std::thread::sleep(Duration::from_millis(150));
                 }
                 let view = backup.read_view();

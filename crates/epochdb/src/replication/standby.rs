@@ -491,11 +491,8 @@ fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Res
     while let Some((target, batch, heard_at)) = replay.next(view.view(), applied) {
         if target > applied {
             let keep = view.begin_batch(batch.iter().map(|b| b.len).sum());
-            let applied_batch = apply(db, &mut parts, &batch, applied, target, keep);
-            if applied_batch.is_err() {
-                view.end_batch(); // replay stops: reads see the view as it was
-            }
-            applied_batch?;
+            // On failure replay stops, and reads see the view as it was.
+            apply(db, &mut parts, &batch, applied, target, keep).inspect_err(|_| view.end_batch())?;
             applied = target;
         }
         replay.recycle(batch);

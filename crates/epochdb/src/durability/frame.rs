@@ -32,7 +32,8 @@ use std::path::{Path, PathBuf};
 /// to 3 are still read. Version 5: a single logger's seal markers
 /// ([`seal_marker`]) record pepoch in the log, and the pepoch file may
 /// trail them (an older build would lose the epochs only they record).
-pub const VERSION: u32 = 5;
+/// Version 6: log records with varint counts and lengths (`log.rs`).
+pub const VERSION: u32 = 6;
 const OLDEST_READABLE: u32 = 1;
 pub const FILE_HEADER_LEN: usize = 16;
 pub const BLOCK_HEADER_LEN: usize = 32;

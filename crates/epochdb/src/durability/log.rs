@@ -7,60 +7,140 @@
 //! the partly filled current buffer itself at each epoch change, so a
 //! worker never waits on its logger unless its pool is empty
 //! (backpressure). Encoding and decoding of log records live here too.
+//!
+//! Records are written with varint counts and lengths (format version 6):
+//! on TPC-C the fixed 4-, 2- and 4-byte fields of versions 1 to 5 were 13%
+//! of the log. Each record says which layout it has (bit 0 of its TID
+//! field), so a block copied from an older file still decodes.
 
 use super::frame::{self, BLOCK_HEADER_LEN};
 use crate::tid::Tid;
 use std::sync::{Arc, Mutex};
 
-/// Marks a delete in a log entry's value length.
+/// Bit 0 of a record's TID field (a TID's status bits are zero): set, the
+/// record's counts and lengths are varints; clear, they have the fixed
+/// widths of format versions 1 to 5.
+const VARINT_RECORD: u64 = 1;
+/// The low two bits of a varint entry's value word: what follows the key.
+const KIND_VALUE: u64 = 0;
+const KIND_DELTA: u64 = 1;
+const KIND_DELETE: u64 = 2;
+/// Fixed layout: marks a delete in a log entry's value length.
 const DELETE: u32 = u32::MAX;
-/// Set in a log entry's value length (other than `DELETE`): the entry is a
-/// delta of that many bytes, not a whole value (Gawain §3).
+/// Fixed layout: set in a log entry's value length (other than `DELETE`):
+/// the entry is a delta of that many bytes, not a whole value (Gawain §3).
 const DELTA_BIT: u32 = 1 << 31;
-/// Bytes before each column of a delta: column id and length.
-pub const COLUMN_HEADER: usize = 4;
-/// Bytes of a transaction's record before its entries: TID, entry count.
+/// Fixed layout: bytes before each column of a delta (column id, length).
+const COLUMN_HEADER: usize = 4;
+/// Fixed layout: bytes of a record before its entries (TID, entry count).
 const TXN_HEADER: usize = 12;
-/// Bytes of an entry before its key and value: table, key and value lengths.
+/// Fixed layout: bytes of an entry before its key and value (table, key
+/// and value lengths).
 const ENTRY_HEADER: usize = 10;
+/// Bytes of a record's TID field.
+const TID_LEN: usize = 8;
 
-/// The size of the log record of a transaction with these writes.
-pub fn record_size(entries: impl Iterator<Item = (usize, Option<usize>)>) -> usize {
-    TXN_HEADER + entries.map(|(k, v)| ENTRY_HEADER + k + v.unwrap_or(0)).sum::<usize>()
+/// Bytes of `v` as a varint (LEB128: 7 bits a byte, low bits first).
+#[inline]
+pub fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// Appends a transaction's header; follow with `count` [`encode_entry`]s.
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 10];
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = v as u8 | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    out.extend_from_slice(&buf[..=n]);
+}
+
+/// Reads a varint from the front of `p`; an error if it runs past `p` or
+/// does not fit 64 bits.
+#[inline]
+fn take_varint(p: &mut &[u8]) -> Result<u64, String> {
+    let mut v = 0u64;
+    for (i, &b) in p.iter().enumerate().take(10) {
+        let bits = (b & 0x7f) as u64;
+        if i == 9 && bits > 1 {
+            break;
+        }
+        v |= bits << (7 * i);
+        if b < 0x80 {
+            *p = &p[i + 1..];
+            return Ok(v);
+        }
+    }
+    Err("a log record's varint runs past its block or over 64 bits".into())
+}
+
+/// Bytes of one column of a delta with `len` bytes.
+#[inline]
+pub fn column_size(id: u16, len: usize) -> usize {
+    varint_len(id as u64) + varint_len(len as u64) + len
+}
+
+/// The value word of a varint entry: the length of what follows the key
+/// and its kind.
+#[inline]
+fn value_word(len: usize, kind: u64) -> u64 {
+    (len as u64) << 2 | kind
+}
+
+/// The size of the log record of a transaction with these writes, each
+/// `(table, key length, bytes of its value or delta, 0 for a delete)`.
+pub fn record_size(entries: impl Iterator<Item = (u32, usize, usize)>) -> usize {
+    let (mut count, mut size) = (0u64, TID_LEN);
+    for (table, k, v) in entries {
+        count += 1;
+        size += varint_len(table as u64) + varint_len(k as u64) + varint_len(value_word(v, 0)) + k + v;
+    }
+    size + varint_len(count)
+}
+
+/// Appends a transaction's header; follow with `count` [`encode_entry`]s
+/// and [`encode_delta`]s.
 pub fn encode_txn(out: &mut Vec<u8>, tid: Tid, count: u32) {
-    out.extend_from_slice(&tid.raw().to_le_bytes());
-    out.extend_from_slice(&count.to_le_bytes());
+    out.extend_from_slice(&(tid.raw() | VARINT_RECORD).to_le_bytes());
+    put_varint(out, count as u64);
+}
+
+fn entry_header(out: &mut Vec<u8>, table: u32, key: &[u8], word: u64) {
+    put_varint(out, table as u64);
+    put_varint(out, key.len() as u64);
+    put_varint(out, word);
+    out.extend_from_slice(key);
 }
 
 /// Appends one write: `value` is `None` for a delete.
 pub fn encode_entry(out: &mut Vec<u8>, table: u32, key: &[u8], value: Option<&[u8]>) {
-    out.extend_from_slice(&table.to_le_bytes());
-    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&value.map_or(DELETE, |v| v.len() as u32).to_le_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(value.unwrap_or(&[]));
+    match value {
+        Some(v) => {
+            entry_header(out, table, key, value_word(v.len(), KIND_VALUE));
+            out.extend_from_slice(v);
+        }
+        None => entry_header(out, table, key, value_word(0, KIND_DELETE)),
+    }
 }
 
 /// Appends an update that changed only some columns: `columns` yields
 /// each changed column's id and bytes (without a variable column's length
-/// prefix), `len` is their total length.
+/// prefix).
 pub fn encode_delta<'a>(
     out: &mut Vec<u8>,
     table: u32,
     key: &[u8],
     columns: impl Iterator<Item = (u16, &'a [u8])> + Clone,
 ) {
-    let len: usize = columns.clone().map(|(_, b)| COLUMN_HEADER + b.len()).sum();
-    out.extend_from_slice(&table.to_le_bytes());
-    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(DELTA_BIT | len as u32).to_le_bytes());
-    out.extend_from_slice(key);
+    let len: usize = columns.clone().map(|(id, b)| column_size(id, b.len())).sum();
+    entry_header(out, table, key, value_word(len, KIND_DELTA));
     for (id, bytes) in columns {
-        out.extend_from_slice(&id.to_le_bytes());
-        out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+        put_varint(out, id as u64);
+        put_varint(out, bytes.len() as u64);
         out.extend_from_slice(bytes);
     }
 }
@@ -87,12 +167,40 @@ impl<'a> Write<'a> {
 
 /// The columns of a delta entry, as `(column id, bytes)`.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
-pub struct Columns<'a>(&'a [u8]);
+pub struct Columns<'a> {
+    bytes: &'a [u8],
+    /// Varint column headers (else the fixed 2-byte id and length).
+    varint: bool,
+}
 
 impl<'a> Columns<'a> {
     /// The encoded columns (the bytes an iteration walks).
     pub fn payload(&self) -> &'a [u8] {
-        self.0
+        self.bytes
+    }
+
+    /// The next column's id and bytes; an error if they run past the delta.
+    fn next_column(&mut self) -> Result<(u16, &'a [u8]), String> {
+        let p = &mut self.bytes;
+        let (id, len) = if self.varint {
+            let id = take_varint(p)?;
+            (u16::try_from(id).map_err(|_| format!("a delta of column {id}"))?, take_varint(p)? as usize)
+        } else {
+            let h = take(p, COLUMN_HEADER)?;
+            (u16::from_le_bytes([h[0], h[1]]), u16::from_le_bytes([h[2], h[3]]) as usize)
+        };
+        let bytes = p.get(..len).ok_or("a delta column runs past its entry")?;
+        *p = &p[len..];
+        Ok((id, bytes))
+    }
+
+    /// Checks that the delta is a sequence of whole columns.
+    fn check(mut self) -> Result<Self, String> {
+        let whole = self;
+        while !self.bytes.is_empty() {
+            self.next_column()?;
+        }
+        Ok(whole)
     }
 }
 
@@ -100,26 +208,12 @@ impl<'a> Iterator for Columns<'a> {
     type Item = (u16, &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        // Well-formed: `decode` checked every column's length.
-        let h = self.0.get(..COLUMN_HEADER)?;
-        let id = u16::from_le_bytes([h[0], h[1]]);
-        let len = u16::from_le_bytes([h[2], h[3]]) as usize;
-        let bytes = self.0.get(COLUMN_HEADER..COLUMN_HEADER + len)?;
-        self.0 = &self.0[COLUMN_HEADER + len..];
-        Some((id, bytes))
+        // Well-formed: `decode` checked every column.
+        if self.bytes.is_empty() {
+            return None;
+        }
+        self.next_column().ok()
     }
-}
-
-/// Checks that a delta payload is a sequence of whole columns.
-fn check_columns(mut p: &[u8]) -> Result<(), String> {
-    while !p.is_empty() {
-        let len = match p.get(..COLUMN_HEADER) {
-            Some(h) => u16::from_le_bytes([h[2], h[3]]) as usize,
-            None => return Err("a delta ends inside a column header".into()),
-        };
-        p = p.get(COLUMN_HEADER + len..).ok_or("a delta column runs past its entry")?;
-    }
-    Ok(())
 }
 
 /// One decoded write of a log record.
@@ -141,21 +235,47 @@ pub fn decode<'a>(payload: &'a [u8], mut f: impl FnMut(Entry<'a>)) -> Result<(),
     Ok(())
 }
 
+/// Takes `n` bytes from the front of `p`.
+#[inline]
+fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
+    if p.len() < n {
+        return Err(format!("a log record runs {} bytes past its block", n - p.len()));
+    }
+    let (a, b) = p.split_at(n);
+    *p = b;
+    Ok(a)
+}
+
 /// Decodes the transaction record at the start of `p`, calling `f` for
 /// each of its writes, moves `p` past it and returns its TID.
 fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<Tid, String> {
-    fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
-        if p.len() < n {
-            return Err(format!("a log record runs {} bytes past its block", n - p.len()));
-        }
-        let (a, b) = p.split_at(n);
-        *p = b;
-        Ok(a)
+    let raw = u64::from_le_bytes(take(p, TID_LEN)?.try_into().unwrap_or([0; 8]));
+    let tid = Tid::from_raw(raw);
+    if raw & VARINT_RECORD == 0 {
+        return decode_fixed(p, tid, f);
     }
+    for _ in 0..take_varint(p)? {
+        let table = take_varint(p)?;
+        let table = u32::try_from(table).map_err(|_| format!("a log entry of table {table}"))?;
+        let klen = take_varint(p)?;
+        let word = take_varint(p)?;
+        let key = take(p, usize::try_from(klen).unwrap_or(usize::MAX))?;
+        let len = usize::try_from(word >> 2).unwrap_or(usize::MAX);
+        let write = match word & 3 {
+            KIND_VALUE => Write::Value(take(p, len)?),
+            KIND_DELTA => Write::Delta(Columns { bytes: take(p, len)?, varint: true }.check()?),
+            KIND_DELETE if len == 0 => Write::Delete,
+            _ => return Err(format!("a log entry with value word {word:#x}")),
+        };
+        f(Entry { tid, table, key, write });
+    }
+    Ok(tid)
+}
+
+/// The entries of a record in the fixed layout of format versions 1 to 5.
+fn decode_fixed<'a>(p: &mut &'a [u8], tid: Tid, f: &mut impl FnMut(Entry<'a>)) -> Result<Tid, String> {
     let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-    let h = take(p, TXN_HEADER)?;
-    let tid = Tid::from_raw(u64::from_le_bytes(h[..8].try_into().unwrap_or([0; 8])));
-    for _ in 0..u32_of(&h[8..]) {
+    for _ in 0..u32_of(take(p, TXN_HEADER - TID_LEN)?) {
         let e = take(p, ENTRY_HEADER)?;
         let table = u32_of(e);
         let klen = u16::from_le_bytes([e[4], e[5]]) as usize;
@@ -164,9 +284,7 @@ fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<Tid
         let write = match vlen {
             DELETE => Write::Delete,
             v if v & DELTA_BIT != 0 => {
-                let d = take(p, (v & !DELTA_BIT) as usize)?;
-                check_columns(d)?;
-                Write::Delta(Columns(d))
+                Write::Delta(Columns { bytes: take(p, (v & !DELTA_BIT) as usize)?, varint: false }.check()?)
             }
             v => Write::Value(take(p, v as usize)?),
         };
@@ -314,19 +432,87 @@ mod tests {
         let mut out = Vec::new();
         let tid = Tid::new(5, 9);
         type Write<'a> = (u32, &'a [u8], Option<&'a [u8]>);
-        let writes: [Write<'_>; 3] = [(1, b"k1", Some(b"v1")), (2, b"", Some(b"")), (1, b"gone", None)];
-        encode_txn(&mut out, tid, 3);
+        let long = vec![7u8; 300];
+        let writes: [Write<'_>; 4] =
+            [(1, b"k1", Some(b"v1")), (2, b"", Some(b"")), (u32::MAX, b"gone", None), (200, b"long", Some(&long))];
+        encode_txn(&mut out, tid, writes.len() as u32);
         for (t, k, v) in writes {
             encode_entry(&mut out, t, k, v);
         }
-        let size = record_size(writes.iter().map(|(_, k, v)| (k.len(), v.map(<[u8]>::len))));
+        let size = record_size(writes.iter().map(|(t, k, v)| (*t, k.len(), v.map_or(0, <[u8]>::len))));
         assert_eq!(out.len(), size);
         let mut got = Vec::new();
         decode(&out, |e| got.push((e.tid, e.table, e.key.to_vec(), e.write.value().map(<[u8]>::to_vec))))
             .expect("decode");
         let want: Vec<_> = writes.iter().map(|(t, k, v)| (tid, *t, k.to_vec(), v.map(<[u8]>::to_vec))).collect();
         assert_eq!(got, want);
-        assert!(decode(&out[..out.len() - 1], |_| {}).is_err());
+        for cut in 0..out.len() {
+            assert!(decode(&out[..cut], |_| {}).is_err() || cut == 0, "cut at {cut}");
+        }
+    }
+
+    /// A record in the fixed layout of format versions 1 to 5 (bit 0 of
+    /// its TID field clear), as an older build wrote it.
+    fn fixed_record(tid: Tid, writes: &[(u32, &[u8], u32, &[u8])]) -> Vec<u8> {
+        let mut out = tid.raw().to_le_bytes().to_vec();
+        out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
+        for (table, key, vlen, bytes) in writes {
+            out.extend_from_slice(&table.to_le_bytes());
+            out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+            out.extend_from_slice(&vlen.to_le_bytes());
+            out.extend_from_slice(key);
+            out.extend_from_slice(bytes);
+        }
+        out
+    }
+
+    #[test]
+    fn records_of_older_versions_still_decode() {
+        let delta = [&3u16.to_le_bytes()[..], &2u16.to_le_bytes(), b"xy"].concat();
+        let old = fixed_record(
+            Tid::new(4, 2),
+            &[(1, b"k", 2, b"v1"), (2, b"d", DELETE, b""), (3, b"row", DELTA_BIT | delta.len() as u32, &delta)],
+        );
+        // An older record, then a current one, in one block (a primary
+        // ships a catch-up block as the file it read holds it).
+        let mut payload = old.clone();
+        encode_txn(&mut payload, Tid::new(5, 1), 1);
+        encode_delta(&mut payload, 3, b"row", [(3u16, &b"xy"[..])].into_iter());
+        let mut got = Vec::new();
+        decode(&payload, |e| got.push((e.tid, e.table, e.key.to_vec(), e.write))).expect("decode");
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], (Tid::new(4, 2), 1, b"k".to_vec(), Write::Value(b"v1")));
+        assert_eq!(got[1], (Tid::new(4, 2), 2, b"d".to_vec(), Write::Delete));
+        for (tid, i) in [(Tid::new(4, 2), 2), (Tid::new(5, 1), 3)] {
+            assert_eq!((got[i].0, got[i].1, &got[i].2[..]), (tid, 3, &b"row"[..]));
+            let Write::Delta(d) = got[i].3 else { panic!("not a delta: {:?}", got[i]) };
+            assert_eq!(d.collect::<Vec<_>>(), vec![(3, &b"xy"[..])]);
+        }
+        assert!(decode(&old[..old.len() - 1], |_| {}).is_err());
+    }
+
+    #[test]
+    fn varints_round_trip_and_reject_overflow() {
+        for v in [0, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, 1 << 62, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v), "{v}");
+            let mut p = &out[..];
+            assert_eq!(take_varint(&mut p), Ok(v));
+            assert!(p.is_empty());
+            assert!(take_varint(&mut &out[..out.len() - 1]).is_err(), "{v} cut short");
+        }
+        // Eleven bytes, or a tenth byte with more than the 64th bit.
+        assert!(take_varint(&mut &[0xff; 11][..]).is_err());
+        assert!(take_varint(&mut &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02][..]).is_err());
+        // A value word of an unknown kind, or a delete with a length.
+        for word in [3u64, (5 << 2) | KIND_DELETE] {
+            let mut bad = Vec::new();
+            encode_txn(&mut bad, Tid::new(1, 1), 1);
+            entry_header(&mut bad, 0, b"k", word);
+            bad.extend_from_slice(&[0; 5]);
+            assert!(decode(&bad, |_| {}).is_err(), "word {word:#x}");
+        }
     }
 
     /// Catch-up keeps whole transactions of epochs from `from` on.
@@ -371,8 +557,15 @@ mod tests {
         let mut bad = Vec::new();
         encode_txn(&mut bad, Tid::new(3, 1), 1);
         encode_delta(&mut bad, 4, b"k", [(1u16, &b"xy"[..])].into_iter());
-        let at = bad.len() - 4; // the column's length field
+        let at = bad.len() - 3; // the column's length
         bad[at] = 9;
+        assert!(decode(&bad, |_| {}).is_err());
+        // So is a column id beyond u16.
+        let mut bad = Vec::new();
+        encode_txn(&mut bad, Tid::new(3, 1), 1);
+        let columns = [&[0x80, 0x80, 0x04][..], &[0]].concat(); // column 65536, empty
+        entry_header(&mut bad, 4, b"k", value_word(columns.len(), KIND_DELTA));
+        bad.extend_from_slice(&columns);
         assert!(decode(&bad, |_| {}).is_err());
     }
 }

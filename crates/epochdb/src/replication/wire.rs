@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 /// The first bytes of a backup's hello.
 pub const MAGIC: &[u8; 8] = b"EPOCHREP";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 
 /// How a refusal's reason begins when the backup diverged
 /// (`Backup::diverged`).

@@ -170,8 +170,9 @@ impl Txn<'_> {
                 (i, w.table, key, value)
             })
         };
-        let size =
-            log::record_size(writes().map(|(i, _, k, v)| (k.len(), delta.payload_len(i).or(v.map(<[u8]>::len)))));
+        let size = log::record_size(
+            writes().map(|(i, t, k, v)| (t, k.len(), delta.payload_len(i).or(v.map(<[u8]>::len)).unwrap_or(0))),
+        );
         slot.append(
             epoch,
             size,

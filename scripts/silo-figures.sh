@@ -17,8 +17,9 @@
 # Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
 # read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C
 # with W = threads and the standard mix, over the rows Silo's driver uses
-# (`bench tpcc --schema silo`: order lines without OL_DIST_INFO, a
-# NEW-ORDER that does not read S_DIST_xx; SCHEMA=spec runs epochdb with
+# (`bench tpcc --schema silo`: variable-length strings, order lines
+# without OL_DIST_INFO, a NEW-ORDER that does not read S_DIST_xx, as
+# Silo lays its rows out; SCHEMA=spec runs epochdb with
 # the specification's rows instead, more work than Silo does). `tpcc-log-T` adds value logging
 # with fsync to one log file (Silo) or one logger (epochdb); it also runs
 # epochdb with logging off in the same round and prints log bytes per

@@ -59,7 +59,7 @@ pub struct TpccArgs {
     /// Check consistency conditions 1-4 (clause 3.3.2) after the run; exit status 1 if one fails
     #[arg(long)]
     check: bool,
-    /// Order lines as the specification has them (spec), or as Silo's driver does (silo: no OL_DIST_INFO, and NEW-ORDER does not read S_DIST_xx)
+    /// Rows as the specification has them with fixed-width strings (spec), or as Silo lays them out (silo: variable-length strings, no OL_DIST_INFO, and NEW-ORDER does not read S_DIST_xx)
     #[arg(long, value_enum, default_value_t = SchemaArg::Spec)]
     schema: SchemaArg,
 }

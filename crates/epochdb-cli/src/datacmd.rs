@@ -177,8 +177,12 @@ fn check_tpcc(engine: &EpochDb) -> CliResult<String> {
     };
     let mut w = db.worker().map_err(failed)?;
     let marker = w.run(|txn| Ok(txn.get(load, tpcc::LOADED_KEY)?.map(<[u8]>::to_vec))).map_err(failed)?;
-    let Some((warehouses, schema)) = marker.and_then(|v| tpcc::parse_marker(&v)) else {
+    let Some(marker) = marker else {
         return Ok("the TPC-C load never finished (no load marker): the database holds a partial load".into());
+    };
+    let (warehouses, schema) = match tpcc::parse_marker(&marker) {
+        Ok(m) => m,
+        Err(what) => return Ok(what),
     };
     let t = tpcc::Tpcc::attach(engine, warehouses, schema).map_err(failed)?;
     let mut worker = epochdb_workloads::engine::Engine::worker(engine).map_err(failed)?;

@@ -464,7 +464,7 @@ pub fn tpcc_readers(db: Database, threads: usize, report: Option<PathBuf>) -> Cl
                     let seen = db.table(LOAD_TABLE).ok().and_then(|t| {
                         let mut w = db.worker().ok()?;
                         let mut snap = w.snapshot().ok()?;
-                        parse_marker(snap.get(t, LOADED_KEY).ok()??)
+                        parse_marker(snap.get(t, LOADED_KEY).ok()??).ok()
                     });
                     match seen {
                         Some(w) => break w,

@@ -15,7 +15,7 @@
 
 use crate::pmem::Stats;
 use crate::store::{Footprint, Store};
-use epochdb_workloads::engine::{Engine, Table, Txn, TxnError, TxnKind, TxnResult, Worker};
+use epochdb_workloads::engine::{Column, Engine, Table, Txn, TxnError, TxnKind, TxnResult, Worker};
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,8 +64,11 @@ impl Engine for Partition {
         self.name
     }
 
-    fn create_table(&self, name: &str, columns: &[(&str, usize)]) -> TxnResult<Table> {
-        let sizes = columns.iter().map(|&(_, s)| u16::try_from(s)).collect::<Result<Vec<_>, _>>();
+    fn create_table(&self, name: &str, columns: &[Column<'_>]) -> TxnResult<Table> {
+        if let Some(c) = columns.iter().find(|c| c.var) {
+            return Err(TxnError::Fatal(format!("{name}: column {:?} is variable-length; NVM rows are fixed", c.name)));
+        }
+        let sizes = columns.iter().map(|c| u16::try_from(c.size)).collect::<Result<Vec<_>, _>>();
         let sizes = sizes.map_err(|_| TxnError::Fatal(format!("{name}: a column over 64 KiB")))?;
         self.lock()?.create_table(name, &sizes).map_err(fatal)
     }

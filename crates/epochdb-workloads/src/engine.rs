@@ -99,12 +99,37 @@ pub trait Worker {
     }
 }
 
+/// A column of a table whose values are rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column<'a> {
+    pub name: &'a str,
+    /// Its bytes; with `var`, the most it holds.
+    pub size: usize,
+    /// Variable-length: a 2-byte length, then that many bytes.
+    pub var: bool,
+}
+
+impl Column<'_> {
+    pub fn fixed(name: &str, size: usize) -> Column<'_> {
+        Column { name, size, var: false }
+    }
+}
+
+/// The engine's schema of a table with these columns.
+pub fn schema_of(table: &str, columns: &[Column<'_>]) -> TxnResult<epochdb::Schema> {
+    let column = |c: &Column<'_>| {
+        let size = u16::try_from(c.size).map_err(|_| TxnError::Fatal(format!("{table}: a column over 64 KiB")))?;
+        Ok(if c.var { epochdb::Column::var(c.name, size) } else { epochdb::Column::fixed(c.name, size) })
+    };
+    Ok(epochdb::Schema::new(columns.iter().map(column).collect::<TxnResult<_>>()?)?)
+}
+
 pub trait Engine: Sync {
     /// The name reported in results (`memsilo`, `kv`, ...).
     fn name(&self) -> &str;
-    /// Creates (or on a recovered database, opens) a table. `columns`
-    /// (name, size) are its fixed-size columns, if its values are rows.
-    fn create_table(&self, name: &str, columns: &[(&str, usize)]) -> TxnResult<Table>;
+    /// Creates (or on a recovered database, opens) a table. `columns` are
+    /// its columns, if its values are rows.
+    fn create_table(&self, name: &str, columns: &[Column<'_>]) -> TxnResult<Table>;
     fn worker(&self) -> TxnResult<Box<dyn Worker + '_>>;
 
     /// With durability on, the persistent epoch: transactions of epochs up
@@ -203,13 +228,10 @@ impl Engine for EpochDb {
         self.variant.name()
     }
 
-    fn create_table(&self, name: &str, columns: &[(&str, usize)]) -> TxnResult<Table> {
+    fn create_table(&self, name: &str, columns: &[Column<'_>]) -> TxnResult<Table> {
         let mut options = epochdb::TableOptions::new();
         if !columns.is_empty() {
-            let fixed = |&(n, size): &(&str, usize)| u16::try_from(size).map(|s| epochdb::Column::fixed(n, s));
-            let columns = columns.iter().map(fixed).collect::<Result<_, _>>();
-            let columns = columns.map_err(|_| TxnError::Fatal(format!("{name}: a column over 64 KiB")))?;
-            options = options.schema(epochdb::Schema::new(columns)?);
+            options = options.schema(schema_of(name, columns)?);
         }
         Ok(self.db.create_table(name, options)?.index())
     }

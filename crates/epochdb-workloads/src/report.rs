@@ -187,7 +187,7 @@ pub struct TpccReport {
     pub warehouses: u64,
     /// Whether order-status and stock-level ran as snapshot transactions.
     pub read_only_as_snapshots: bool,
-    /// `spec`, or `silo`: order lines without OL_DIST_INFO and a NEW-ORDER that does not read S_DIST_xx, as Silo's driver has them.
+    /// `spec`, or `silo`: variable-length strings, order lines without OL_DIST_INFO and a NEW-ORDER that does not read S_DIST_xx, as Silo lays them out.
     #[serde(default)]
     pub schema: String,
     /// Clause 9.2.2.5 input-generator statistics (`new_order_rollback_percent`, `order_lines_per_order`, `remote_order_line_percent`, `remote_payment_percent`, `payment_by_last_name_percent`, `order_status_by_last_name_percent`).

@@ -19,7 +19,7 @@
 //! misses overlap.
 
 use crate::driver::Terminal;
-use crate::engine::{Engine, Table, TxnError, TxnKind, TxnResult, Worker};
+use crate::engine::{Column, Engine, Table, TxnError, TxnKind, TxnResult, Worker};
 use crate::keygen::Rng;
 use crate::tpcc_rows::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -118,8 +118,9 @@ fn address(rng: &mut Rng) -> Address {
     }
 }
 
-fn now_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+/// Dates are seconds since 1970, as Silo's rows keep them.
+fn now() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as u32)
 }
 
 /// The tables, as the engine numbered them.
@@ -142,22 +143,37 @@ pub struct Tables {
     pub load: Table,
 }
 
-/// The table whose one row, keyed [`LOADED_KEY`] and holding the warehouse
-/// count (u32, big-endian) and, for [`Schema::Silo`], a byte 1, is
-/// committed after the whole load: a database without it holds a partial
-/// load (the process stopped while loading).
+/// The table whose one row, keyed [`LOADED_KEY`], is committed after the
+/// whole load (a database without it holds a partial load: the process
+/// stopped while loading). It holds the warehouse count (u32, big-endian),
+/// the schema (0 `Spec`, 1 `Silo`) and [`ROW_LAYOUT`].
 pub const LOAD_TABLE: &str = "tpcc_load";
 pub const LOADED_KEY: &[u8] = b"warehouses";
+/// The version of the row layouts, in the load marker. Version 1 (a
+/// marker without this byte) had fixed-width strings under `Silo` too,
+/// and 8-byte dates and wider ORDER and ORDER-LINE rows.
+pub const ROW_LAYOUT: u8 = 2;
 
-/// The warehouse count and schema a load marker row says, `None` if it is
-/// not one.
-pub fn parse_marker(v: &[u8]) -> Option<(u32, Schema)> {
+/// The load marker of `warehouses` warehouses with `schema`'s rows.
+fn marker(warehouses: u32, schema: Schema) -> Vec<u8> {
+    let mut m = warehouses.to_be_bytes().to_vec();
+    m.extend_from_slice(&[(schema == Schema::Silo) as u8, ROW_LAYOUT]);
+    m
+}
+
+/// The warehouse count and schema a load marker row says; an error if it
+/// is not one, or one of rows this build does not read.
+pub fn parse_marker(v: &[u8]) -> Result<(u32, Schema), String> {
+    let warehouses = v.get(..4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     let schema = match v.get(4..) {
-        Some([]) => Schema::Spec,
-        Some([1]) => Schema::Silo,
-        _ => return None,
+        Some([0, ROW_LAYOUT]) => Schema::Spec,
+        Some([1, ROW_LAYOUT]) => Schema::Silo,
+        Some([] | [1]) => {
+            return Err("a TPC-C database of an older row layout (before ROW_LAYOUT 2), which this build does not read: load it again".into())
+        }
+        _ => return Err(format!("not a TPC-C load marker: {v:?}")),
     };
-    Some((u32::from_be_bytes(v.get(..4)?.try_into().ok()?), schema))
+    Ok((warehouses.unwrap_or(0), schema))
 }
 
 /// A populated TPC-C database.
@@ -196,20 +212,20 @@ impl Tables {
     /// Creates the nine tables (STOCK in two) and two index tables (or, on a recovered
     /// database, opens them).
     fn create(engine: &dyn Engine, schema: Schema) -> TxnResult<Tables> {
-        let t = |n: &str, columns: &[(&str, usize)]| engine.create_table(n, columns);
+        let t = |n: &str, columns: &[Column<'_>]| engine.create_table(n, columns);
         Ok(Tables {
-            warehouse: t("warehouse", Warehouse::COLUMNS)?,
-            district: t("district", District::COLUMNS)?,
-            customer: t("customer", Customer::COLUMNS)?,
+            warehouse: t("warehouse", &Warehouse::columns(schema))?,
+            district: t("district", &District::columns(schema))?,
+            customer: t("customer", &Customer::columns(schema))?,
             customer_name: t("customer_name_idx", &[])?,
-            history: t("history", History::COLUMNS)?,
+            history: t("history", &History::columns(schema))?,
             new_order: t("new_order", &[])?,
-            order: t("oorder", Order::COLUMNS)?,
+            order: t("oorder", &Order::columns(schema))?,
             order_customer: t("oorder_c_id_idx", &[])?,
-            order_line: t("order_line", OrderLine::columns(schema))?,
-            item: t("item", Item::COLUMNS)?,
-            stock: t("stock", Stock::COLUMNS)?,
-            stock_data: t("stock_data", StockData::COLUMNS)?,
+            order_line: t("order_line", &OrderLine::columns(schema))?,
+            item: t("item", &Item::columns(schema))?,
+            stock: t("stock", &Stock::columns(schema))?,
+            stock_data: t("stock_data", &StockData::columns(schema))?,
             load: t(LOAD_TABLE, &[])?,
         })
     }
@@ -270,10 +286,7 @@ impl Tpcc {
         // Last: the marker. Every load transaction committed before it, so
         // a recovered database that has it has the whole load.
         let load = tpcc.tables.load;
-        let mut marker = warehouses.to_be_bytes().to_vec();
-        if schema == Schema::Silo {
-            marker.push(1);
-        }
+        let marker = marker(warehouses, schema);
         engine.worker()?.run(TxnKind::ReadWrite, &mut |txn| txn.put(load, LOADED_KEY, &marker))?;
         Ok(tpcc)
     }
@@ -299,7 +312,7 @@ impl Tpcc {
                 price: rng.range(100, 10_000) as i64,
                 data: data_50(rng),
             };
-            item.encode(&mut v);
+            item.encode_as(self.schema, &mut v);
             l.add(self.tables.item, &key::<4>(&[i]), &v)?;
         }
         Ok(())
@@ -314,7 +327,7 @@ impl Tpcc {
             tax: rng.range(0, 2000) as u32,
             ytd: 30_000_000,
         };
-        wh.encode(&mut v);
+        wh.encode_as(self.schema, &mut v);
         l.add(t.warehouse, &key::<4>(&[w]), &v)?;
         for i in 1..=ITEMS {
             let mut dist = [[0u8; 24]; 10];
@@ -322,12 +335,13 @@ impl Tpcc {
                 *d = a_string(rng, 24, 24);
             }
             let k = key::<8>(&[w, i]);
-            Stock { quantity: rng.range(10, 100) as u32, ytd: 0, order_cnt: 0, remote_cnt: 0 }.encode(&mut v);
+            Stock { quantity: rng.range(10, 100) as u32, ytd: 0, order_cnt: 0, remote_cnt: 0 }
+                .encode_as(self.schema, &mut v);
             l.add(t.stock, &k, &v)?;
-            StockData { dist, data: data_50(rng) }.encode(&mut v);
+            StockData { dist, data: data_50(rng) }.encode_as(self.schema, &mut v);
             l.add(t.stock_data, &k, &v)?;
         }
-        let now = now_us();
+        let now = now();
         for d in 1..=DISTRICTS {
             let dist = District {
                 name: a_string(rng, 6, 10),
@@ -336,7 +350,7 @@ impl Tpcc {
                 ytd: 3_000_000,
                 next_o_id: ORDERS + 1,
             };
-            dist.encode(&mut v);
+            dist.encode_as(self.schema, &mut v);
             l.add(t.district, &key::<8>(&[w, d]), &v)?;
             for cid in 1..=CUSTOMERS {
                 let last = if cid <= 1000 { last_name(cid - 1) } else { last_name(nurand(rng, 255, 0, 999, c.c_last)) };
@@ -356,7 +370,7 @@ impl Tpcc {
                     delivery_cnt: 0,
                     data: a_string(rng, 300, 500),
                 };
-                cust.encode(&mut v);
+                cust.encode_as(self.schema, &mut v);
                 l.add(t.customer, &key::<12>(&[w, d, cid]), &v)?;
                 l.add(t.customer_name, &customer_name_key(w, d, &cust.last, &cust.first, cid), &[])?;
                 let h = History {
@@ -369,7 +383,7 @@ impl Tpcc {
                     amount: 1000,
                     data: a_string(rng, 12, 24),
                 };
-                h.encode(&mut v);
+                h.encode_as(self.schema, &mut v);
                 l.add(t.history, &key::<16>(&[w, d, 0, cid]), &v)?;
             }
             // Orders go to a random permutation of the customers.
@@ -383,11 +397,11 @@ impl Tpcc {
                 let order = Order {
                     c_id: perm[o as usize - 1],
                     entry_d: now,
-                    carrier_id: if delivered { rng.range(1, 10) as u32 } else { 0 },
-                    ol_cnt,
+                    carrier_id: if delivered { rng.range(1, 10) as u8 } else { 0 },
+                    ol_cnt: ol_cnt as u8,
                     all_local: 1,
                 };
-                order.encode(&mut v);
+                order.encode_as(self.schema, &mut v);
                 l.add(t.order, &key::<12>(&[w, d, o]), &v)?;
                 l.add(t.order_customer, &key::<16>(&[w, d, order.c_id, o]), &[])?;
                 if !delivered {
@@ -399,7 +413,7 @@ impl Tpcc {
                         supply_w_id: w,
                         delivery_d: if delivered { now } else { 0 },
                         quantity: 5,
-                        amount: if delivered { 0 } else { rng.range(1, 999_999) as i64 },
+                        amount: if delivered { 0 } else { rng.range(1, 999_999) as i32 },
                         dist_info: a_string(rng, 24, 24),
                     };
                     line.encode_as(self.schema, &mut v);
@@ -546,12 +560,13 @@ fn get_row<R>(
     table: Table,
     key: &[u8],
     buf: &mut Vec<u8>,
-    decode: fn(&[u8]) -> TxnResult<R>,
+    schema: Schema,
+    decode: fn(Schema, &[u8]) -> TxnResult<R>,
 ) -> TxnResult<R> {
     if !txn.get(table, key, buf)? {
         return Err(TxnError::Fatal(format!("table {table}: missing row {key:?}")));
     }
-    decode(buf)
+    decode(schema, buf)
 }
 
 impl Client<'_> {
@@ -606,7 +621,7 @@ impl Client<'_> {
         }
         let all_local = lines.iter().all(|l| l.1 == w) as u8;
         let (buf, row) = (&mut self.buf, &mut self.row);
-        let now = now_us();
+        let now = now();
         let mut order = 0;
         // The rows read below whose keys are known up front, announced so
         // their lookups overlap (`Txn::prefetch`).
@@ -625,15 +640,15 @@ impl Client<'_> {
         }
         let aborts = worker.run(TxnKind::ReadWrite, &mut |txn| {
             txn.prefetch(&ahead)?;
-            let _wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, Warehouse::decode)?;
-            let mut dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, District::decode)?;
+            let _wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, schema, Warehouse::decode_as)?;
+            let mut dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, schema, District::decode_as)?;
             let o = dist.next_o_id;
             order = o;
             dist.next_o_id += 1;
-            dist.encode(row);
+            dist.encode_as(schema, row);
             txn.put(t.district, &key::<8>(&[w, d]), row)?;
-            let _cust = get_row(txn, t.customer, &ckey, buf, Customer::decode)?;
-            Order { c_id: cid, entry_d: now, carrier_id: 0, ol_cnt: ol_cnt as u32, all_local }.encode(row);
+            let _cust = get_row(txn, t.customer, &ckey, buf, schema, Customer::decode_as)?;
+            Order { c_id: cid, entry_d: now, carrier_id: 0, ol_cnt: ol_cnt as u8, all_local }.encode_as(schema, row);
             txn.insert(t.order, &key::<12>(&[w, d, o]), row)?;
             txn.insert(t.new_order, &key::<12>(&[w, d, o]), &[])?;
             txn.insert(t.order_customer, &key::<16>(&[w, d, cid, o]), &[])?;
@@ -641,27 +656,29 @@ impl Client<'_> {
                 if !txn.get(t.item, &ikeys[n], buf)? {
                     return Err(TxnError::Rollback);
                 }
-                let item = Item::decode(buf)?;
+                let item = Item::decode_as(schema, buf)?;
                 let skey = skeys[n];
-                let mut s = get_row(txn, t.stock, &skey, buf, Stock::decode)?;
+                let mut s = get_row(txn, t.stock, &skey, buf, schema, Stock::decode_as)?;
                 s.quantity = if s.quantity >= qty + 10 { s.quantity - qty } else { s.quantity + 91 - qty };
                 s.ytd += qty;
                 s.order_cnt += 1;
                 if supply != w {
                     s.remote_cnt += 1;
                 }
-                s.encode(row);
+                s.encode_as(schema, row);
                 txn.put(t.stock, &skey, row)?;
                 let dist_info = match schema {
-                    Schema::Spec => get_row(txn, t.stock_data, &skey, buf, StockData::decode)?.dist[d as usize - 1],
+                    Schema::Spec => {
+                        get_row(txn, t.stock_data, &skey, buf, schema, StockData::decode_as)?.dist[d as usize - 1]
+                    }
                     Schema::Silo => [0; 24],
                 };
                 let line = OrderLine {
                     i_id: i,
                     supply_w_id: supply,
                     delivery_d: 0,
-                    quantity: qty,
-                    amount: qty as i64 * item.price,
+                    quantity: qty as u8,
+                    amount: qty as i32 * item.price as i32,
                     dist_info,
                 };
                 line.encode_as(schema, row);
@@ -675,7 +692,7 @@ impl Client<'_> {
 
     /// Clause 2.5.
     fn payment(&mut self, worker: &mut dyn Worker) -> TxnResult<u32> {
-        let (t, w) = (self.tpcc.tables, self.home);
+        let (t, w, schema) = (self.tpcc.tables, self.home, self.tpcc.schema);
         let d = self.rng.range(1, DISTRICTS as u64) as u32;
         let (cw, cd) = if self.tpcc.warehouses > 1 && self.rng.range(1, 100) > 85 {
             self.stats.remote_payments += 1;
@@ -691,19 +708,19 @@ impl Client<'_> {
         self.history_seq += 1;
         let hkey = key::<16>(&[w, d, self.tag, self.history_seq]);
         let (buf, row) = (&mut self.buf, &mut self.row);
-        let now = now_us();
+        let now = now();
         worker.run(TxnKind::ReadWrite, &mut |txn| {
-            let mut wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, Warehouse::decode)?;
+            let mut wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, schema, Warehouse::decode_as)?;
             wh.ytd += amount;
-            wh.encode(row);
+            wh.encode_as(schema, row);
             txn.put(t.warehouse, &key::<4>(&[w]), row)?;
-            let mut dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, District::decode)?;
+            let mut dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, schema, District::decode_as)?;
             dist.ytd += amount;
-            dist.encode(row);
+            dist.encode_as(schema, row);
             txn.put(t.district, &key::<8>(&[w, d]), row)?;
             let cid = customer_id(txn, &t, cw, cd, by)?;
             let ckey = key::<12>(&[cw, cd, cid]);
-            let mut cust = get_row(txn, t.customer, &ckey, buf, Customer::decode)?;
+            let mut cust = get_row(txn, t.customer, &ckey, buf, schema, Customer::decode_as)?;
             cust.balance -= amount;
             cust.ytd_payment += amount;
             cust.payment_cnt += 1;
@@ -712,20 +729,20 @@ impl Client<'_> {
                 data.extend_from_slice(trimmed(&cust.data));
                 cust.data = text(&data);
             }
-            cust.encode(row);
+            cust.encode_as(schema, row);
             txn.put(t.customer, &ckey, row)?;
             let mut hdata = trimmed(&wh.name).to_vec();
             hdata.extend_from_slice(b"    ");
             hdata.extend_from_slice(trimmed(&dist.name));
             History { c_id: cid, c_d_id: cd, c_w_id: cw, d_id: d, w_id: w, date: now, amount, data: text(&hdata) }
-                .encode(row);
+                .encode_as(schema, row);
             txn.insert(t.history, &hkey, row)
         })
     }
 
     /// Clause 2.6. Read-only.
     fn order_status(&mut self, worker: &mut dyn Worker) -> TxnResult<u32> {
-        let (t, w) = (self.tpcc.tables, self.home);
+        let (t, w, schema) = (self.tpcc.tables, self.home, self.tpcc.schema);
         let d = self.rng.range(1, DISTRICTS as u64) as u32;
         let by = self.pick_customer();
         if let CustomerBy::Name(_) = by {
@@ -734,7 +751,7 @@ impl Client<'_> {
         let buf = &mut self.buf;
         worker.run(TxnKind::ReadOnly, &mut |txn| {
             let cid = customer_id(txn, &t, w, d, by)?;
-            let _cust = get_row(txn, t.customer, &key::<12>(&[w, d, cid]), buf, Customer::decode)?;
+            let _cust = get_row(txn, t.customer, &key::<12>(&[w, d, cid]), buf, schema, Customer::decode_as)?;
             let mut last = None;
             let (lo, hi) = (key::<16>(&[w, d, cid, 0]), key::<16>(&[w, d, cid + 1, 0]));
             txn.scan(t.order_customer, &lo, Some(&hi), 1, true, &mut |k, _| {
@@ -742,11 +759,11 @@ impl Client<'_> {
                 false
             })?;
             let Some(o) = last else { return Ok(()) };
-            let _order = get_row(txn, t.order, &key::<12>(&[w, d, o]), buf, Order::decode)?;
+            let _order = get_row(txn, t.order, &key::<12>(&[w, d, o]), buf, schema, Order::decode_as)?;
             let (lo, hi) = (key::<16>(&[w, d, o, 0]), key::<16>(&[w, d, o + 1, 0]));
             let mut lines = 0;
             txn.scan(t.order_line, &lo, Some(&hi), usize::MAX, false, &mut |_, v| {
-                lines += OrderLine::decode_any(v).is_ok() as u32;
+                lines += OrderLine::decode_as(schema, v).is_ok() as u32;
                 true
             })?;
             std::hint::black_box(lines);
@@ -757,11 +774,11 @@ impl Client<'_> {
     /// Clause 2.7, all ten districts in one transaction.
     fn delivery(&mut self, worker: &mut dyn Worker) -> TxnResult<u32> {
         let (t, w, schema) = (self.tpcc.tables, self.home, self.tpcc.schema);
-        let carrier = self.rng.range(1, 10) as u32;
+        let carrier = self.rng.range(1, 10) as u8;
         let (buf, row, keys) = (&mut self.buf, &mut self.row, &mut self.keys);
         let hints = self.delivered_up_to;
         let mut delivered = [0u32; DISTRICTS as usize];
-        let now = now_us();
+        let now = now();
         // In three passes over the districts, each announcing the rows the
         // next needs (`Txn::prefetch`), so the ten districts' lookups
         // overlap: the oldest new order, then the order, then its lines
@@ -789,10 +806,10 @@ impl Client<'_> {
             let mut ckeys: Vec<[u8; 12]> = Vec::with_capacity(found.len());
             for (&(d, _), okey) in found.iter().zip(&okeys) {
                 txn.delete(t.new_order, okey)?;
-                let mut order = get_row(txn, t.order, okey, buf, Order::decode)?;
+                let mut order = get_row(txn, t.order, okey, buf, schema, Order::decode_as)?;
                 ckeys.push(key::<12>(&[w, d, order.c_id]));
                 order.carrier_id = carrier;
-                order.encode(row);
+                order.encode_as(schema, row);
                 txn.put(t.order, okey, row)?;
             }
             let lkeys: Vec<[u8; 16]> = found.iter().map(|&(d, o)| key::<16>(&[w, d, o, 0])).collect();
@@ -809,16 +826,16 @@ impl Client<'_> {
                 })?;
                 let mut total = 0;
                 for k in keys.iter() {
-                    let mut line = get_row(txn, t.order_line, k, buf, OrderLine::decode_any)?;
+                    let mut line = get_row(txn, t.order_line, k, buf, schema, OrderLine::decode_as)?;
                     line.delivery_d = now;
-                    total += line.amount;
+                    total += i64::from(line.amount);
                     line.encode_as(schema, row);
                     txn.put(t.order_line, k, row)?;
                 }
-                let mut cust = get_row(txn, t.customer, ckey, buf, Customer::decode)?;
+                let mut cust = get_row(txn, t.customer, ckey, buf, schema, Customer::decode_as)?;
                 cust.balance += total;
                 cust.delivery_cnt += 1;
-                cust.encode(row);
+                cust.encode_as(schema, row);
                 txn.put(t.customer, ckey, row)?;
             }
             Ok(())
@@ -834,18 +851,18 @@ impl Client<'_> {
 
     /// Clause 2.8. Read-only.
     fn stock_level(&mut self, worker: &mut dyn Worker) -> TxnResult<u32> {
-        let (t, w) = (self.tpcc.tables, self.home);
+        let (t, w, schema) = (self.tpcc.tables, self.home, self.tpcc.schema);
         let d = self.rng.range(1, DISTRICTS as u64) as u32;
         let threshold = self.rng.range(10, 20) as u32;
         let buf = &mut self.buf;
         let mut items: Vec<u32> = Vec::new();
         worker.run(TxnKind::ReadOnly, &mut |txn| {
-            let dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, District::decode)?;
+            let dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, schema, District::decode_as)?;
             let next = dist.next_o_id;
             items.clear();
             let (lo, hi) = (key::<16>(&[w, d, next.saturating_sub(20), 0]), key::<16>(&[w, d, next, 0]));
             txn.scan(t.order_line, &lo, Some(&hi), usize::MAX, false, &mut |_, v| {
-                if let Ok(line) = OrderLine::decode_any(v) {
+                if let Ok(line) = OrderLine::decode_as(schema, v) {
                     items.push(line.i_id);
                 }
                 true
@@ -857,7 +874,7 @@ impl Client<'_> {
             txn.prefetch(&ahead)?;
             let mut low = 0;
             for k in &skeys {
-                low += (get_row(txn, t.stock, k, buf, Stock::decode)?.quantity < threshold) as u32;
+                low += (get_row(txn, t.stock, k, buf, schema, Stock::decode_as)?.quantity < threshold) as u32;
             }
             std::hint::black_box(low); // the result a terminal would display
             Ok(())
@@ -895,7 +912,7 @@ impl Tpcc {
     /// Consistency conditions 1-4 of clause 3.3.2.1-4, for every warehouse
     /// and district. Returns the violations (empty: consistent).
     pub fn check(&self, worker: &mut dyn Worker) -> TxnResult<Vec<String>> {
-        let t = self.tables;
+        let (t, schema) = (self.tables, self.schema);
         if self.loaded(worker)?.is_none() {
             return Ok(vec![
                 "the TPC-C load never finished (the process stopped while loading): the database holds a partial load, which the consistency conditions do not apply to".into(),
@@ -907,10 +924,10 @@ impl Tpcc {
             worker.run(TxnKind::ReadWrite, &mut |txn| {
                 found.clear();
                 let mut buf = Vec::new();
-                let wh = get_row(txn, t.warehouse, &key::<4>(&[w]), &mut buf, Warehouse::decode)?;
+                let wh = get_row(txn, t.warehouse, &key::<4>(&[w]), &mut buf, schema, Warehouse::decode_as)?;
                 let mut d_ytd = 0;
                 for d in 1..=DISTRICTS {
-                    let dist = get_row(txn, t.district, &key::<8>(&[w, d]), &mut buf, District::decode)?;
+                    let dist = get_row(txn, t.district, &key::<8>(&[w, d]), &mut buf, schema, District::decode_as)?;
                     d_ytd += dist.ytd;
                     let mut max_o = 0;
                     let (lo, hi) = (key::<12>(&[w, d, 0]), key::<12>(&[w, d + 1, 0]));
@@ -937,7 +954,7 @@ impl Tpcc {
                     }
                     let mut ol_cnt_sum = 0u64;
                     txn.scan(t.order, &lo, Some(&hi), usize::MAX, false, &mut |_, v| {
-                        ol_cnt_sum += Order::decode(v).map_or(0, |o| o.ol_cnt as u64);
+                        ol_cnt_sum += Order::decode_as(schema, v).map_or(0, |o| o.ol_cnt as u64);
                         true
                     })?;
                     let mut lines = 0u64;
@@ -964,6 +981,21 @@ impl Tpcc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn load_markers_name_their_schema_and_refuse_older_layouts() {
+        for schema in [Schema::Spec, Schema::Silo] {
+            assert_eq!(parse_marker(&marker(7, schema)), Ok((7, schema)));
+        }
+        // Row layout 1: the count alone (spec), or with a byte 1 (silo).
+        let old = 7u32.to_be_bytes();
+        for m in [old.to_vec(), [&old[..], &[1]].concat()] {
+            assert!(parse_marker(&m).expect_err("an older layout").contains("older row layout"), "{m:?}");
+        }
+        for m in [&b"abc"[..], &[0, 0, 0, 7, 2, ROW_LAYOUT], &[0, 0, 0, 7, 0, 3]] {
+            assert!(parse_marker(m).expect_err("not a marker").contains("not a TPC-C load marker"), "{m:?}");
+        }
+    }
 
     #[test]
     fn nurand_stays_in_range_and_last_names_follow_the_syllables() {

@@ -13,7 +13,7 @@
 //! big-endian ids, so key order is id order.
 
 use crate::driver::Terminal;
-use crate::engine::{Engine, Table, TxnError, TxnKind, TxnResult, Worker};
+use crate::engine::{Column, Engine, Table, TxnError, TxnKind, TxnResult, Worker};
 use crate::keygen::{Chooser, Rng, Zipfian};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -149,8 +149,11 @@ impl Ycsb {
         // Rows of several columns (the NVM study's 10 x 100 B) get a schema,
         // so engines that store fields separately can.
         let names: Vec<String> = (0..config.columns).map(|i| format!("field{i}")).collect();
-        let columns: Vec<(&str, usize)> =
-            if config.columns > 1 { names.iter().map(|n| (n.as_str(), config.column_len)).collect() } else { vec![] };
+        let columns: Vec<Column<'_>> = if config.columns > 1 {
+            names.iter().map(|n| Column::fixed(n, config.column_len)).collect()
+        } else {
+            vec![]
+        };
         let table = engine.create_table(TABLE, &columns)?;
         let threads = threads.max(1) as u64;
         let batch = 512;

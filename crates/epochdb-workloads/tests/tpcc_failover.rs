@@ -138,7 +138,7 @@ fn check(engine: &EpochDb, persisted: u64, root: &Path, sync: bool) -> (usize, u
                 } else {
                     !txn.get(t.new_order, &k, &mut buf)?
                         && txn.get(t.order, &k, &mut buf)?
-                        && Order::decode(&buf)?.carrier_id != 0
+                        && Order::decode_as(Schema::Spec, &buf)?.carrier_id != 0
                 };
                 assert!(present || !sync, "acknowledged {line} lost in the failover");
                 checked += 1;

@@ -192,7 +192,7 @@ fn fake_backup(addr: &str, pepoch: u64) -> std::net::TcpStream {
     };
     let mut body = vec![1u8];
     body.extend_from_slice(b"EPOCHREP");
-    body.extend_from_slice(&5u16.to_le_bytes());
+    body.extend_from_slice(&6u16.to_le_bytes()); // the stream version (FORMAT.md)
     body.extend_from_slice(&pepoch.to_le_bytes());
     body.extend_from_slice(&0u32.to_le_bytes()); // term
     body.extend_from_slice(&0u64.to_le_bytes()); // its first epoch

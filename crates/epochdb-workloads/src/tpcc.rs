@@ -250,6 +250,11 @@ impl Tpcc {
         if warehouses == 0 {
             return Err(TxnError::Fatal("at least one warehouse".into()));
         }
+        if warehouses > u16::MAX as u32 {
+            // OL_SUPPLY_W_ID is a u16 (an order line's row then fits a
+            // 64-byte record).
+            return Err(TxnError::Fatal(format!("at most {} warehouses", u16::MAX)));
+        }
         let tables = Tables::create(engine, schema)?;
         let mut rng = Rng::new(0x7BCC);
         let load_constants = Constants::random(&mut rng);
@@ -410,7 +415,7 @@ impl Tpcc {
                 for n in 1..=ol_cnt {
                     let line = OrderLine {
                         i_id: rng.range(1, ITEMS as u64) as u32,
-                        supply_w_id: w,
+                        supply_w_id: w as u16,
                         delivery_d: if delivered { now } else { 0 },
                         quantity: 5,
                         amount: if delivered { 0 } else { rng.range(1, 999_999) as i32 },
@@ -675,7 +680,7 @@ impl Client<'_> {
                 };
                 let line = OrderLine {
                     i_id: i,
-                    supply_w_id: supply,
+                    supply_w_id: supply as u16,
                     delivery_d: 0,
                     quantity: qty as u8,
                     amount: qty as i32 * item.price as i32,

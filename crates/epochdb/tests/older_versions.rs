@@ -58,7 +58,7 @@ fn a_version_5_directory_recovers_and_takes_new_writes() {
     let mut row = vec![0u8; 400];
     w.run_durable(|txn| {
         let key = 0u64.to_be_bytes();
-        row.copy_from_slice(&txn.get(table, &key)?.expect("row 0"));
+        row.copy_from_slice(txn.get(table, &key)?.expect("row 0"));
         row[100..200].fill(7); // one column: a delta
         txn.put(table, &key, &row)?;
         txn.put(table, b"new", &[9; 400])

@@ -6,9 +6,9 @@
 //! A row's layout depends on the [`Schema`]. Under `Spec` every row of a
 //! table has the same size: strings are fixed-width and zero-padded, so
 //! updates overwrite in place. Under `Silo` the fields the specification
-//! calls variable text (marked `as text`) take only their characters
-//! after a 2-byte length, as Silo's rows do, and ORDER-LINE drops
-//! OL_DIST_INFO (marked `as spec_only`).
+//! calls variable text (marked `as Text` in [`row!`]) take only their
+//! characters after a 2-byte length, as Silo's rows do, and ORDER-LINE
+//! drops OL_DIST_INFO (marked `as SpecOnly`).
 
 use crate::engine::{Column, TxnError, TxnResult};
 

@@ -489,6 +489,51 @@ mod tests {
         assert!(decode(&old[..old.len() - 1], |_| {}).is_err());
     }
 
+    /// A block's CRC only proves what its writer sent: a hostile primary's
+    /// records, flipped or random, are errors, never panics or runaway loops.
+    #[test]
+    fn damaged_or_hostile_records_are_errors_not_panics() {
+        let mut good = Vec::new();
+        encode_txn(&mut good, Tid::new(7, 3), 3);
+        encode_entry(&mut good, 2, b"key", Some(&[1; 200]));
+        encode_delta(&mut good, 2, b"row", [(1u16, &b"ab"[..]), (300, &[2; 130][..])].into_iter());
+        encode_entry(&mut good, 9, b"gone", None);
+        for i in 0..good.len() {
+            for flip in [0x01, 0x80, 0xFF] {
+                let mut bad = good.clone();
+                bad[i] ^= flip;
+                let mut n = 0;
+                let _ = decode(&bad, |e| {
+                    n += 1;
+                    if let Write::Delta(d) = e.write {
+                        d.count();
+                    }
+                });
+                assert!(n <= 3 + bad.len() / 3, "flip at {i}: {n} entries from {} bytes", bad.len());
+            }
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..20_000 {
+            let n = (x % 96) as usize;
+            let mut bytes: Vec<u8> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            if round % 2 == 0 && bytes.len() >= 8 {
+                bytes[0] |= 1; // a varint record
+            }
+            let _ = decode(&bytes, |e| {
+                if let Write::Delta(d) = e.write {
+                    d.count();
+                }
+            });
+        }
+    }
+
     #[test]
     fn varints_round_trip_and_reject_overflow() {
         for v in [0, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, 1 << 62, u64::MAX] {

@@ -6,7 +6,7 @@
 //! A row's layout depends on the [`Schema`]. Under `Spec` every row of a
 //! table has the same size: strings are fixed-width and zero-padded, so
 //! updates overwrite in place. Under `Silo` the fields the specification
-//! calls variable text (marked `as Text` in [`row!`]) take only their
+//! calls variable text (marked `as Text` in the `row!` macro) take only their
 //! characters after a 2-byte length, as Silo's rows do, and ORDER-LINE
 //! drops OL_DIST_INFO (marked `as SpecOnly`).
 

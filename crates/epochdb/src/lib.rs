@@ -35,6 +35,8 @@ mod record;
 mod replication;
 mod snapshot;
 mod sync;
+#[cfg(test)]
+mod test_rng;
 mod tid;
 mod txn;
 

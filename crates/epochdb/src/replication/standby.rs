@@ -601,23 +601,10 @@ fn apply_part(
     w.enter()?;
     for b in batch {
         let decoded = match &b.data {
-            Data::Memory(bytes) => {
-                let mut window = Vec::with_capacity(PREFETCH_BATCH);
-                let r = entries(bytes, scope, |e| match e.write {
-                    Write::Delta(_) => deltas.push(e),
-                    _ => add_to_window(w, manifest, &mut window, e, keep_below, s, &mut result),
-                });
-                flush_window(w, manifest, &mut window, keep_below, s, &mut result);
-                r
-            }
+            Data::Memory(bytes) => install_rows(w, bytes, scope, keep_below, s, &mut result, |e| deltas.push(e)),
             Data::Log { .. } => b.read_back().and_then(|bytes| {
                 let mut has_delta = false;
-                let mut window = Vec::with_capacity(PREFETCH_BATCH);
-                let r = entries(&bytes, scope, |e| match e.write {
-                    Write::Delta(_) => has_delta = true,
-                    _ => add_to_window(w, manifest, &mut window, e, keep_below, s, &mut result),
-                });
-                flush_window(w, manifest, &mut window, keep_below, s, &mut result);
+                let r = install_rows(w, &bytes, scope, keep_below, s, &mut result, |_| has_delta = true);
                 if has_delta {
                     again.push(b);
                 }
@@ -676,23 +663,33 @@ fn entries<'a>(
     .map_err(bad)
 }
 
-/// Adds whole-row entry `e` to `window`, and installs the window once it
-/// holds [`PREFETCH_BATCH`] entries; nothing after a failure in `result`.
-fn add_to_window<'a>(
+/// Installs the whole rows of `block` that this part replays (see
+/// [`entries`]) in windows of [`PREFETCH_BATCH`], and hands each delta to
+/// `on_delta`; installs nothing after a failure in `result`. The error is
+/// the block's decoding's.
+fn install_rows<'a>(
     w: &mut Worker,
-    manifest: &Manifest,
-    window: &mut Vec<Entry<'a>>,
-    e: Entry<'a>,
+    block: &'a [u8],
+    scope: (&Manifest, u64, u64, usize, usize),
     keep_below: Option<u64>,
     s: &mut Scratch,
     result: &mut Result<()>,
-) {
-    if result.is_ok() {
-        window.push(e);
-        if window.len() == PREFETCH_BATCH {
-            flush_window(w, manifest, window, keep_below, s, result);
+    mut on_delta: impl FnMut(Entry<'a>),
+) -> Result<()> {
+    let manifest = scope.0;
+    let mut window = Vec::with_capacity(PREFETCH_BATCH);
+    let decoded = entries(block, scope, |e| match e.write {
+        Write::Delta(_) => on_delta(e),
+        _ if result.is_ok() => {
+            window.push(e);
+            if window.len() == PREFETCH_BATCH {
+                flush_window(w, manifest, &mut window, keep_below, s, result);
+            }
         }
-    }
+        _ => {}
+    });
+    flush_window(w, manifest, &mut window, keep_below, s, result);
+    decoded
 }
 
 /// Installs and empties `window` (unless `result` holds a failure), its

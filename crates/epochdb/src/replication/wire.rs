@@ -443,17 +443,9 @@ mod tests {
         assert!(recv(&mut &huge[..], &mut body).is_err());
         assert!(body.capacity() < MAX_FRAME);
         // Random bytes never panic.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rng = crate::test_rng::Rng(0x9E37_79B9_7F4A_7C15);
         for _ in 0..20_000 {
-            let n = (x % 64) as usize;
-            let bytes: Vec<u8> = (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let bytes = rng.bytes(64);
             let _ = recv(&mut &bytes[..], &mut body);
             let _ = Msg::decode(&bytes);
         }

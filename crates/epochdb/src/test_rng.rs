@@ -1,7 +1,8 @@
-//! A small deterministic generator for the unit tests (xorshift64): the
-//! same runs every time, and no dependency.
+//! A small deterministic generator for the tests (xorshift64): the same
+//! runs every time, and no dependency. The integration tests include this
+//! file too (`tests/common/mod.rs`).
 
-pub(crate) struct Rng(pub u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {

@@ -15,21 +15,11 @@ pub fn fast_db() -> Database {
     Database::open(options).expect("open")
 }
 
-/// A small xorshift generator: tests stay reproducible from their seed.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The unit tests' xorshift generator: tests stay reproducible from their seed.
+#[path = "../../src/test_rng.rs"]
+mod test_rng;
+#[allow(unused_imports)] // not every test uses it
+pub use test_rng::Rng;
 
 pub fn u64_of(v: &[u8]) -> u64 {
     u64::from_le_bytes(v.try_into().expect("8-byte value"))

@@ -1,11 +1,16 @@
 //! Records: a header and the data in one allocation (Silo §4.3, §4.5).
 //!
 //! ```text
-//! +----------+----------+-------+-------+---------+-----+------------------+--------------+
-//! | TID word | prev ptr | len   | cap   | key_len | pad | key (8-aligned)  | data (cap B) |
-//! |   8 B    |   8 B    | 4 B   | 4 B   |  4 B    | 4 B |                  |              |
-//! +----------+----------+-------+-------+---------+-----+------------------+--------------+
+//! +----------+----------+-------+---------+-----+------------------+--------------+
+//! | TID word | prev ptr | len   | key_len | cap | key (8-aligned)  | data (cap B) |
+//! |   8 B    |   8 B    | 4 B   |  2 B    | 2 B |                  |              |
+//! +----------+----------+-------+---------+-----+------------------+--------------+
 //! ```
+//!
+//! The header is 24 bytes, not Silo's 32: records are most of the
+//! database's memory (a TPC-C order line is 56 bytes, of which 16 are its
+//! value), so `cap` is a 2-byte code ([`cap_code`]) and `key_len` 2 bytes
+//! (keys are at most [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //!
 //! Invariants:
 //! - `key`, `cap` and `key_len` never change after allocation; the key bytes
@@ -30,18 +35,46 @@ pub struct Record {
     pub tid: TidWord,
     prev: AtomicPtr<Record>,
     len: AtomicU32,
-    cap: u32,
-    key_len: u32,
-    _pad: u32,
+    key_len: u16,
+    cap: u16,
 }
 
 const HEADER: usize = std::mem::size_of::<Record>();
-const _: () = assert!(HEADER == 32, "Silo's record header is 32 bytes");
+const _: () = assert!(HEADER == 24, "a record header is three words");
 const WORD: usize = 8;
+/// Capacities of at most `SMALL_CAP_MAX` bytes are coded in words; larger
+/// ones in units of [`BIG_UNIT`] (with the top bit set), up to 4 GiB.
+const SMALL_CAP_MAX: usize = 0x7FFF * WORD;
+const BIG_UNIT: usize = 128 << 10;
+const BIG: u16 = 0x8000;
 
 #[inline]
 fn round_up(n: usize) -> usize {
     n.div_ceil(WORD) * WORD
+}
+
+/// The capacity a record gets for `n` bytes of data, and its code: `n`
+/// rounded up to a word, or (past `SMALL_CAP_MAX`, where the rounding
+/// wastes less than half the block) to [`BIG_UNIT`]. `None` past the
+/// largest code.
+fn cap_code(n: usize) -> Option<(usize, u16)> {
+    if n <= SMALL_CAP_MAX {
+        let cap = round_up(n);
+        Some((cap, (cap / WORD) as u16))
+    } else {
+        let units = n.div_ceil(BIG_UNIT);
+        (units < BIG as usize).then(|| (units * BIG_UNIT, BIG | units as u16))
+    }
+}
+
+/// The capacity a [`cap_code`] stands for.
+#[inline]
+fn cap_of(code: u16) -> usize {
+    if code & BIG == 0 {
+        code as usize * WORD
+    } else {
+        (code & !BIG) as usize * BIG_UNIT
+    }
 }
 
 fn layout(key_len: usize, cap: usize) -> Layout {
@@ -54,10 +87,16 @@ fn layout(key_len: usize, cap: usize) -> Layout {
 impl Record {
     /// Allocates a record holding `key` and `value`, with TID word `word`
     /// and previous version `prev`. The data capacity is `value.len()`
-    /// rounded up to a word (at least `min_cap`).
+    /// (at least `min_cap`) rounded up to a word, or for values above
+    /// 256 KiB to 128 KiB.
+    ///
+    /// Panics if the key is longer than `MAX_KEY_LEN` or the value longer
+    /// than 4 GiB, which callers refuse first with typed errors (values are
+    /// at most `Options::max_value_len`, at most 2 GiB).
     pub fn alloc(key: &[u8], value: &[u8], min_cap: usize, word: u64, prev: *mut Record) -> NonNull<Record> {
-        let cap = round_up(value.len().max(min_cap));
-        assert!(key.len() <= u32::MAX as usize && cap <= u32::MAX as usize);
+        let (cap, code) =
+            cap_code(value.len().max(min_cap)).unwrap_or_else(|| panic!("a value of {} bytes", value.len()));
+        assert!(key.len() <= crate::MAX_KEY_LEN, "a key of {} bytes", key.len());
         let layout = layout(key.len(), cap);
         let ptr = arena::alloc(layout).cast::<Record>();
         let raw = ptr.as_ptr();
@@ -69,9 +108,8 @@ impl Record {
                 tid: TidWord::new(word),
                 prev: AtomicPtr::new(prev),
                 len: AtomicU32::new(value.len() as u32),
-                cap: cap as u32,
-                key_len: key.len() as u32,
-                _pad: 0,
+                key_len: key.len() as u16,
+                cap: code,
             });
             let key_dst = (raw as *mut u8).add(HEADER);
             std::ptr::copy_nonoverlapping(key.as_ptr(), key_dst, key.len());
@@ -90,7 +128,7 @@ impl Record {
     /// still reach it (it is unreachable and its reclamation epoch passed).
     pub unsafe fn free(ptr: NonNull<Record>) {
         // SAFETY: per the contract the record is live until this call.
-        let (key_len, cap) = unsafe { (ptr.as_ref().key_len as usize, ptr.as_ref().cap as usize) };
+        let (key_len, cap) = unsafe { (ptr.as_ref().key_len as usize, ptr.as_ref().capacity()) };
         // SAFETY: same allocation and layout as in `alloc`.
         unsafe { arena::free(ptr.cast(), layout(key_len, cap)) }
     }
@@ -109,14 +147,14 @@ impl Record {
         // the same allocation, which lives as long as `self`.
         unsafe {
             let base = (self as *const Record as *const u8).add(HEADER + round_up(self.key_len as usize));
-            std::slice::from_raw_parts(base as *const AtomicU64, self.cap as usize / WORD)
+            std::slice::from_raw_parts(base as *const AtomicU64, self.capacity() / WORD)
         }
     }
 
     /// Bytes of data this record can hold without reallocation.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.cap as usize
+        cap_of(self.cap)
     }
 
     /// Copies the data into `out` (replacing its contents). Only meaningful
@@ -124,7 +162,7 @@ impl Record {
     /// racing writer may make the copy inconsistent, never unsound.
     #[inline]
     pub fn copy_value(&self, out: &mut Vec<u8>) {
-        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.cap as usize);
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.capacity());
         let words = &self.words()[..len.div_ceil(WORD)];
         out.clear();
         out.reserve(words.len() * WORD);
@@ -192,9 +230,21 @@ mod tests {
     use crate::tid::{Tid, LATEST_BIT};
 
     #[test]
+    fn capacity_codes_round_up_and_round_trip() {
+        for n in [0, 1, 8, 9, 100, SMALL_CAP_MAX - 1, SMALL_CAP_MAX, SMALL_CAP_MAX + 1, 1 << 20, (1 << 31) - 1] {
+            let (cap, code) = cap_code(n).expect("a capacity");
+            assert_eq!(cap_of(code), cap, "{n}");
+            assert!(cap >= n && cap % WORD == 0, "{n}: {cap}");
+            assert!(n <= SMALL_CAP_MAX || (cap - n) * 2 < cap, "{n}: {cap} wastes half");
+        }
+        assert_eq!(cap_code(100), Some((104, 13)));
+        assert_eq!(cap_code(0x7FFF * BIG_UNIT + 1), None);
+    }
+
+    #[test]
     fn alloc_read_write_free() {
         let word = Tid::new(1, 1).raw() | LATEST_BIT;
-        for (klen, vlen) in [(0, 0), (1, 1), (8, 8), (13, 100), (255, 1000)] {
+        for (klen, vlen) in [(0, 0), (1, 1), (8, 8), (13, 100), (255, 1000), (crate::MAX_KEY_LEN, 300 << 10)] {
             let key: Vec<u8> = (0..klen).map(|i| i as u8).collect();
             let val: Vec<u8> = (0..vlen).map(|i| (i * 7) as u8).collect();
             let r = Record::alloc(&key, &val, 0, word, std::ptr::null_mut());

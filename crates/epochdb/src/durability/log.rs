@@ -258,7 +258,7 @@ fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<Tid
         let table = u32::try_from(table).map_err(|_| format!("a log entry of table {table}"))?;
         let klen = take_varint(p)?;
         let word = take_varint(p)?;
-        let key = take(p, usize::try_from(klen).unwrap_or(usize::MAX))?;
+        let key = take_key(p, usize::try_from(klen).unwrap_or(usize::MAX))?;
         let len = usize::try_from(word >> 2).unwrap_or(usize::MAX);
         let write = match word & 3 {
             KIND_VALUE => Write::Value(take(p, len)?),
@@ -271,6 +271,15 @@ fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<Tid
     Ok(tid)
 }
 
+/// A key of `len` bytes: no key is longer than `MAX_KEY_LEN` (records
+/// have two bytes for its length).
+fn take_key<'a>(p: &mut &'a [u8], len: usize) -> Result<&'a [u8], String> {
+    if len > crate::MAX_KEY_LEN {
+        return Err(format!("a key of {len} bytes, more than {}", crate::MAX_KEY_LEN));
+    }
+    take(p, len)
+}
+
 /// The entries of a record in the fixed layout of format versions 1 to 5.
 fn decode_fixed<'a>(p: &mut &'a [u8], tid: Tid, f: &mut impl FnMut(Entry<'a>)) -> Result<Tid, String> {
     let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -279,7 +288,7 @@ fn decode_fixed<'a>(p: &mut &'a [u8], tid: Tid, f: &mut impl FnMut(Entry<'a>)) -
         let table = u32_of(e);
         let klen = u16::from_le_bytes([e[4], e[5]]) as usize;
         let vlen = u32_of(&e[6..]);
-        let key = take(p, klen)?;
+        let key = take_key(p, klen)?;
         let write = match vlen {
             DELETE => Write::Delete,
             v if v & DELTA_BIT != 0 => {
@@ -524,6 +533,34 @@ mod tests {
                     d.count();
                 }
             });
+        }
+    }
+
+    /// Records hold a key's length in two bytes: a log key longer than
+    /// any the engine accepts is corruption, in either layout.
+    #[test]
+    fn keys_longer_than_max_key_len_are_errors() {
+        for len in [crate::MAX_KEY_LEN, crate::MAX_KEY_LEN + 1] {
+            let key = vec![7u8; len];
+            let mut varint = Vec::new();
+            encode_txn(&mut varint, Tid::new(7, 3), 1);
+            encode_entry(&mut varint, 2, &key, Some(b"v"));
+            let mut fixed = Tid::new(7, 3).raw().to_le_bytes().to_vec();
+            fixed.extend_from_slice(&1u32.to_le_bytes());
+            fixed.extend_from_slice(&2u32.to_le_bytes());
+            fixed.extend_from_slice(&(len as u16).to_le_bytes());
+            fixed.extend_from_slice(&1u32.to_le_bytes());
+            fixed.extend_from_slice(&key);
+            fixed.push(b'v');
+            for bytes in [varint, fixed] {
+                let mut keys = Vec::new();
+                let decoded = decode(&bytes, |e| keys.push(e.key.len()));
+                if len <= crate::MAX_KEY_LEN {
+                    assert_eq!((decoded, keys), (Ok(()), vec![len]));
+                } else {
+                    assert!(decoded.is_err() && keys.is_empty(), "a {len}-byte key was accepted");
+                }
+            }
         }
     }
 

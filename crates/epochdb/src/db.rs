@@ -1076,7 +1076,7 @@ impl Worker {
         r.tid.unlock_to(old & !tid::LATEST_BIT);
         let stamp = self.shared.epochs.current();
         if keep_old {
-            self.garbage.retire_version(snap_epoch, stamp, Retired::Record(rec));
+            self.garbage.retire_version(snap_epoch, stamp, rec);
         } else {
             self.garbage.retire(stamp, Retired::Record(rec));
         }
@@ -1089,7 +1089,7 @@ impl Worker {
         rec.copy_value(&mut self.scratch);
         let copy = Record::alloc(&[], &self.scratch, 0, old & !(tid::LOCK_BIT | tid::LATEST_BIT), rec.prev());
         rec.set_prev(copy.as_ptr());
-        self.garbage.retire_version(snap_epoch, 0, Retired::Record(copy));
+        self.garbage.retire_version(snap_epoch, 0, copy);
     }
 
     /// Runs `f` in a transaction and commits it, retrying aborts with

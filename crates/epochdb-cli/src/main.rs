@@ -6,12 +6,17 @@
 //! consistency check, or damage found; 2 a usage error; 3 a control-plane
 //! node (`serve --node-id`) that another node's appointment deposed.
 
-/// Records, index nodes and log buffers are many small objects with short
-/// and long lives mixed. mimalloc's per-thread free lists cost less than
-/// glibc's bins here, and it maps its arenas so that the kernel backs them
-/// with transparent 2 MiB pages, so a tree descent takes far fewer TLB
-/// misses (measured in the README). The engine itself is allocator-agnostic:
-/// this is the application's choice, and embedders can make the same one.
+/// Records and index nodes come from the engine's own arena (huge pages,
+/// `epochdb::arena`); what is left for the global allocator is small
+/// objects with short and long lives mixed (transaction buffers, log
+/// buffers, separator keys, connections). mimalloc's per-thread free lists
+/// cost less than glibc's bins here (YCSB ran about 7% slower on glibc).
+/// Its `no_thp` feature keeps it from asking for transparent huge pages
+/// for its own arena, which made that arena resident 2 MiB at a time:
+/// 10-17 MB more peak memory in `bench tpcc` and `bench ycsb` for no
+/// measurable speed (README, issue #20's figures). The engine itself is
+/// allocator-agnostic: this is the application's choice, and embedders can
+/// make the same one.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -55,6 +55,19 @@ pub struct Sets {
     pub write: Vec<WriteEntry>,
     pub nodes: Vec<NodeEntry>,
     pub arena: Vec<u8>,
+    /// One bit per write-set record (`filter_bit`): a clear bit means the
+    /// record is not in the write set, without a scan. Every read looks
+    /// for its record among the writes, and a NEW-ORDER's ~23 writes made
+    /// that scan a few percent of TPC-C.
+    filter: u64,
+}
+
+/// A record's bit in [`Sets::filter`]. Records are at least 8-aligned
+/// and 24 bytes apart, so bits 3.. vary between them.
+#[inline]
+fn filter_bit(rec: NonNull<Record>) -> u64 {
+    let a = rec.as_ptr() as usize;
+    1 << (((a >> 3) ^ (a >> 9)) & 63)
 }
 
 impl Sets {
@@ -63,13 +76,18 @@ impl Sets {
         self.write.clear();
         self.nodes.clear();
         self.arena.clear();
+        self.filter = 0;
     }
 
     /// The write-set entry for `rec`, if any (before commit: linear, the
-    /// write set of a one-shot transaction is small).
+    /// write set of a one-shot transaction is small, and skipped when the
+    /// filter rules `rec` out).
     #[inline]
     pub fn find_write(&self, rec: NonNull<Record>) -> Option<usize> {
-        self.write.iter().position(|w| w.rec == rec)
+        if self.filter & filter_bit(rec) == 0 {
+            return None;
+        }
+        self.write.iter().rposition(|w| w.rec == rec)
     }
 
     /// Is `rec` in the write set? Only after the commit sorted it.
@@ -97,14 +115,19 @@ impl Sets {
             self.arena.extend_from_slice(value);
         }
         let value_len = if kind == WriteKind::Put { value.len() as u32 } else { 0 };
-        match self.find_write(rec) {
+        // A placeholder this transaction just inserted is in no entry yet.
+        let found = if inserted { None } else { self.find_write(rec) };
+        match found {
             Some(i) => {
                 let w = &mut self.write[i];
                 w.kind = kind;
                 w.value_at = value_at;
                 w.value_len = value_len;
             }
-            None => self.write.push(WriteEntry { rec, table, kind, value_at, value_len, inserted, locked_word: 0 }),
+            None => {
+                self.filter |= filter_bit(rec);
+                self.write.push(WriteEntry { rec, table, kind, value_at, value_len, inserted, locked_word: 0 });
+            }
         }
     }
 
@@ -133,5 +156,34 @@ impl Sets {
             self.nodes.push(NodeEntry { leaf, version });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(i: usize) -> NonNull<Record> {
+        // Only compared, never dereferenced.
+        NonNull::new((0x1000 + 24 * i) as *mut Record).expect("non-null")
+    }
+
+    /// Every written record is found (more records than filter bits, so
+    /// bits are shared), records never written are not, a rewrite replaces
+    /// its entry, and `clear` forgets everything.
+    #[test]
+    fn the_filter_never_hides_a_write() {
+        let mut s = Sets::default();
+        for i in (0..200).step_by(2) {
+            s.write(0, rec(i), WriteKind::Put, b"v", i % 4 == 0);
+        }
+        for i in 0..200 {
+            assert_eq!(s.find_write(rec(i)).is_some(), i % 2 == 0, "record {i}");
+        }
+        s.write(0, rec(10), WriteKind::Delete, &[], false);
+        assert_eq!(s.write.len(), 100);
+        assert_eq!(s.write[s.find_write(rec(10)).expect("written")].kind, WriteKind::Delete);
+        s.clear();
+        assert!((0..200).all(|i| s.find_write(rec(i)).is_none()));
     }
 }

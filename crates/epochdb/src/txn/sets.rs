@@ -7,7 +7,9 @@
 //! - Every read-set word has the lock bit clear and the latest bit set: it
 //!   is a committed (or placeholder) version that was current when read.
 //! - The write set holds at most one entry per record; at commit it is
-//!   sorted by record address, the global lock order.
+//!   sorted by record address, the global lock order. Every record in it
+//!   has its bit set in the filter (a set bit proves nothing; a clear one
+//!   proves absence).
 //! - Node-set versions are the versions the transaction observed, updated
 //!   only by the transaction's own inserts (Silo §4.6).
 

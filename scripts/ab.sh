@@ -12,6 +12,7 @@ runs=$1
 shift
 declare -A res rss
 source "$(dirname "$0")/round-order.sh"
+median() { tr ' ' '\n' | sort -n | awk 'NF {a[++n]=$1} END {print a[int((n+1)/2)]}'; }
 cmds=("$@")
 for r in $(seq "$runs"); do
   for i in $(round_order "$r" $(seq 0 $((${#cmds[@]} - 1)))); do
@@ -26,8 +27,6 @@ for r in $(seq "$runs"); do
 done
 i=0
 for c in "$@"; do
-  med=$(echo ${res[$i]} | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  mem=$(echo ${rss[$i]} | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  echo "median $med  [${res[$i]} ]  peak RSS median $mem MB [${rss[$i]} ] : $c"
+  echo "median $(echo ${res[$i]} | median)  [${res[$i]} ]  peak RSS median $(echo ${rss[$i]} | median) MB [${rss[$i]} ] : $c"
   i=$((i + 1))
 done

@@ -10,10 +10,11 @@
 /// `epochdb::arena`); what is left for the global allocator is small
 /// objects with short and long lives mixed (transaction buffers, log
 /// buffers, separator keys, connections). mimalloc's per-thread free lists
-/// cost less than glibc's bins here (YCSB ran about 7% slower on glibc).
+/// cost less than glibc's bins here (YCSB ran about 7% slower on glibc in
+/// an A/B on 2026-11-25).
 /// Its `no_thp` feature keeps it from asking for transparent huge pages
 /// for its own arena, which made that arena resident 2 MiB at a time:
-/// 10-17 MB more peak memory in `bench tpcc` and `bench ycsb` for no
+/// 4-16 MB more peak memory in `bench tpcc` and `bench ycsb` for no
 /// measurable speed (README, issue #20's figures). The engine itself is
 /// allocator-agnostic: this is the application's choice, and embedders can
 /// make the same one.

@@ -149,10 +149,11 @@ pub struct Tables {
 /// the schema (0 `Spec`, 1 `Silo`) and [`ROW_LAYOUT`].
 pub const LOAD_TABLE: &str = "tpcc_load";
 pub const LOADED_KEY: &[u8] = b"warehouses";
-/// The version of the row layouts, in the load marker. Version 1 (a
-/// marker without this byte) had fixed-width strings under `Silo` too,
-/// and 8-byte dates and wider ORDER and ORDER-LINE rows.
-pub const ROW_LAYOUT: u8 = 2;
+/// The version of the row and key layouts, in the load marker. Version 1
+/// (a marker without this byte) had fixed-width strings under `Silo` too,
+/// and 8-byte dates and wider ORDER and ORDER-LINE rows; version 2 had
+/// keys of u32 fields.
+pub const ROW_LAYOUT: u8 = 3;
 
 /// The load marker of `warehouses` warehouses with `schema`'s rows.
 fn marker(warehouses: u32, schema: Schema) -> Vec<u8> {
@@ -168,8 +169,10 @@ pub fn parse_marker(v: &[u8]) -> Result<(u32, Schema), String> {
     let schema = match v.get(4..) {
         Some([0, ROW_LAYOUT]) => Schema::Spec,
         Some([1, ROW_LAYOUT]) => Schema::Silo,
-        Some([] | [1]) => {
-            return Err("a TPC-C database of an older row layout (before ROW_LAYOUT 2), which this build does not read: load it again".into())
+        Some([] | [1] | [0 | 1, 2]) => {
+            return Err(format!(
+                "a TPC-C database of an older row layout (before ROW_LAYOUT {ROW_LAYOUT}), which this build does not read: load it again"
+            ))
         }
         _ => return Err(format!("not a TPC-C load marker: {v:?}")),
     };
@@ -318,7 +321,7 @@ impl Tpcc {
                 data: data_50(rng),
             };
             item.encode_as(self.schema, &mut v);
-            l.add(self.tables.item, &key::<4>(&[i]), &v)?;
+            l.add(self.tables.item, &item_key(i), &v)?;
         }
         Ok(())
     }
@@ -333,13 +336,13 @@ impl Tpcc {
             ytd: 30_000_000,
         };
         wh.encode_as(self.schema, &mut v);
-        l.add(t.warehouse, &key::<4>(&[w]), &v)?;
+        l.add(t.warehouse, &warehouse_key(w), &v)?;
         for i in 1..=ITEMS {
             let mut dist = [[0u8; 24]; 10];
             for d in dist.iter_mut() {
                 *d = a_string(rng, 24, 24);
             }
-            let k = key::<8>(&[w, i]);
+            let k = stock_key(w, i);
             Stock { quantity: rng.range(10, 100) as u32, ytd: 0, order_cnt: 0, remote_cnt: 0 }
                 .encode_as(self.schema, &mut v);
             l.add(t.stock, &k, &v)?;
@@ -356,7 +359,7 @@ impl Tpcc {
                 next_o_id: ORDERS + 1,
             };
             dist.encode_as(self.schema, &mut v);
-            l.add(t.district, &key::<8>(&[w, d]), &v)?;
+            l.add(t.district, &district_key(w, d), &v)?;
             for cid in 1..=CUSTOMERS {
                 let last = if cid <= 1000 { last_name(cid - 1) } else { last_name(nurand(rng, 255, 0, 999, c.c_last)) };
                 let cust = Customer {
@@ -376,7 +379,7 @@ impl Tpcc {
                     data: a_string(rng, 300, 500),
                 };
                 cust.encode_as(self.schema, &mut v);
-                l.add(t.customer, &key::<12>(&[w, d, cid]), &v)?;
+                l.add(t.customer, &customer_key(w, d, cid), &v)?;
                 l.add(t.customer_name, &customer_name_key(w, d, &cust.last, &cust.first, cid), &[])?;
                 let h = History {
                     c_id: cid,
@@ -389,7 +392,7 @@ impl Tpcc {
                     data: a_string(rng, 12, 24),
                 };
                 h.encode_as(self.schema, &mut v);
-                l.add(t.history, &key::<16>(&[w, d, 0, cid]), &v)?;
+                l.add(t.history, &history_key(w, d, 0, cid), &v)?;
             }
             // Orders go to a random permutation of the customers.
             let mut perm: Vec<u32> = (1..=CUSTOMERS).collect();
@@ -407,10 +410,10 @@ impl Tpcc {
                     all_local: 1,
                 };
                 order.encode_as(self.schema, &mut v);
-                l.add(t.order, &key::<12>(&[w, d, o]), &v)?;
-                l.add(t.order_customer, &key::<16>(&[w, d, order.c_id, o]), &[])?;
+                l.add(t.order, &order_key(w, d, o), &v)?;
+                l.add(t.order_customer, &order_customer_key(w, d, order.c_id, o), &[])?;
                 if !delivered {
-                    l.add(t.new_order, &key::<12>(&[w, d, o]), &[])?;
+                    l.add(t.new_order, &order_key(w, d, o), &[])?;
                 }
                 for n in 1..=ol_cnt {
                     let line = OrderLine {
@@ -422,7 +425,7 @@ impl Tpcc {
                         dist_info: a_string(rng, 24, 24),
                     };
                     line.encode_as(self.schema, &mut v);
-                    l.add(t.order_line, &key::<16>(&[w, d, o, n]), &v)?;
+                    l.add(t.order_line, &order_line_key(w, d, o, n), &v)?;
                 }
             }
         }
@@ -548,10 +551,10 @@ fn customer_id(txn: &mut dyn crate::engine::Txn, t: &Tables, w: u32, d: u32, by:
         CustomerBy::Name(last) => last,
     };
     let lo = customer_name_key(w, d, &last, &[0; 16], 0);
-    let hi = customer_name_key(w, d, &last, &[0xFF; 16], u32::MAX);
+    let hi = customer_name_key(w, d, &last, &[0xFF; 16], MAX_CUSTOMER_ID);
     let mut ids = Vec::new();
     txn.scan(t.customer_name, &lo, Some(&hi), usize::MAX, false, &mut |k, _| {
-        ids.push(key_part(&k[40..], 0));
+        ids.push(customer_of_name_key(k));
         true
     })?;
     if ids.is_empty() {
@@ -630,12 +633,12 @@ impl Client<'_> {
         let mut order = 0;
         // The rows read below whose keys are known up front, announced so
         // their lookups overlap (`Txn::prefetch`).
-        let ckey = key::<12>(&[w, d, cid]);
-        let ikeys: Vec<[u8; 4]> = lines.iter().map(|&(i, _, _)| key::<4>(&[i])).collect();
-        let skeys: Vec<[u8; 8]> = lines.iter().map(|&(i, supply, _)| key::<8>(&[supply, i])).collect();
+        let ckey = customer_key(w, d, cid);
+        let ikeys: Vec<_> = lines.iter().map(|&(i, _, _)| item_key(i)).collect();
+        let skeys: Vec<_> = lines.iter().map(|&(i, supply, _)| stock_key(supply, i)).collect();
         // The customer's orders in ORDER's index, where this order's entry
         // goes: an insert at a random place, unlike the other inserts here.
-        let ockey = key::<16>(&[w, d, cid, 0]);
+        let ockey = order_customer_key(w, d, cid, 0);
         let mut ahead: Vec<(Table, &[u8])> = vec![(t.customer, &ckey[..]), (t.order_customer, &ockey[..])];
         ahead.extend(ikeys.iter().map(|k| (t.item, &k[..])));
         ahead.extend(skeys.iter().map(|k| (t.stock, &k[..])));
@@ -645,18 +648,18 @@ impl Client<'_> {
         }
         let aborts = worker.run(TxnKind::ReadWrite, &mut |txn| {
             txn.prefetch(&ahead)?;
-            let _wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, schema, Warehouse::decode_as)?;
-            let mut dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, schema, District::decode_as)?;
+            let _wh = get_row(txn, t.warehouse, &warehouse_key(w), buf, schema, Warehouse::decode_as)?;
+            let mut dist = get_row(txn, t.district, &district_key(w, d), buf, schema, District::decode_as)?;
             let o = dist.next_o_id;
             order = o;
             dist.next_o_id += 1;
             dist.encode_as(schema, row);
-            txn.put(t.district, &key::<8>(&[w, d]), row)?;
+            txn.put(t.district, &district_key(w, d), row)?;
             let _cust = get_row(txn, t.customer, &ckey, buf, schema, Customer::decode_as)?;
             Order { c_id: cid, entry_d: now, carrier_id: 0, ol_cnt: ol_cnt as u8, all_local }.encode_as(schema, row);
-            txn.insert(t.order, &key::<12>(&[w, d, o]), row)?;
-            txn.insert(t.new_order, &key::<12>(&[w, d, o]), &[])?;
-            txn.insert(t.order_customer, &key::<16>(&[w, d, cid, o]), &[])?;
+            txn.insert(t.order, &order_key(w, d, o), row)?;
+            txn.insert(t.new_order, &order_key(w, d, o), &[])?;
+            txn.insert(t.order_customer, &order_customer_key(w, d, cid, o), &[])?;
             for (n, &(i, supply, qty)) in lines.iter().enumerate() {
                 if !txn.get(t.item, &ikeys[n], buf)? {
                     return Err(TxnError::Rollback);
@@ -687,7 +690,7 @@ impl Client<'_> {
                     dist_info,
                 };
                 line.encode_as(schema, row);
-                txn.insert(t.order_line, &key::<16>(&[w, d, o, n as u32 + 1]), row)?;
+                txn.insert(t.order_line, &order_line_key(w, d, o, n as u32 + 1), row)?;
             }
             Ok(())
         })?;
@@ -711,20 +714,20 @@ impl Client<'_> {
         }
         let amount = self.rng.range(100, 500_000) as i64;
         self.history_seq += 1;
-        let hkey = key::<16>(&[w, d, self.tag, self.history_seq]);
+        let hkey = history_key(w, d, self.tag, self.history_seq);
         let (buf, row) = (&mut self.buf, &mut self.row);
         let now = now();
         worker.run(TxnKind::ReadWrite, &mut |txn| {
-            let mut wh = get_row(txn, t.warehouse, &key::<4>(&[w]), buf, schema, Warehouse::decode_as)?;
+            let mut wh = get_row(txn, t.warehouse, &warehouse_key(w), buf, schema, Warehouse::decode_as)?;
             wh.ytd += amount;
             wh.encode_as(schema, row);
-            txn.put(t.warehouse, &key::<4>(&[w]), row)?;
-            let mut dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, schema, District::decode_as)?;
+            txn.put(t.warehouse, &warehouse_key(w), row)?;
+            let mut dist = get_row(txn, t.district, &district_key(w, d), buf, schema, District::decode_as)?;
             dist.ytd += amount;
             dist.encode_as(schema, row);
-            txn.put(t.district, &key::<8>(&[w, d]), row)?;
+            txn.put(t.district, &district_key(w, d), row)?;
             let cid = customer_id(txn, &t, cw, cd, by)?;
-            let ckey = key::<12>(&[cw, cd, cid]);
+            let ckey = customer_key(cw, cd, cid);
             let mut cust = get_row(txn, t.customer, &ckey, buf, schema, Customer::decode_as)?;
             cust.balance -= amount;
             cust.ytd_payment += amount;
@@ -756,16 +759,16 @@ impl Client<'_> {
         let buf = &mut self.buf;
         worker.run(TxnKind::ReadOnly, &mut |txn| {
             let cid = customer_id(txn, &t, w, d, by)?;
-            let _cust = get_row(txn, t.customer, &key::<12>(&[w, d, cid]), buf, schema, Customer::decode_as)?;
+            let _cust = get_row(txn, t.customer, &customer_key(w, d, cid), buf, schema, Customer::decode_as)?;
             let mut last = None;
-            let (lo, hi) = (key::<16>(&[w, d, cid, 0]), key::<16>(&[w, d, cid + 1, 0]));
+            let (lo, hi) = (order_customer_key(w, d, cid, 0), order_customer_key(w, d, cid + 1, 0));
             txn.scan(t.order_customer, &lo, Some(&hi), 1, true, &mut |k, _| {
-                last = Some(key_part(k, 3));
+                last = Some(order_customer_order(k));
                 false
             })?;
             let Some(o) = last else { return Ok(()) };
-            let _order = get_row(txn, t.order, &key::<12>(&[w, d, o]), buf, schema, Order::decode_as)?;
-            let (lo, hi) = (key::<16>(&[w, d, o, 0]), key::<16>(&[w, d, o + 1, 0]));
+            let _order = get_row(txn, t.order, &order_key(w, d, o), buf, schema, Order::decode_as)?;
+            let (lo, hi) = (order_line_key(w, d, o, 0), order_line_key(w, d, o + 1, 0));
             let mut lines = 0;
             txn.scan(t.order_line, &lo, Some(&hi), usize::MAX, false, &mut |_, v| {
                 lines += OrderLine::decode_as(schema, v).is_ok() as u32;
@@ -789,7 +792,7 @@ impl Client<'_> {
         // overlap: the oldest new order, then the order, then its lines
         // and customer. The same reads and writes as district by district.
         let districts = 1..=DISTRICTS;
-        let nokeys: Vec<[u8; 12]> = districts.clone().map(|d| key::<12>(&[w, d, hints[d as usize - 1]])).collect();
+        let nokeys: Vec<_> = districts.clone().map(|d| order_key(w, d, hints[d as usize - 1])).collect();
         let aborts = worker.run(TxnKind::ReadWrite, &mut |txn| {
             let ahead: Vec<(Table, &[u8])> = nokeys.iter().map(|k| (t.new_order, &k[..])).collect();
             txn.prefetch(&ahead)?;
@@ -797,34 +800,34 @@ impl Client<'_> {
             let mut found: Vec<(u32, u32)> = Vec::with_capacity(DISTRICTS as usize);
             for (d, lo) in districts.clone().zip(&nokeys) {
                 let mut oldest = None;
-                let hi = key::<12>(&[w, d + 1, 0]);
+                let hi = order_key(w, d + 1, 0);
                 txn.scan(t.new_order, lo, Some(&hi), 1, false, &mut |k, _| {
-                    oldest = Some(key_part(k, 2));
+                    oldest = Some(order_of(k));
                     false
                 })?;
                 delivered[d as usize - 1] = oldest.unwrap_or(0);
                 found.extend(oldest.map(|o| (d, o)));
             }
-            let okeys: Vec<[u8; 12]> = found.iter().map(|&(d, o)| key::<12>(&[w, d, o])).collect();
+            let okeys: Vec<_> = found.iter().map(|&(d, o)| order_key(w, d, o)).collect();
             let ahead: Vec<(Table, &[u8])> = okeys.iter().map(|k| (t.order, &k[..])).collect();
             txn.prefetch(&ahead)?;
-            let mut ckeys: Vec<[u8; 12]> = Vec::with_capacity(found.len());
+            let mut ckeys: Vec<_> = Vec::with_capacity(found.len());
             for (&(d, _), okey) in found.iter().zip(&okeys) {
                 txn.delete(t.new_order, okey)?;
                 let mut order = get_row(txn, t.order, okey, buf, schema, Order::decode_as)?;
-                ckeys.push(key::<12>(&[w, d, order.c_id]));
+                ckeys.push(customer_key(w, d, order.c_id));
                 order.carrier_id = carrier;
                 order.encode_as(schema, row);
                 txn.put(t.order, okey, row)?;
             }
-            let lkeys: Vec<[u8; 16]> = found.iter().map(|&(d, o)| key::<16>(&[w, d, o, 0])).collect();
+            let lkeys: Vec<_> = found.iter().map(|&(d, o)| order_line_key(w, d, o, 0)).collect();
             let ahead: Vec<(Table, &[u8])> = (ckeys.iter().map(|k| (t.customer, &k[..])))
                 .chain(lkeys.iter().map(|k| (t.order_line, &k[..])))
                 .collect();
             txn.prefetch(&ahead)?;
             for ((&(d, o), ckey), lo) in found.iter().zip(&ckeys).zip(&lkeys) {
                 keys.clear();
-                let hi = key::<16>(&[w, d, o + 1, 0]);
+                let hi = order_line_key(w, d, o + 1, 0);
                 txn.scan(t.order_line, lo, Some(&hi), usize::MAX, false, &mut |k, _| {
                     keys.push(k.to_vec());
                     true
@@ -862,10 +865,10 @@ impl Client<'_> {
         let buf = &mut self.buf;
         let mut items: Vec<u32> = Vec::new();
         worker.run(TxnKind::ReadOnly, &mut |txn| {
-            let dist = get_row(txn, t.district, &key::<8>(&[w, d]), buf, schema, District::decode_as)?;
+            let dist = get_row(txn, t.district, &district_key(w, d), buf, schema, District::decode_as)?;
             let next = dist.next_o_id;
             items.clear();
-            let (lo, hi) = (key::<16>(&[w, d, next.saturating_sub(20), 0]), key::<16>(&[w, d, next, 0]));
+            let (lo, hi) = (order_line_key(w, d, next.saturating_sub(20), 0), order_line_key(w, d, next, 0));
             txn.scan(t.order_line, &lo, Some(&hi), usize::MAX, false, &mut |_, v| {
                 if let Ok(line) = OrderLine::decode_as(schema, v) {
                     items.push(line.i_id);
@@ -874,7 +877,7 @@ impl Client<'_> {
             })?;
             items.sort_unstable();
             items.dedup();
-            let skeys: Vec<[u8; 8]> = items.iter().map(|&i| key::<8>(&[w, i])).collect();
+            let skeys: Vec<_> = items.iter().map(|&i| stock_key(w, i)).collect();
             let ahead: Vec<(Table, &[u8])> = skeys.iter().map(|k| (t.stock, &k[..])).collect();
             txn.prefetch(&ahead)?;
             let mut low = 0;
@@ -929,20 +932,20 @@ impl Tpcc {
             worker.run(TxnKind::ReadWrite, &mut |txn| {
                 found.clear();
                 let mut buf = Vec::new();
-                let wh = get_row(txn, t.warehouse, &key::<4>(&[w]), &mut buf, schema, Warehouse::decode_as)?;
+                let wh = get_row(txn, t.warehouse, &warehouse_key(w), &mut buf, schema, Warehouse::decode_as)?;
                 let mut d_ytd = 0;
                 for d in 1..=DISTRICTS {
-                    let dist = get_row(txn, t.district, &key::<8>(&[w, d]), &mut buf, schema, District::decode_as)?;
+                    let dist = get_row(txn, t.district, &district_key(w, d), &mut buf, schema, District::decode_as)?;
                     d_ytd += dist.ytd;
                     let mut max_o = 0;
-                    let (lo, hi) = (key::<12>(&[w, d, 0]), key::<12>(&[w, d + 1, 0]));
+                    let (lo, hi) = (order_key(w, d, 0), order_key(w, d + 1, 0));
                     txn.scan(t.order, &lo, Some(&hi), 1, true, &mut |k, _| {
-                        max_o = key_part(k, 2);
+                        max_o = order_of(k);
                         false
                     })?;
                     let (mut no_min, mut no_max, mut no_count) = (u32::MAX, 0, 0u32);
                     txn.scan(t.new_order, &lo, Some(&hi), usize::MAX, false, &mut |k, _| {
-                        let o = key_part(k, 2);
+                        let o = order_of(k);
                         no_min = no_min.min(o);
                         no_max = no_max.max(o);
                         no_count += 1;
@@ -963,7 +966,7 @@ impl Tpcc {
                         true
                     })?;
                     let mut lines = 0u64;
-                    let (llo, lhi) = (key::<16>(&[w, d, 0, 0]), key::<16>(&[w, d + 1, 0, 0]));
+                    let (llo, lhi) = (order_line_key(w, d, 0, 0), order_line_key(w, d + 1, 0, 0));
                     txn.scan(t.order_line, &llo, Some(&lhi), usize::MAX, false, &mut |_, _| {
                         lines += 1;
                         true
@@ -992,12 +995,13 @@ mod tests {
         for schema in [Schema::Spec, Schema::Silo] {
             assert_eq!(parse_marker(&marker(7, schema)), Ok((7, schema)));
         }
-        // Row layout 1: the count alone (spec), or with a byte 1 (silo).
+        // Row layout 1: the count alone (spec), or with a byte 1 (silo);
+        // layout 2: u32 key fields.
         let old = 7u32.to_be_bytes();
-        for m in [old.to_vec(), [&old[..], &[1]].concat()] {
+        for m in [old.to_vec(), [&old[..], &[1]].concat(), [&old[..], &[0, 2]].concat(), [&old[..], &[1, 2]].concat()] {
             assert!(parse_marker(&m).expect_err("an older layout").contains("older row layout"), "{m:?}");
         }
-        for m in [&b"abc"[..], &[0, 0, 0, 7, 2, ROW_LAYOUT], &[0, 0, 0, 7, 0, 3]] {
+        for m in [&b"abc"[..], &[0, 0, 0, 7, 2, ROW_LAYOUT], &[0, 0, 0, 7, 0, 4]] {
             assert!(parse_marker(m).expect_err("not a marker").contains("not a TPC-C load marker"), "{m:?}");
         }
     }

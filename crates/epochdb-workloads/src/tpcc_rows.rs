@@ -343,31 +343,106 @@ pub fn trimmed(s: &[u8]) -> &[u8] {
     &s[..n]
 }
 
-/// A key of big-endian u32 parts.
-pub fn key<const N: usize>(parts: &[u32]) -> [u8; N] {
+/// Keys: big-endian fields (so key order is numeric order), each as
+/// narrow as its range: warehouse u16, district u8, customer u16, order
+/// u32, line number u8, item u32. The keys read and written most (order
+/// line, order, new order, stock, customer) then fit the index's 8-byte
+/// key slice, so comparing them never reads the record's key, and an
+/// order line's record is 8 bytes smaller than with u32 fields.
+fn pack<const N: usize>(fields: &[(u32, usize)]) -> [u8; N] {
     let mut k = [0u8; N];
-    for (i, p) in parts.iter().enumerate() {
-        k[i * 4..i * 4 + 4].copy_from_slice(&p.to_be_bytes());
+    let mut at = 0;
+    for &(v, width) in fields {
+        debug_assert!(width == 4 || v >> (8 * width) == 0, "{v} does not fit {width} bytes");
+        k[at..at + width].copy_from_slice(&v.to_be_bytes()[4 - width..]);
+        at += width;
     }
+    debug_assert_eq!(at, N);
     k
 }
 
-/// The big-endian u32 at part `i` of a key.
-pub fn key_part(k: &[u8], i: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&k[i * 4..i * 4 + 4]);
-    u32::from_be_bytes(a)
+const W: usize = 2;
+const D: usize = 1;
+const C: usize = 2;
+const O: usize = 4;
+const L: usize = 1;
+const I: usize = 4;
+
+/// WAREHOUSE: w.
+pub fn warehouse_key(w: u32) -> [u8; W] {
+    pack(&[(w, W)])
 }
 
-/// CUSTOMER-by-name index key: (w, d, last, first, c), names padded to 16.
-pub fn customer_name_key(w: u32, d: u32, last: &[u8; 16], first: &[u8; 16], c: u32) -> [u8; 44] {
-    let mut k = [0u8; 44];
-    k[..8].copy_from_slice(&key::<8>(&[w, d]));
-    k[8..24].copy_from_slice(last);
-    k[24..40].copy_from_slice(first);
-    k[40..].copy_from_slice(&c.to_be_bytes());
+/// DISTRICT: w, d.
+pub fn district_key(w: u32, d: u32) -> [u8; W + D] {
+    pack(&[(w, W), (d, D)])
+}
+
+/// CUSTOMER: w, d, c.
+pub fn customer_key(w: u32, d: u32, c: u32) -> [u8; W + D + C] {
+    pack(&[(w, W), (d, D), (c, C)])
+}
+
+/// ORDER and NEW-ORDER: w, d, o.
+pub fn order_key(w: u32, d: u32, o: u32) -> [u8; W + D + O] {
+    pack(&[(w, W), (d, D), (o, O)])
+}
+
+/// The order number of an [`order_key`].
+pub fn order_of(k: &[u8]) -> u32 {
+    u32::from_be_bytes([k[W + D], k[W + D + 1], k[W + D + 2], k[W + D + 3]])
+}
+
+/// ORDER by customer (`oorder_c_id_idx`): w, d, c, o.
+pub fn order_customer_key(w: u32, d: u32, c: u32, o: u32) -> [u8; W + D + C + O] {
+    pack(&[(w, W), (d, D), (c, C), (o, O)])
+}
+
+/// The order number of an [`order_customer_key`].
+pub fn order_customer_order(k: &[u8]) -> u32 {
+    order_of(&k[C..])
+}
+
+/// ORDER-LINE: w, d, o, number.
+pub fn order_line_key(w: u32, d: u32, o: u32, n: u32) -> [u8; W + D + O + L] {
+    pack(&[(w, W), (d, D), (o, O), (n, L)])
+}
+
+/// HISTORY: w, d, terminal, sequence (at the load: w, d, 0, c).
+pub fn history_key(w: u32, d: u32, terminal: u32, seq: u32) -> [u8; W + D + 4 + 4] {
+    pack(&[(w, W), (d, D), (terminal, 4), (seq, 4)])
+}
+
+/// ITEM: i.
+pub fn item_key(i: u32) -> [u8; I] {
+    pack(&[(i, I)])
+}
+
+/// STOCK and STOCK-DATA: w, i.
+pub fn stock_key(w: u32, i: u32) -> [u8; W + I] {
+    pack(&[(w, W), (i, I)])
+}
+
+/// CUSTOMER by name (`customer_name_idx`): w, d, last, first, c, names
+/// padded to 16.
+pub fn customer_name_key(w: u32, d: u32, last: &[u8; 16], first: &[u8; 16], c: u32) -> [u8; NAME_KEY] {
+    let mut k = [0u8; NAME_KEY];
+    k[..W + D].copy_from_slice(&district_key(w, d));
+    k[W + D..W + D + 16].copy_from_slice(last);
+    k[W + D + 16..W + D + 32].copy_from_slice(first);
+    k[W + D + 32..].copy_from_slice(&pack::<C>(&[(c, C)]));
     k
 }
+
+const NAME_KEY: usize = W + D + 32 + C;
+
+/// The customer id of a [`customer_name_key`].
+pub fn customer_of_name_key(k: &[u8]) -> u32 {
+    u16::from_be_bytes([k[NAME_KEY - 2], k[NAME_KEY - 1]]) as u32
+}
+
+/// The largest customer id a key holds, for an inclusive upper bound.
+pub const MAX_CUSTOMER_ID: u32 = u16::MAX as u32;
 
 #[cfg(test)]
 mod tests {
@@ -482,7 +557,16 @@ mod tests {
             assert_eq!(trimmed(&f).len(), n);
             assert_eq!(trimmed(&f[..n]).len(), n);
         }
-        assert_eq!(key_part(&key::<12>(&[1, 2, 3]), 2), 3);
-        assert!(key::<8>(&[1, 2]) < key::<8>(&[1, 3]) && key::<8>(&[1, 300]) < key::<8>(&[2, 0]));
+    }
+
+    #[test]
+    fn keys_decode_and_sort_as_their_fields() {
+        assert_eq!(order_of(&order_key(1, 2, 3)), 3);
+        assert_eq!(order_customer_order(&order_customer_key(1, 2, 3000, 70_000)), 70_000);
+        assert_eq!(customer_of_name_key(&customer_name_key(1, 2, &[b'A'; 16], &[b'B'; 16], 2999)), 2999);
+        assert!(district_key(1, 2) < district_key(1, 3) && district_key(1, 10) < district_key(2, 0));
+        assert!(order_line_key(1, 2, 255, 15) < order_line_key(1, 2, 256, 0));
+        assert!(order_line_key(1, 10, u32::MAX, 15) < order_line_key(1, 11, 0, 0));
+        assert!(stock_key(300, 100_000) < stock_key(301, 1));
     }
 }

@@ -13,7 +13,7 @@ use epochdb::{Durability, Options, TableId};
 use epochdb_workloads::engine::{Engine, EpochDb, TxnKind, Variant};
 use epochdb_workloads::keygen::Rng;
 use epochdb_workloads::tpcc::Tpcc;
-use epochdb_workloads::tpcc_rows::{key, Order, Schema};
+use epochdb_workloads::tpcc_rows::{order_key, Order, Schema};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -137,10 +137,10 @@ fn check(dir: &Path, mode: Durability) -> usize {
     worker
         .run(TxnKind::ReadWrite, &mut |txn| {
             for [w, d, o] in &orders {
-                assert!(txn.get(t.order, &key::<12>(&[*w, *d, *o]), &mut buf)?, "acknowledged order {w}/{d}/{o} lost");
+                assert!(txn.get(t.order, &order_key(*w, *d, *o), &mut buf)?, "acknowledged order {w}/{d}/{o} lost");
             }
             for [w, d, o] in &deliveries {
-                let k = key::<12>(&[*w, *d, *o]);
+                let k = order_key(*w, *d, *o);
                 assert!(!txn.get(t.new_order, &k, &mut buf)?, "acknowledged delivery {w}/{d}/{o} undone");
                 assert!(txn.get(t.order, &k, &mut buf)?, "delivered order {w}/{d}/{o} lost");
                 let order = Order::decode_as(SCHEMA, &buf)?;

@@ -18,7 +18,7 @@ use epochdb::{Backup, BackupOptions, Durability, Options, PrimaryOptions, Safety
 use epochdb_workloads::engine::{Engine, EpochDb, TxnKind, Variant};
 use epochdb_workloads::keygen::Rng;
 use epochdb_workloads::tpcc::Tpcc;
-use epochdb_workloads::tpcc_rows::{key, Order, Schema};
+use epochdb_workloads::tpcc_rows::{order_key, Order, Schema};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -132,7 +132,7 @@ fn check(engine: &EpochDb, persisted: u64, root: &Path, sync: bool) -> (usize, u
                 let mut parts = line.split_whitespace();
                 let kind = parts.next().expect("kind");
                 let ids: Vec<u32> = parts.map(|p| p.parse().expect("id")).collect();
-                let k = key::<12>(&[ids[0], ids[1], ids[2]]);
+                let k = order_key(ids[0], ids[1], ids[2]);
                 let present = if kind == "o" {
                     txn.get(t.order, &k, &mut buf)?
                 } else {

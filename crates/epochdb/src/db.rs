@@ -518,6 +518,7 @@ impl Database {
             stats: WorkerStats::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ (Arc::as_ptr(&shared) as u64),
             view_reader: false,
+            snapshot_reader: false,
             shared,
             _not_sync: PhantomData,
         })
@@ -945,6 +946,9 @@ pub struct Worker {
     rng: u64,
     /// A read at a standby's read view is under way (`ReadView::readers`).
     view_reader: bool,
+    /// Counted in the snapshot transactions under way (see
+    /// `Epochs::snapshot_begins`), until `leave`.
+    snapshot_reader: bool,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -987,6 +991,13 @@ impl Worker {
 
     /// Begins a read-only snapshot transaction (Silo §4.9): it reads the
     /// state as of the snapshot epoch and never aborts.
+    ///
+    /// Committers keep the old versions snapshots read only while
+    /// snapshots are in use: the first snapshot after none began for 10
+    /// snapshot epochs (about 10 s with the default options) waits until
+    /// the snapshot epoch reaches the point from which they all keep them
+    /// (1-2 snapshot epochs, about 1-2 s). After a recovery they keep them
+    /// from the start, so a snapshot right after opening does not wait.
     ///
     /// ```
     /// # use epochdb::{Database, Options, TableOptions};
@@ -1032,6 +1043,18 @@ impl Worker {
         let shared = self.shared.clone();
         let view = shared.standby_view();
         crate::replication::standby::check_fresh(&shared.epochs, view, &shared.options, freshness, &shared.closed)?;
+        // Committers keep the versions snapshots read from epoch `kf` on:
+        // the first snapshot after a quiet stretch waits for `SE` to get
+        // there (the advancer moves it; no epoch is held meanwhile).
+        let kf = shared.epochs.snapshot_begins();
+        self.snapshot_reader = true; // until `leave`
+        while shared.epochs.snapshot() < kf {
+            if shared.closed.load(Ordering::Acquire) {
+                self.end_reads();
+                return Err(Error::Closed);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         if let Some(v) = view {
             v.reader_begins();
             self.view_reader = true; // until `leave`
@@ -1040,7 +1063,7 @@ impl Worker {
         let (_, se) = match self.enter() {
             Ok(entered) => entered,
             Err(e) => {
-                self.end_view_read();
+                self.end_reads();
                 return Err(e);
             }
         };
@@ -1256,14 +1279,19 @@ impl Worker {
         (i < self.tables.len()).then_some(i)
     }
 
-    /// Ends a read counted at a standby's read view, if one is under way.
-    fn end_view_read(&mut self) {
-        // Checked before it is written: `leave` ends every commit.
+    /// Ends the counts of a snapshot read (and of a read at a standby's
+    /// read view), if one is under way.
+    fn end_reads(&mut self) {
+        // Checked before they are written: `leave` ends every commit.
         if self.view_reader {
             self.view_reader = false;
             if let Some(v) = self.shared.view.as_deref() {
                 v.reader_ends();
             }
+        }
+        if self.snapshot_reader {
+            self.snapshot_reader = false;
+            self.shared.epochs.snapshot_ends();
         }
     }
 
@@ -1281,7 +1309,7 @@ impl Worker {
     /// Ends a transaction: retires what it unlinked, collects garbage while
     /// still protected by its epoch, then goes quiescent.
     pub(crate) fn leave(&mut self) {
-        self.end_view_read();
+        self.end_reads();
         let snapshot_bound = self.shared.epochs.snapshot_bound();
         self.garbage.due_cleanups(snapshot_bound, self.shared.epochs.current(), &mut self.cleanups);
         let mut cleanups = std::mem::take(&mut self.cleanups);

@@ -146,8 +146,10 @@ impl Txn<'_> {
         if self.w.shared.options.durability.delta() {
             self.w.delta.reset(self.w.sets.write.len());
         }
+        // Read after `epoch` (both SeqCst): see `epoch::Keeping`.
+        let keep = self.w.shared.epochs.committers_keep();
         for i in 0..self.w.sets.write.len() {
-            self.install(i, tid, epoch);
+            self.install(i, tid, epoch, keep);
         }
         self.log(tid, epoch);
         Ok(CommitInfo { tid: Some(tid), epoch, release_epoch: epoch })
@@ -198,7 +200,8 @@ impl Txn<'_> {
     }
 
     /// Phase 3 for write `i`: install the new version and unlock.
-    fn install(&mut self, i: usize, tid: Tid, epoch: u64) {
+    /// `keep`: whether committers keep versions for snapshots now.
+    fn install(&mut self, i: usize, tid: Tid, epoch: u64, keep: bool) {
         let w = self.w.sets.write[i];
         let old = w.locked_word;
         let epochs = &self.w.shared.epochs;
@@ -206,9 +209,15 @@ impl Txn<'_> {
         // Silo §4.9: a version from an earlier snapshot epoch may be needed by
         // snapshot readers, so it is kept, linked from the record.
         let old_tid = Tid::of_word(old);
-        let keep_old = old_tid != Tid::ZERO && epochs.snap(old_tid.epoch()) != snap_epoch;
+        let crosses = old_tid != Tid::ZERO && epochs.snap(old_tid.epoch()) != snap_epoch;
+        let keep_old = crosses && keep;
         // SAFETY: live and locked by us.
         let rec = unsafe { w.rec.as_ref() };
+        if crosses && !keep {
+            // No snapshot will read below this version: the older ones
+            // linked from it go with their garbage lists, not with it.
+            rec.set_prev(std::ptr::null_mut());
+        }
         let new_word = tid.raw() | LATEST_BIT;
         if matches!(w.kind, WriteKind::Put) && !is_absent(old) && self.w.shared.options.durability.delta() {
             if let Some(schema) = self.w.tables[w.table as usize].schema() {

@@ -12,7 +12,12 @@
 # Usage: SILO=/path/to/dbtest [SCHEMA=silo|spec] scripts/silo-figures.sh [RUNS] [SECONDS] [CONFIG...]
 #   RUNS     rounds (default 3)      SECONDS  measured seconds per run (default 15)
 #   CONFIG   among ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2
-#            tpcc-delta-1 tpcc-delta-2 (default: all but the delta ones)
+#            tpcc-delta-1 tpcc-delta-2 (default: all but the delta ones),
+#            and ycsb-ops-T, tpcc-ops-T: each thread commits OPS
+#            transactions instead of running SECONDS (Silo's
+#            --ops-per-worker, epochdb's --transactions; OPS defaults to
+#            10000000 for YCSB, 500000 for TPC-C), so both sides do the same
+#            work: their peak memory then compares the same rows
 #
 # Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
 # read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C
@@ -41,17 +46,25 @@ mkdir -p "$data"
 
 # Each run leaves "<txn/s> <peak RSS MB> <log bytes per txn or ->" in
 # $out/silo-<side>-<config>-<run>.
+# How long a run of CONFIG runs: Silo's then epochdb's options.
+ops() { [ "${1%%-*}" = ycsb ] && echo "${OPS:-10000000}" || echo "${OPS:-500000}"; }
+silo_span() { [[ $1 == *-ops-* ]] && echo "--ops-per-worker $(ops "$1")" || echo "--runtime $secs"; }
+epochdb_span() { [[ $1 == *-ops-* ]] && echo "--transactions $(ops "$1")" || echo "--duration $secs"; }
+
 silo_run() { # CONFIG THREADS LOG(0|1) FILE
   local bench=${1%%-*} t=$2 log=$3 f=$4 args=()
+  # The run length first: Silo's option parser lets --ops-per-worker
+  # fall through to --bench-opts, which a later --bench-opts overrides.
+  read -ra args <<< "$(silo_span "$1")"
   if [ "$bench" = ycsb ]; then
-    args=(--bench ycsb --scale-factor 4000 --bench-opts "--workload-mix 80,0,20,0")
+    args+=(--bench ycsb --scale-factor 4000 --bench-opts "--workload-mix 80,0,20,0")
   else
-    args=(--bench tpcc --scale-factor "$t")
+    args+=(--bench tpcc --scale-factor "$t")
   fi
   rm -rf "$data/silo-log" && mkdir -p "$data/silo-log"
   [ "$log" = 1 ] && args+=(--logfile "$data/silo-log/log")
   /usr/bin/time -f "%M" -o "$f.rss" "$SILO" "${args[@]}" --db-type ndb-proto2 \
-    --num-threads "$t" --runtime "$secs" > "$f.out" 2> "$f.err"
+    --num-threads "$t" > "$f.out" 2> "$f.err"
   # Silo's last line: throughput, persisted throughput, latency, ...
   local tput
   tput=$(tail -1 "$f.out" | awk '{printf "%d", $1}')
@@ -63,12 +76,13 @@ silo_run() { # CONFIG THREADS LOG(0|1) FILE
 }
 epochdb_run() { # CONFIG THREADS DURABILITY FILE
   local bench=${1%%-*} t=$2 d=$3 f=$4 args=()
-  [ "$d" = off ] || args=(--durability "$d" --data-dir "$data/epochdb")
+  read -ra args <<< "$(epochdb_span "$1")"
+  [ "$d" = off ] || args+=(--durability "$d" --data-dir "$data/epochdb")
   [ "$bench" = ycsb ] || args+=(--schema "$schema")
   # No warm-up, as Silo's driver has none: both sides measure from their
   # first transaction and run for the same seconds (peak memory grows
   # with the rows a run inserts).
-  /usr/bin/time -f "%M" -o "$f.rss" $bin bench "$bench" --threads "$t" --duration "$secs" --warmup 0 \
+  /usr/bin/time -f "%M" -o "$f.rss" $bin bench "$bench" --threads "$t" --warmup 0 \
     --quiet "${args[@]}" --json "$f.json" > "$f.out" 2>&1
   local per=-
   [ "$d" = off ] || per=$(field "$f.json" log_bytes_per_txn | awk '{printf "%d", $1}')
@@ -115,4 +129,4 @@ for c in "${configs[@]}"; do
   fi
   echo "| $c | $s | $e | $ratio | $(col "epochdb-$c" 2) / $(col "silo-$c" 2) | $logs | $off |"
 done
-echo "(medians of $runs interleaved runs of $secs s; epochdb's TPC-C schema $schema; $(date -u +%F), epochdb $(git rev-parse --short HEAD))"
+echo "(medians of $runs interleaved runs of $secs s, or of the -ops- configurations' transaction counts; epochdb's TPC-C schema $schema; $(date -u +%F), epochdb $(git rev-parse --short HEAD))"

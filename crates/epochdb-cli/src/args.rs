@@ -114,6 +114,10 @@ pub struct RunArgs {
     /// Seconds run before measuring
     #[arg(long, value_name = "S", default_value = "2", value_parser = warmup_secs, allow_negative_numbers = true)]
     pub warmup: f64,
+    /// Transactions each thread commits after the warm-up, then stops, instead of running for --duration (as Silo's
+    /// --ops-per-worker): runs of equal work, e.g. to compare the memory they leave
+    #[arg(long, value_name = "N", conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
+    pub transactions: Option<u64>,
     /// Engine variant
     #[arg(long, value_enum, default_value_t = VariantArg::Memsilo)]
     pub variant: VariantArg,
@@ -144,6 +148,7 @@ impl RunArgs {
             threads: self.threads.map_or_else(cores, |t| t as usize),
             duration: Duration::from_secs_f64(self.duration),
             warmup: Duration::from_secs_f64(self.warmup),
+            transactions: self.transactions,
             progress: !self.quiet,
         }
     }

@@ -15,6 +15,34 @@ fn read<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> T {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
 }
 
+/// `--transactions N`: every thread commits exactly N after the warm-up,
+/// then the run ends (runs of equal work, as Silo's --ops-per-worker).
+#[test]
+fn a_transaction_count_ends_the_run() {
+    let json = std::env::temp_dir().join(format!("epochdb-cli-count-{}.json", std::process::id()));
+    let out = epochdb(&[
+        "bench",
+        "ycsb",
+        "--threads",
+        "2",
+        "--transactions",
+        "3000",
+        "--warmup",
+        "0",
+        "--keys",
+        "5000",
+        "--quiet",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: BenchReport = read(&json);
+    assert_eq!(r.committed, 6000);
+    std::fs::remove_file(&json).ok();
+    let both = epochdb(&["bench", "ycsb", "--transactions", "10", "--duration", "1", "--quiet"]);
+    assert!(!both.status.success(), "--transactions and --duration together");
+}
+
 #[test]
 fn ycsb_runs_every_variant_and_writes_its_report() {
     let dir = std::env::temp_dir().join(format!("epochdb-cli-{}", std::process::id()));

@@ -297,8 +297,13 @@ pub fn run(cfg: &Config) -> TxnResult<Report> {
     let load = started.elapsed();
     let committed = |parts: &[Partition]| parts.iter().map(|p| p.committed()).sum::<TxnResult<u64>>();
     let (lines0, bytes0, txns0) = (nvm_lines(&parts), nvm_bytes(&parts), committed(&parts)?);
-    let settings =
-        Settings { threads: parts.len(), duration: cfg.duration, warmup: cfg.warmup, progress: cfg.progress };
+    let settings = Settings {
+        threads: parts.len(),
+        duration: cfg.duration,
+        warmup: cfg.warmup,
+        transactions: None,
+        progress: cfg.progress,
+    };
     let engines: Vec<&dyn Engine> = parts.iter().map(|p| p as &dyn Engine).collect();
     let (measured, _) = driver::run_each(&engines, &settings, |t| loaded.client(t, 0x5EED ^ t as u64))?;
     let txns = (committed(&parts)? - txns0).max(1) as f64;

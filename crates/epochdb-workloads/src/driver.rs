@@ -17,6 +17,9 @@ pub struct Settings {
     pub threads: usize,
     pub duration: Duration,
     pub warmup: Duration,
+    /// If set, each thread stops after committing this many transactions
+    /// once measuring, and `duration` does not apply.
+    pub transactions: Option<u64>,
     /// Show a progress bar on standard error (if it is a terminal).
     pub progress: bool,
 }
@@ -227,6 +230,9 @@ pub fn run_each<C: Terminal + Send>(
                                 latency_sum += ns;
                                 commits[t].latency_ns.store(latency_sum, Ordering::Relaxed);
                                 commits[t].commits.store(committed, Ordering::Relaxed);
+                                if settings.transactions.is_some_and(|n| committed >= n) {
+                                    break;
+                                }
                             }
                             Err(TxnError::Rollback) => rolled_back += 1,
                             Err(e) => {
@@ -262,8 +268,10 @@ pub fn run_each<C: Terminal + Send>(
         let mut checkpoint_series = Vec::new();
         let (mut last, mut last_latency, mut checkpoint_now) = (0, 0, false);
         let mut next_tick = begin + Duration::from_secs(1);
-        let end = begin + settings.duration;
-        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+        // With a transaction count, until every thread has committed it.
+        let end = begin + settings.transactions.map_or(settings.duration, |_| Duration::from_secs(u32::MAX as u64));
+        let done = || settings.transactions.is_some_and(|n| sum() >= n * threads as u64);
+        while Instant::now() < end && !stop.load(Ordering::Relaxed) && !done() {
             checkpoint_now |= checkpointing();
             let now = Instant::now();
             if now >= next_tick {
@@ -288,9 +296,9 @@ pub fn run_each<C: Terminal + Send>(
                 ));
                 checkpoint_now = false;
             }
-            std::thread::sleep(
-                (end.min(next_tick)).saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
-            );
+            let poll =
+                if settings.transactions.is_some() { Duration::from_millis(1) } else { Duration::from_millis(50) };
+            std::thread::sleep((end.min(next_tick)).saturating_duration_since(Instant::now()).min(poll));
         }
         stop.store(true, Ordering::Relaxed);
         let elapsed_s = begin.elapsed().as_secs_f64();

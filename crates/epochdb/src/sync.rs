@@ -15,3 +15,10 @@ pub const MODEL_CHECKED: bool = false;
 pub fn spin_loop() {
     std::hint::spin_loop();
 }
+
+/// Gives up the CPU for a wait that may last longer than a spin. Under loom
+/// a thread yield as well.
+#[inline]
+pub fn yield_now() {
+    std::thread::yield_now();
+}

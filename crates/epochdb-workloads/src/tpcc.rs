@@ -254,8 +254,8 @@ impl Tpcc {
             return Err(TxnError::Fatal("at least one warehouse".into()));
         }
         if warehouses > u16::MAX as u32 {
-            // OL_SUPPLY_W_ID is a u16 (an order line's row then fits a
-            // 64-byte record).
+            // OL_SUPPLY_W_ID and the keys' warehouse field are u16 (an
+            // order line's row and key then fit a 48-byte record).
             return Err(TxnError::Fatal(format!("at most {} warehouses", u16::MAX)));
         }
         let tables = Tables::create(engine, schema)?;

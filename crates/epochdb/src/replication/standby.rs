@@ -59,7 +59,10 @@ pub enum Freshness {
     AtLeast {
         /// The epoch the snapshot must include.
         epoch: u64,
-        /// How long to wait for it before [`Error::Stale`].
+        /// How long to wait for it before [`Error::Stale`]. On a primary,
+        /// the first snapshot after a quiet stretch may also wait 1-2 s
+        /// while writers start keeping old versions (see
+        /// [`crate::Worker::snapshot`]); that wait is not counted here.
         wait: Duration,
     },
     /// At most this far behind: on a standby, it shows everything its

@@ -217,9 +217,15 @@ impl EpochDb {
 
     /// Waits until snapshot transactions see everything committed so far
     /// (snapshots trail the global epoch by `k` epochs, about a second by
-    /// default). Run after loading, before snapshot reads.
+    /// default), and begins one, so that writers keep old versions for
+    /// snapshots from here on and the run's first snapshot transactions
+    /// do not wait for that (`Worker::snapshot`). Run after loading,
+    /// before snapshot reads.
     pub fn wait_for_snapshot_of_now(&self) -> TxnResult {
-        Ok(self.db.wait_for_snapshot(self.db.epoch())?)
+        self.db.wait_for_snapshot(self.db.epoch())?;
+        let mut w = self.db.worker()?;
+        w.snapshot()?;
+        Ok(())
     }
 }
 

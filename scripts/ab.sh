@@ -12,7 +12,6 @@ runs=$1
 shift
 declare -A res rss
 source "$(dirname "$0")/round-order.sh"
-median() { tr ' ' '\n' | sort -n | awk 'NF {a[++n]=$1} END {print a[int((n+1)/2)]}'; }
 cmds=("$@")
 for r in $(seq "$runs"); do
   for i in $(round_order "$r" $(seq 0 $((${#cmds[@]} - 1)))); do
@@ -27,6 +26,6 @@ for r in $(seq "$runs"); do
 done
 i=0
 for c in "$@"; do
-  echo "median $(echo ${res[$i]} | median)  [${res[$i]} ]  peak RSS median $(echo ${rss[$i]} | median) MB [${rss[$i]} ] : $c"
+  echo "median $(echo ${res[$i]} | tr ' ' '\n' | median)  [${res[$i]} ]  peak RSS median $(echo ${rss[$i]} | tr ' ' '\n' | median) MB [${rss[$i]} ] : $c"
   i=$((i + 1))
 done

@@ -1,12 +1,13 @@
 # Shared by the figure scripts (sourced, not run): builds the CLI, and
-# defines $bin, $out, field, median and recover_medians.
+# defines $bin, $out, field and recover_medians (and median, from
+# round-order.sh).
 cargo build --release -q -p epochdb-cli
 bin=target/release/epochdb
 out=target/figures
 mkdir -p "$out"
 # field FILE KEY: the first value of "KEY" in a JSON report.
 field() { grep -m1 "\"$2\"" "$1" | sed 's/.*: //; s/,$//; s/"//g'; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source "$(dirname "${BASH_SOURCE[0]}")/round-order.sh" # median
 
 # recover_medians ORIG DIR TAG: recovers a fresh copy of ORIG in DIR with
 # 1 and 2 threads, 3 times each, interleaved, each copy synced and read

@@ -40,7 +40,8 @@ fn a_transaction_count_ends_the_run() {
     assert_eq!(r.committed, 6000);
     std::fs::remove_file(&json).ok();
     let both = epochdb(&["bench", "ycsb", "--transactions", "10", "--duration", "1", "--quiet"]);
-    assert!(!both.status.success(), "--transactions and --duration together");
+    assert_eq!(both.status.code(), Some(2), "--transactions and --duration together");
+    assert!(String::from_utf8_lossy(&both.stderr).contains("--duration"), "{both:?}");
 }
 
 #[test]

@@ -8,17 +8,8 @@
 //! epoch below the first snapshot epoch the snapshot may read at, and
 //! keeping stays on while that snapshot is under way.
 
-#[allow(dead_code)]
-mod sync {
-    pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
-    pub const MODEL_CHECKED: bool = true;
-    pub fn spin_loop() {
-        loom::thread::yield_now();
-    }
-    pub fn yield_now() {
-        loom::thread::yield_now();
-    }
-}
+#[path = "common/loom_sync.rs"]
+mod sync;
 
 #[allow(dead_code)]
 #[path = "../src/epoch.rs"]

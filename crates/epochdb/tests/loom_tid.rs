@@ -6,14 +6,8 @@
 //!    the other, committing with lock / fence / validate / install, never
 //!    both commit with stale reads (x = y = 1 is impossible).
 
-#[allow(dead_code)]
-mod sync {
-    pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
-    pub const MODEL_CHECKED: bool = true;
-    pub fn spin_loop() {
-        loom::thread::yield_now();
-    }
-}
+#[path = "common/loom_sync.rs"]
+mod sync;
 
 #[allow(dead_code)]
 #[path = "../src/tid.rs"]

@@ -513,6 +513,7 @@ impl Database {
             retired: Vec::new(),
             cleanups: Vec::new(),
             sets: Sets::default(),
+            lookups: Vec::new(),
             scratch: Vec::new(),
             delta: Default::default(),
             stats: WorkerStats::default(),
@@ -938,6 +939,8 @@ pub struct Worker {
     pub(crate) retired: Vec<Retired>,
     cleanups: Vec<Cleanup>,
     pub(crate) sets: Sets,
+    /// `Worker::prefetch`'s lookups, reused.
+    lookups: Vec<crate::index::Lookup>,
     /// Where reads copy values to; returned slices borrow it.
     pub(crate) scratch: Vec<u8>,
     /// The changed columns of this commit's updates, with delta logging.
@@ -1264,7 +1267,11 @@ impl Worker {
         }
         // Every table is now in `tables`, at its index.
         let tables = &self.tables;
-        crate::index::Tree::prefetch_lookups(keys.iter().map(|&(t, k)| (&tables[t.index() as usize].tree, k)));
+        let targets = keys.iter().map(|&(t, k)| (&tables[t.index() as usize].tree, k));
+        crate::index::Tree::lookup_batch(targets, &mut self.lookups);
+        let found = (keys.iter().zip(&self.lookups))
+            .filter_map(|(&(t, k), l)| Some(crate::txn::sets::Ahead::new(t.index(), k, l.record?)));
+        self.sets.ahead.extend(found);
         Ok(())
     }
 
@@ -1310,6 +1317,7 @@ impl Worker {
     /// still protected by its epoch, then goes quiescent.
     pub(crate) fn leave(&mut self) {
         self.end_reads();
+        self.sets.clear_ahead(); // found within the epoch being left
         let snapshot_bound = self.shared.epochs.snapshot_bound();
         self.garbage.due_cleanups(snapshot_bound, self.shared.epochs.current(), &mut self.cleanups);
         let mut cleanups = std::mem::take(&mut self.cleanups);

@@ -94,6 +94,50 @@ fn prefetch_is_only_a_hint() {
     assert_eq!(snap.get(t, b"key-00005").expect("get"), None);
 }
 
+/// A read after `prefetch` starts from the record the prefetch found; one
+/// replaced (a value that outgrew it), deleted or updated by a commit in
+/// between is read as it is now, in any order, and the transaction still
+/// validates what it read.
+#[test]
+fn prefetched_records_changed_before_the_read() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let (mut w, mut other) = (db.worker().expect("worker"), db.worker().expect("worker"));
+    w.run(|txn| {
+        for k in [&b"a"[..], b"b", b"c", b"d"] {
+            txn.put(t, k, b"old")?;
+        }
+        Ok(())
+    })
+    .expect("load");
+    let big = vec![7u8; 4096];
+    let mut txn = w.begin().expect("begin");
+    txn.prefetch(&[(t, b"a"), (t, b"b"), (t, b"c"), (t, b"c"), (t, b"d"), (t, b"missing")]).expect("prefetch");
+    other
+        .run(|o| {
+            o.put(t, b"a", &big)?; // outgrows its record: a new one replaces it
+            o.delete(t, b"b")?;
+            o.put(t, b"c", b"new")?;
+            o.insert(t, b"missing", b"here")
+        })
+        .expect("changes");
+    assert_eq!(txn.get(t, b"c").expect("get"), Some(&b"new"[..]));
+    assert_eq!(txn.get(t, b"a").expect("get"), Some(&big[..]));
+    assert_eq!(txn.get(t, b"b").expect("get"), None);
+    assert_eq!(txn.get(t, b"c").expect("get"), Some(&b"new"[..]));
+    assert_eq!(txn.get(t, b"missing").expect("get"), Some(&b"here"[..]));
+    assert_eq!(txn.get(t, b"d").expect("get"), Some(&b"old"[..]));
+    txn.put(t, b"e", b"after").expect("put");
+    txn.commit().expect("nothing read changed since it was read");
+    // Read, then changed by another commit: the read set catches it.
+    let mut txn = w.begin().expect("begin");
+    txn.prefetch(&[(t, b"d")]).expect("prefetch");
+    assert_eq!(txn.get(t, b"d").expect("get"), Some(&b"old"[..]));
+    other.run(|o| o.put(t, b"d", b"newer")).expect("change");
+    txn.put(t, b"e", b"again").expect("put");
+    assert!(matches!(txn.commit(), Err(Error::Aborted(_))));
+}
+
 #[test]
 fn values_grow_past_their_allocation() {
     let db = fast_db();

@@ -52,7 +52,7 @@ use super::manifest::Manifest;
 use crate::catalog::{Schema, Table, TableId};
 use crate::error::{Error, Result};
 use crate::gc::Retired;
-use crate::index::{Insert, Tree, PREFETCH_BATCH};
+use crate::index::{Insert, Leaf, Lookup, Tree, PREFETCH_BATCH};
 use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
@@ -863,30 +863,33 @@ fn replay_files(ctx: &Ctx<'_>, threads: usize, files: &[Source], magic: &[u8; 8]
 }
 
 /// Installs the writes of one block, [`PREFETCH_BATCH`] at a time, each
-/// window's keys announced first (`Tree::prefetch_lookups`) so that their
+/// window's keys looked up together (`Tree::lookup_batch`) so that their
 /// descents overlap. A record outside the block's epoch range means the
 /// block misstates its epochs, which filtering trusts.
 fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Result<()> {
     let mut failure = None;
     let mut scratch = Scratch::default();
     let mut window: Vec<Entry<'_>> = Vec::with_capacity(PREFETCH_BATCH);
+    let mut found = Vec::with_capacity(PREFETCH_BATCH);
     let mut flush = |window: &mut Vec<Entry<'_>>, failure: &mut Option<String>| {
-        let trees = window.iter().filter_map(|e| ctx.tables.get(e.table as usize).map(|t| (&t.tree, e.key)));
-        Tree::prefetch_lookups(trees);
-        for e in window.drain(..) {
+        if let Some(e) = window.iter().find(|e| e.table as usize >= ctx.tables.len()) {
+            *failure = Some(format!("a record of table {}, which the manifest lacks", e.table));
+        }
+        if failure.is_none() {
+            Tree::lookup_batch(window.iter().map(|e| (&ctx.tables[e.table as usize].tree, e.key)), &mut found);
+        }
+        for (e, &hint) in window.iter().zip(&found) {
             if failure.is_some() {
                 break;
             }
-            let Some(t) = ctx.tables.get(e.table as usize) else {
-                *failure = Some(format!("a record of table {}, which the manifest lacks", e.table));
-                break;
-            };
+            let t = &ctx.tables[e.table as usize];
             let schema = ctx.manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
             let target = Target { table: e.table, tree: &t.tree, schema };
-            if let Err(what) = install(&target, e.key, e.tid, e.write, &mut scratch, left) {
+            if let Err(what) = install(&target, e.key, e.tid, e.write, hint, &mut scratch, left) {
                 *failure = Some(format!("table {:?}: {what}", t.name));
             }
         }
+        window.clear();
     };
     let decoded = log::decode(payload, |e| {
         let epoch = e.tid.epoch();
@@ -919,9 +922,12 @@ struct Target<'a> {
     schema: Option<&'a Schema>,
 }
 
-/// Buffers for merging rows, reused across entries.
+/// Buffers for merging rows, reused across entries, and the leaf this
+/// thread inserted into last: the version its lookups saw and the one its
+/// inserts left.
 #[derive(Default)]
 struct Scratch {
+    own_inserts: Option<(*const Leaf, u64, u64)>,
     old: Vec<u8>,
     row: Vec<u8>,
     merge: columns::MergeScratch,
@@ -932,15 +938,18 @@ fn word_of(v: &[u64]) -> u64 {
     Tid::from_raw(columns::newest(v)).raw() | LATEST_BIT | if columns::is_live(v) { 0 } else { ABSENT_BIT }
 }
 
-/// Applies one entry to `key`. A row without column versions holds every
+/// Applies one entry to `key`, which `hint` looked up (perhaps before
+/// another thread changed it). A row without column versions holds every
 /// column at its record's TID, and the larger TID wins whole; a delta, or
 /// any entry for a row that a delta touched, is merged column by column
 /// (`columns::merge`). Deletes leave absent records (tombstones).
+#[allow(clippy::too_many_arguments)]
 fn install(
     t: &Target<'_>,
     key: &[u8],
     tid: Tid,
     write: Write<'_>,
+    hint: Lookup,
     s: &mut Scratch,
     left: &mut Leftovers,
 ) -> Result<(), String> {
@@ -949,15 +958,35 @@ fn install(
     }
     let whole_word = tid.raw() | LATEST_BIT | if write == Write::Delete { ABSENT_BIT } else { 0 };
     let need_schema = || t.schema.ok_or_else(|| "a delta for a table without a schema".to_string());
+    let mut hint = Some(hint);
     loop {
-        // A whole value is inserted before anything is looked up: one
-        // descent whether the key is new (a checkpoint's rows, a log's
-        // inserts) or present (the insert returns its record; the copy
-        // made for nothing goes straight back to the thread's free list).
-        let found = match write {
-            Write::Value(value) => {
+        let found = match (hint.take(), write) {
+            (Some(h), _) if h.record.is_some() => h.record,
+            // A new key with a whole value (a checkpoint's rows, a log's
+            // inserts) goes where the lookup found its place, if that leaf
+            // is unchanged and has room.
+            (Some(mut h), Write::Value(value)) => {
+                // Keys looked up together often share a leaf (a
+                // checkpoint's rows come in key order): if this thread's
+                // own inserts are all that changed it, it is still the
+                // key's leaf, at the version they left.
+                let looked_up = h.version;
+                if let Some((leaf, from, now)) = s.own_inserts {
+                    if std::ptr::eq(leaf, h.leaf) && from == h.version {
+                        h.version = now;
+                    }
+                }
                 let fresh = Record::alloc(key, value, 0, whole_word, std::ptr::null_mut());
-                match t.tree.insert_if_absent(key, fresh) {
+                let inserted = match t.tree.insert_after_miss(&h, key, fresh) {
+                    Some(done) => {
+                        if let Insert::Inserted { leaf, new_version, .. } = done {
+                            s.own_inserts = Some((leaf, looked_up, new_version));
+                        }
+                        done
+                    }
+                    None => t.tree.insert_if_absent(key, fresh),
+                };
+                match inserted {
                     Insert::Inserted { .. } => {
                         left.created += 1;
                         return Ok(());
@@ -969,7 +998,8 @@ fn install(
                     }
                 }
             }
-            _ => t.tree.lookup(key).record,
+            (Some(h), _) => h.record,
+            (None, _) => t.tree.lookup(key).record,
         };
         let Some(rec) = found else {
             // A new row. A delta's other columns stay blank, at version

@@ -52,8 +52,11 @@ pub struct Lookup {
     pub record: Option<NonNull<Record>>,
     pub leaf: *const Leaf,
     pub version: u64,
-    /// Where the key is, or would go, in `leaf` at `version`.
-    pub pos: usize,
+}
+
+impl Lookup {
+    /// A placeholder, before a lookup fills it in.
+    const NOTHING: Lookup = Lookup { record: None, leaf: std::ptr::null(), version: 0 };
 }
 
 /// What an insert-if-absent did.
@@ -114,7 +117,7 @@ unsafe fn inner<'a>(n: *const NodeHeader) -> &'a Inner {
     unsafe { &*(n as *const Inner) }
 }
 
-/// Descents [`Tree::prefetch_lookups`] keeps in flight at once: enough to
+/// Descents [`Tree::lookup_batch`] keeps in flight at once: enough to
 /// cover a memory latency. Callers that install or read keys in windows
 /// (replay) use windows of this size.
 pub const PREFETCH_BATCH: usize = 16;
@@ -122,33 +125,6 @@ pub const PREFETCH_BATCH: usize = 16;
 /// Bytes of a record a prefetching descent warms: the header, the key and
 /// the start of the value.
 const RECORD_PREFETCH: usize = 128;
-
-/// One round of [`Tree::prefetch_lookups`] for `key` at `node`: prefetches
-/// and returns the child to visit next, or at a leaf prefetches the record
-/// and returns null (also when the node is changing).
-///
-/// # Safety
-/// `node` is live (reachable within the caller's epoch).
-unsafe fn prefetch_step(node: *const NodeHeader, key: &[u8]) -> *const NodeHeader {
-    // SAFETY: per the contract; `is_leaf` never changes.
-    if unsafe { &*node }.is_leaf {
-        // SAFETY: as above.
-        let rec = unsafe { leaf(node) }.probe(key);
-        if !rec.is_null() {
-            prefetch(rec, RECORD_PREFETCH);
-        }
-        return std::ptr::null();
-    }
-    // SAFETY: as above.
-    let n = unsafe { inner(node) };
-    match n.child_index(Target::Key(key)).and_then(|i| n.child(i)) {
-        Ok(child) => {
-            prefetch(child, std::mem::size_of::<Inner>());
-            child
-        }
-        Err(Restart) => std::ptr::null(),
-    }
-}
 
 impl Default for Tree {
     fn default() -> Self {
@@ -224,42 +200,100 @@ impl Tree {
         }
     }
 
-    /// Warms the cache for lookups of `targets` that follow: descends
-    /// toward all of them together, one level per round, prefetching each
-    /// next node (and at the leaf, the record), so that their cache misses
-    /// overlap instead of following one another. A lookup alone cannot
-    /// overlap them: each node's address comes from the one before.
-    ///
-    /// A hint: it returns nothing, validates no version and writes no
-    /// shared memory. A target whose path is changing underneath is
-    /// warmed wrongly or not at all; the lookup that follows is exact
-    /// either way. Caller is inside an epoch, like every reader.
-    pub fn prefetch_lookups<'a>(targets: impl IntoIterator<Item = (&'a Tree, &'a [u8])>) {
+    /// [`Tree::lookup`]s of `targets`, into `out` in their order, with
+    /// their cache misses overlapped: a lookup alone cannot overlap them,
+    /// as each node's address comes from the one before, so each round
+    /// takes every unfinished descent one level down, and a node is
+    /// prefetched a round before it is read. Each descent is validated as
+    /// a lookup's is (a child's version is read before its parent's is
+    /// checked), and one that meets a change starts again at its root.
+    /// Writes no shared memory; caller is inside an epoch.
+    pub fn lookup_batch<'a>(targets: impl IntoIterator<Item = (&'a Tree, &'a [u8])>, out: &mut Vec<Lookup>) {
+        out.clear();
         let mut targets = targets.into_iter().peekable();
         while targets.peek().is_some() {
-            let mut batch: [(*const NodeHeader, &[u8]); PREFETCH_BATCH] = [(std::ptr::null(), &[]); PREFETCH_BATCH];
-            let mut n = 0;
-            for (tree, key) in targets.by_ref().take(PREFETCH_BATCH) {
+            let mut chunk: [Option<(&Tree, &[u8])>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
+            // Where each descent goes next, and the parent that pointed
+            // there with the version it was read at (`None`: the node was
+            // read from the root pointer); null once it has reached its leaf.
+            let mut at = [(std::ptr::null::<NodeHeader>(), None); PREFETCH_BATCH];
+            let from_root = |tree: &Tree| {
                 let root = tree.root.load(Ordering::Acquire);
                 prefetch(root, std::mem::size_of::<Inner>());
-                batch[n] = (root, key);
-                n += 1;
+                (root as *const NodeHeader, None)
+            };
+            let start = out.len();
+            let mut going = 0;
+            for (target, slot) in targets.by_ref().take(PREFETCH_BATCH).zip(&mut chunk) {
+                at[going] = from_root(target.0);
+                *slot = Some(target);
+                out.push(Lookup::NOTHING);
+                going += 1;
             }
-            for _ in 0..MAX_DEPTH {
-                let mut going = false;
-                for (node, key) in &mut batch[..n] {
-                    if !node.is_null() {
-                        // SAFETY: read from a root or a child pointer within
-                        // the caller's epoch, so live, if perhaps unlinked.
-                        *node = unsafe { prefetch_step(*node, key) };
-                        going |= !node.is_null();
+            while going > 0 {
+                for (i, &(tree, key)) in chunk.iter().map_while(|t| t.as_ref()).enumerate() {
+                    let (node, parent) = at[i];
+                    if node.is_null() {
+                        continue;
                     }
-                }
-                if !going {
-                    break;
+                    // SAFETY: `node` is a root or a child of a node read in
+                    // our epoch, so live; `parent` was read the same way.
+                    match unsafe { tree.lookup_step(node, parent, key) } {
+                        Ok(Ok(found)) => {
+                            out[start + i] = found;
+                            at[i].0 = std::ptr::null();
+                            going -= 1;
+                        }
+                        Ok(Err(down)) => at[i] = down,
+                        Err(Restart) => at[i] = from_root(tree),
+                    }
                 }
             }
         }
+    }
+
+    /// One level of [`Tree::lookup_batch`]'s descent toward `key`: at a
+    /// leaf, the lookup; at an inner node, the child to visit next (now
+    /// prefetched) with this node and its version.
+    ///
+    /// # Safety
+    /// `node` and `parent` are live (reached within the caller's epoch).
+    #[allow(clippy::type_complexity)]
+    unsafe fn lookup_step(
+        &self,
+        node: *const NodeHeader,
+        parent: Option<(*const Inner, u64)>,
+        key: &[u8],
+    ) -> Result<Result<Lookup, (*const NodeHeader, Option<(*const Inner, u64)>)>, Restart> {
+        // SAFETY: per the contract.
+        let v = unsafe { &*node }.version.read_begin()?;
+        let linked = match parent {
+            // SAFETY: per the contract.
+            Some((p, pv)) => unsafe { &*p }.hdr.version.validate(pv),
+            None => std::ptr::eq(self.root.load(Ordering::Acquire), node),
+        };
+        if !linked {
+            return Err(Restart);
+        }
+        // SAFETY: per the contract; `is_leaf` never changes.
+        if unsafe { &*node }.is_leaf {
+            // SAFETY: as above.
+            let l = unsafe { leaf(node) };
+            let (pos, found) = l.search_to_read(key)?;
+            let record = if found { Some(NonNull::new(l.entry(pos)).ok_or(Restart)?) } else { None };
+            if !l.hdr.version.validate(v) {
+                return Err(Restart);
+            }
+            if let Some(r) = record {
+                prefetch(r.as_ptr(), RECORD_PREFETCH);
+            }
+            return Ok(Ok(Lookup { record, leaf: l, version: v }));
+        }
+        // SAFETY: as above.
+        let n = unsafe { inner(node) };
+        let child = n.child(n.child_index(Target::Key(key))?)?;
+        prefetch(child, std::mem::size_of::<Inner>());
+        Ok(Err((child, Some((n, v)))))
     }
 
     fn try_lookup(&self, key: &[u8]) -> Result<Lookup, Restart> {
@@ -269,31 +303,43 @@ impl Tree {
         if !d.leaf.hdr.version.validate(d.version) {
             return Err(Restart);
         }
-        Ok(Lookup { record, leaf: d.leaf, version: d.version, pos: i })
+        Ok(Lookup { record, leaf: d.leaf, version: d.version })
     }
 
     /// Maps `key` to `rec` in the leaf where `miss`, a lookup of `key` that
-    /// found nothing, would have found it, if that leaf is unchanged since
-    /// and has room: an insert without a second descent. `None` if not
-    /// (nothing changed; use [`Tree::insert_if_absent`]). Caller is still
-    /// in the epoch of the lookup, so the leaf is live.
+    /// found nothing, would have found it, if that leaf is still at
+    /// `miss.version` and has room: an insert without a second descent. A
+    /// caller that has since inserted into the leaf itself may pass the
+    /// version its insert left (the leaf's range is the same), so the
+    /// key's place is searched again under the lock: `Existing` if the key
+    /// is there now. `None` if neither (nothing changed; use
+    /// [`Tree::insert_if_absent`]). Caller is still in the epoch of the
+    /// lookup, so the leaf is live.
     pub fn insert_after_miss(&self, miss: &Lookup, key: &[u8], rec: NonNull<Record>) -> Option<Insert> {
         debug_assert!(miss.record.is_none());
         // SAFETY: reached by the lookup within the caller's epoch.
         let l = unsafe { &*miss.leaf };
-        // An unchanged version: the same keys in the same range, so `key`
-        // is still absent, belongs here and goes at `pos`.
+        // The same version: the same key range, so `key` belongs here.
         if !l.hdr.version.try_upgrade(miss.version) {
             return None;
         }
-        if l.count() == LEAF_WIDTH {
-            l.hdr.version.unlock_unmodified();
-            return None;
+        match l.search(key) {
+            Ok((pos, false)) if l.count() < LEAF_WIDTH => {
+                l.insert_at(pos, key, rec.as_ptr());
+                let new_version = l.hdr.version.next_after_modify();
+                l.hdr.version.unlock_modified();
+                Some(Insert::Inserted { leaf: l, old_version: miss.version, new_version, sibling: None })
+            }
+            Ok((pos, true)) => {
+                let existing = NonNull::new(l.entry(pos));
+                l.hdr.version.unlock_unmodified();
+                existing.map(Insert::Existing)
+            }
+            _ => {
+                l.hdr.version.unlock_unmodified();
+                None
+            }
         }
-        l.insert_at(miss.pos, key, rec.as_ptr());
-        let new_version = l.hdr.version.next_after_modify();
-        l.hdr.version.unlock_modified();
-        Some(Insert::Inserted { leaf: l, old_version: miss.version, new_version, sibling: None })
     }
 
     /// Maps `key` to `rec` unless the key is present.

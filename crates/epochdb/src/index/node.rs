@@ -402,19 +402,6 @@ impl Leaf {
     pub fn entry(&self, i: usize) -> *mut Record {
         self.records[i].load(Ordering::Acquire)
     }
-
-    /// A record whose slice is `key`'s, or null: the one a lookup of `key`
-    /// would most likely return, found without reading any record (for
-    /// prefetching; where slices tie, any of them). Optimistic and
-    /// unvalidated: a leaf changing underneath gives a wrong answer, never
-    /// a fault.
-    pub fn probe(&self, key: &[u8]) -> *mut Record {
-        let Place::Within(ks) = self.hdr.place(key) else { return std::ptr::null_mut() };
-        match self.slices[..self.count()].binary_search_by(|s| s.load(Ordering::Relaxed).cmp(&ks)) {
-            Ok(i) => self.entry(i),
-            Err(_) => std::ptr::null_mut(),
-        }
-    }
 }
 
 /// How a descent chooses among an inner node's children.

@@ -112,6 +112,10 @@ fn matches_a_btreemap_model() {
             5..=7 => {
                 let found = tree.lookup(&key).record;
                 assert_eq!(found.is_some(), model.contains_key(&key), "step {step}");
+                let other = key_of(&mut rng, 3000);
+                let mut batch = Vec::new();
+                Tree::lookup_batch([(&tree, &key[..]), (&tree, &other[..])], &mut batch);
+                assert_eq!(batch.iter().map(|l| l.record).collect::<Vec<_>>(), [found, tree.lookup(&other).record]);
                 if let Some(r) = found {
                     assert!(tree.remove_if(&key, r, &mut retired));
                     assert!(!tree.remove_if(&key, r, &mut retired));
@@ -193,6 +197,32 @@ fn inserts_after_a_miss_only_into_an_unchanged_leaf_with_room() {
     assert!(tree.lookup(b"z").record.is_none());
     assert!(matches!(tree.insert_if_absent(b"z", z), Insert::Inserted { .. }));
     assert_eq!(collect(&tree, Unbounded, Unbounded, false, usize::MAX).len(), LEAF_WIDTH + 1);
+}
+
+/// A caller whose own insert changed the leaf since its lookup may pass the
+/// version that insert left; the key's place is searched again.
+#[test]
+fn inserts_after_a_miss_at_the_version_of_an_own_insert() {
+    let tree = Tree::new(); // owns every record inserted (frees them on drop)
+    let mut misses = Vec::new();
+    Tree::lookup_batch([(&tree, &b"b"[..]), (&tree, b"a"), (&tree, b"a")], &mut misses);
+    let (b, a) = (rec(b"b"), rec(b"a"));
+    let Some(Insert::Inserted { new_version, .. }) = tree.insert_after_miss(&misses[0], b"b", b) else {
+        panic!("an unchanged leaf with room")
+    };
+    assert!(tree.insert_after_miss(&misses[1], b"a", a).is_none(), "the leaf changed since the lookup");
+    let mut miss = misses[1];
+    miss.version = new_version;
+    let Some(Insert::Inserted { new_version, .. }) = tree.insert_after_miss(&miss, b"a", a) else {
+        panic!("the leaf is as the own insert left it")
+    };
+    // The same key again: it is there now.
+    let (mut again, dup) = (misses[2], rec(b"a"));
+    again.version = new_version;
+    assert!(matches!(tree.insert_after_miss(&again, b"a", dup), Some(Insert::Existing(r)) if r == a));
+    // SAFETY: never published.
+    unsafe { Record::free(dup) };
+    assert_eq!(collect(&tree, Unbounded, Unbounded, false, usize::MAX), [b"a".to_vec(), b"b".to_vec()]);
 }
 
 #[test]
@@ -282,11 +312,13 @@ fn concurrent_inserts_removes_lookups_and_scans() {
                                 }
                             }
                             5..=6 => {
-                                // Prefetching descents race the writers too.
                                 let others: Vec<Vec<u8>> = (0..3).map(|_| key_of(&mut rng, 4000)).collect();
                                 let ahead = std::iter::once(&k).chain(&others).map(|k| (tree, &k[..]));
-                                Tree::prefetch_lookups(ahead);
-                                assert_eq!(tree.lookup(&k).record, mine.get(&k).map(|a| a.0))
+                                // Batched lookups race the writers too;
+                                // exact for this thread's own key.
+                                let mut found = Vec::new();
+                                Tree::lookup_batch(ahead, &mut found);
+                                assert_eq!(found[0].record, mine.get(&k).map(|a| a.0))
                             }
                             _ => {
                                 // A scan must be sorted and contain exactly

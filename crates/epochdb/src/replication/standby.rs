@@ -37,7 +37,7 @@ use crate::durability::{columns, frame};
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
 use crate::gc::Cleanup;
-use crate::index::{Tree, PREFETCH_BATCH};
+use crate::index::{Lookup, Tree, PREFETCH_BATCH};
 use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
@@ -523,7 +523,17 @@ struct Scratch {
     row: Vec<u8>,
     merge: columns::MergeScratch,
     tables: Vec<Arc<crate::catalog::Table>>,
+    /// A window's lookups (`flush_window`).
+    found: Lookups,
 }
+
+/// Buffer for a window's lookups, empty between windows.
+#[derive(Default)]
+struct Lookups(Vec<Lookup>);
+
+// SAFETY: `flush_window` empties it before it returns, so a part moved to
+// another thread carries no pointer in it, only its capacity.
+unsafe impl Send for Lookups {}
 
 fn bad(what: impl std::fmt::Display) -> Error {
     Error::Replication(format!("replay: {what}"))
@@ -637,7 +647,7 @@ fn apply_part(
     }
     if result.is_ok() {
         deltas.sort_unstable_by_key(|e| e.tid);
-        result = deltas.iter().try_for_each(|e| install_entry(w, manifest, e, keep_below, s));
+        result = deltas.iter().try_for_each(|e| install_entry(w, manifest, e, None, keep_below, s));
     }
     w.leave();
     result
@@ -696,8 +706,9 @@ fn install_rows<'a>(
 }
 
 /// Installs and empties `window` (unless `result` holds a failure), its
-/// keys' descents prefetched together first so that their cache misses
-/// overlap, as recovery does (a backup's CPU per MB of log 6-8% lower).
+/// keys looked up together first so that their cache misses overlap, as
+/// recovery does (a backup's CPU per MB of log 6-8% lower than one
+/// lookup after another).
 fn flush_window(
     w: &mut Worker,
     manifest: &Manifest,
@@ -711,8 +722,16 @@ fn flush_window(
             w.table_slot(last); // the worker's catalog, up to date for the prefetch
         }
         let tables = &w.tables;
-        Tree::prefetch_lookups(window.iter().filter_map(|e| tables.get(e.table as usize).map(|t| (&t.tree, e.key))));
-        *result = window.iter().try_for_each(|e| install_entry(w, manifest, e, keep_below, s));
+        let mut found = std::mem::take(&mut s.found.0);
+        found.clear();
+        // An entry of a table the catalog lacks fails in `install_entry`.
+        if window.iter().all(|e| (e.table as usize) < tables.len()) {
+            Tree::lookup_batch(window.iter().map(|e| (&tables[e.table as usize].tree, e.key)), &mut found);
+        }
+        *result = (window.iter().enumerate())
+            .try_for_each(|(i, e)| install_entry(w, manifest, e, found.get(i).copied(), keep_below, s));
+        found.clear();
+        s.found.0 = found;
     }
     window.clear();
 }
@@ -722,6 +741,7 @@ fn install_entry(
     w: &mut Worker,
     manifest: &Manifest,
     e: &Entry<'_>,
+    hint: Option<Lookup>,
     keep_below: Option<u64>,
     s: &mut Scratch,
 ) -> Result<()> {
@@ -729,7 +749,7 @@ fn install_entry(
         return Err(bad(format!("an entry of table {}, which the catalog lacks", e.table)));
     };
     let schema = manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
-    install(w, ti, schema, e, keep_below, s)
+    install(w, ti, schema, e, hint, keep_below, s)
         .map_err(|what| bad(format!("table {}, key {:02x?}: {what}", e.table, e.key)))
 }
 
@@ -741,6 +761,7 @@ fn install(
     ti: usize,
     schema: Option<&Schema>,
     e: &Entry<'_>,
+    mut hint: Option<Lookup>,
     keep_below: Option<u64>,
     s: &mut Scratch,
 ) -> Result<(), String> {
@@ -754,7 +775,8 @@ fn install(
     let tree = &s.tables[ti].tree;
     let new_word = tid.raw() | LATEST_BIT | if e.write == Write::Delete { ABSENT_BIT } else { 0 };
     loop {
-        let found = tree.lookup(key);
+        // `hint`: this key's lookup, done with its window's.
+        let found = hint.take().unwrap_or_else(|| tree.lookup(key));
         let Some(rec) = found.record else {
             let value = match e.write {
                 // A tombstone: an older write of the key, installed after

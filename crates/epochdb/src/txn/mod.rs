@@ -121,11 +121,20 @@ impl<'w> Txn<'w> {
             let rec = tree.lookup(key).record;
             return rec.and_then(|rec| read_at(rec, se, scratch)).map_or(Observed::Missing, Observed::Committed);
         }
+        // A record the prefetch found is as good as a lookup's: the checks
+        // below find it superseded or unhooked if it is.
+        let mut ahead = sets.take_ahead(ti as u32, key);
         loop {
-            let found = tree.lookup(key);
-            let Some(rec) = found.record else {
-                sets.nodes.push(NodeEntry { leaf: found.leaf, version: found.version });
-                return Observed::Missing;
+            let rec = match ahead.take() {
+                Some(rec) => rec,
+                None => {
+                    let found = tree.lookup(key);
+                    let Some(rec) = found.record else {
+                        sets.nodes.push(NodeEntry { leaf: found.leaf, version: found.version });
+                        return Observed::Missing;
+                    };
+                    rec
+                }
             };
             if let Some(i) = sets.find_write(rec) {
                 return Observed::Own(i);
@@ -148,11 +157,12 @@ impl<'w> Txn<'w> {
 
     /// Announces that this transaction is about to read `keys` (each in its
     /// table), so that their lookups' cache misses overlap: the index
-    /// descends toward all of them at once, one level per round,
-    /// prefetching each node and record, and the reads that follow find
-    /// them in the cache. Worth it for independent reads known up front
-    /// (TPC-C's items and stock of a new order, Redis's MGET); a hint that
-    /// records nothing in the read set and never changes a result.
+    /// looks all of them up at once, one level per round, prefetching each
+    /// node and record, and a read that follows starts from the record
+    /// found (or, for a key not found, looks again, in the cache). Worth
+    /// it for independent reads known up front (TPC-C's items and stock
+    /// of a new order, Redis's MGET); a hint that records nothing in the
+    /// read set and never changes a result.
     pub fn prefetch(&mut self, keys: &[(TableId, &[u8])]) -> Result<()> {
         self.w.prefetch(keys)
     }

@@ -6,7 +6,7 @@
 //! With 4 KiB pages every node on the path is a TLB miss of its own; with
 //! 2 MiB pages a few hundred entries cover the whole working set. Exact
 //! size classes also drop the global allocator's per-block header and the
-//! padding of 64-byte aligned nodes (a 256-byte leaf, a 136-byte YCSB
+//! padding of 64-byte aligned nodes (a 512-byte leaf, a 136-byte YCSB
 //! record).
 //!
 //! - Small blocks (at most [`MAX_SMALL`] bytes, alignment at most 64) come

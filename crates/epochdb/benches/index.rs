@@ -1,6 +1,7 @@
 //! The index on its own: point lookups, inserts and short scans, through
-//! the non-transactional `kv_*` calls (no read or write sets) and a
-//! read-only scan transaction. `cargo bench -p epochdb --bench index`.
+//! the non-transactional `kv_*` calls (no read or write sets), and reads
+//! in transactions: 16 gets with and without `Txn::prefetch`, a
+//! read-only scan. `cargo bench -p epochdb --bench index`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use epochdb::{Database, Options, TableId, TableOptions, Worker};
@@ -42,6 +43,33 @@ fn index(c: &mut Criterion) {
             w.kv_put(t, &fresh.to_be_bytes(), &[1u8; 100]).expect("put")
         })
     });
+    // 16 independent reads in one transaction, one lookup after another
+    // or announced first (`Txn::prefetch`: their descents overlap, and
+    // each read starts from the record found).
+    g.throughput(Throughput::Elements(16));
+    for prefetch in [false, true] {
+        let name = if prefetch { "16 gets after Txn::prefetch" } else { "16 gets" };
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || std::array::from_fn::<_, 16, _>(|_| (next(&mut x) % KEYS).to_be_bytes()),
+                |keys| {
+                    w.run(|txn| {
+                        if prefetch {
+                            let ahead: Vec<(TableId, &[u8])> = keys.iter().map(|k| (t, &k[..])).collect();
+                            txn.prefetch(&ahead)?;
+                        }
+                        keys.iter().try_for_each(|k| {
+                            txn.get(t, k).map(|v| {
+                                black_box(v);
+                            })
+                        })
+                    })
+                    .expect("gets")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
     g.throughput(Throughput::Elements(100));
     g.bench_function("scan 100 keys (read-only transaction)", |b| {
         b.iter_batched(

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 cargo build --release -q -p epochdb-cli
 bin=target/release/epochdb
 tput() { sed -E 's/.*: ([0-9]+) txn\/s.*/\1/'; }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source scripts/round-order.sh # median
 declare -A runs
 for run in 1 2 3; do
   for t in 1 2; do

@@ -20,7 +20,8 @@ for _ in $(seq "$rounds"); do
     visited[$c]="${visited[$c]:-} $(sed -E 's/.*, ([0-9]+) records visited.*/\1/' <<<"$line")"
   done
 done
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source scripts/round-order.sh # median
+median_of() { tr ' ' '\n' <<<"$1" | median; } # of a space-separated list
 for c in "${configs[@]}"; do
-  echo "k = $c: scans/s committed median $(median "${scans[$c]}") [${scans[$c]} ], records visited per scan median $(median "${visited[$c]}") [${visited[$c]} ]"
+  echo "k = $c: scans/s committed median $(median_of "${scans[$c]}") [${scans[$c]} ], records visited per scan median $(median_of "${visited[$c]}") [${visited[$c]} ]"
 done

@@ -30,7 +30,7 @@ for _ in $(seq "$reps"); do
       awk -F, -v s="${names[$i]}" 'NR>1 {gsub(/"/,""); print s "\t" $1 "\t" $5 "\t" $7}' >>"$scratch/runs"
   done
 done
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source scripts/round-order.sh # median
 echo "# epochdb $(git rev-parse --short HEAD)${old:+ and $old}, $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps rounds interleaved, -c 1, 100-byte values"
 printf "| server | test | p50 (ms) | p99 (ms) |\n| --- | --- | --- | --- |\n"
 for s in "${names[@]}"; do

@@ -48,7 +48,7 @@ bench() { # $1 port $2 clients $3 pipeline $4 requests $5 test -> requests/s
   redis-benchmark -p "$1" -t "$5" -d 100 -r 1000000 -c "$2" -P "$3" -n "$4" --threads 2 --csv 2>/dev/null |
     awk -F'","' 'NR>1 {gsub(/"/,"",$2); print $2; exit}'
 }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+source scripts/round-order.sh # median
 
 echo "# redis-benchmark, epochdb $(git rev-parse --short HEAD), $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps runs each of about $secs s, interleaved"
 printf "| pairing | -c | -P | test | requests | redis rps | epochdb rps | epochdb / redis |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"

@@ -268,10 +268,10 @@ pub fn run_each<C: Terminal + Send>(
         let mut checkpoint_series = Vec::new();
         let (mut last, mut last_latency, mut checkpoint_now) = (0, 0, false);
         let mut next_tick = begin + Duration::from_secs(1);
-        // With a transaction count, until every thread has committed it.
-        let end = begin + settings.transactions.map_or(settings.duration, |_| Duration::from_secs(u32::MAX as u64));
+        // With a transaction count, no end: until every thread has committed it.
+        let end = settings.transactions.is_none().then(|| begin + settings.duration);
         let done = || settings.transactions.is_some_and(|n| sum() >= n * threads as u64);
-        while Instant::now() < end && !stop.load(Ordering::Relaxed) && !done() {
+        while end.is_none_or(|end| Instant::now() < end) && !stop.load(Ordering::Relaxed) && !done() {
             checkpoint_now |= checkpointing();
             let now = Instant::now();
             if now >= next_tick {
@@ -298,7 +298,8 @@ pub fn run_each<C: Terminal + Send>(
             }
             let poll =
                 if settings.transactions.is_some() { Duration::from_millis(1) } else { Duration::from_millis(50) };
-            std::thread::sleep((end.min(next_tick)).saturating_duration_since(Instant::now()).min(poll));
+            let wake = end.map_or(next_tick, |end| end.min(next_tick));
+            std::thread::sleep(wake.saturating_duration_since(Instant::now()).min(poll));
         }
         stop.store(true, Ordering::Relaxed);
         let elapsed_s = begin.elapsed().as_secs_f64();

@@ -20,21 +20,10 @@ fn read<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> T {
 #[test]
 fn a_transaction_count_ends_the_run() {
     let json = std::env::temp_dir().join(format!("epochdb-cli-count-{}.json", std::process::id()));
-    let out = epochdb(&[
-        "bench",
-        "ycsb",
-        "--threads",
-        "2",
-        "--transactions",
-        "3000",
-        "--warmup",
-        "0",
-        "--keys",
-        "5000",
-        "--quiet",
-        "--json",
-        json.to_str().expect("utf-8 path"),
-    ]);
+    let mut args: Vec<&str> =
+        "bench ycsb --threads 2 --transactions 3000 --warmup 0 --keys 5000 --quiet --json".split(' ').collect();
+    args.push(json.to_str().expect("utf-8 path"));
+    let out = epochdb(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: BenchReport = read(&json);
     assert_eq!(r.committed, 6000);

@@ -939,8 +939,9 @@ pub struct Worker {
     pub(crate) retired: Vec<Retired>,
     cleanups: Vec<Cleanup>,
     pub(crate) sets: Sets,
-    /// `Worker::prefetch`'s lookups, reused.
-    lookups: Vec<crate::index::Lookup>,
+    /// Buffer for batched lookups (`Worker::prefetch`, a standby's
+    /// replay), reused.
+    pub(crate) lookups: Vec<crate::index::Lookup>,
     /// Where reads copy values to; returned slices borrow it.
     pub(crate) scratch: Vec<u8>,
     /// The changed columns of this commit's updates, with delta logging.

@@ -16,8 +16,8 @@ pub fn spin_loop() {
     std::hint::spin_loop();
 }
 
-/// Gives up the CPU for a wait that may last longer than a spin. Under loom
-/// a thread yield as well.
+/// Gives up the CPU for a wait that may last longer than a spin (under
+/// loom, lets the model run another thread).
 #[inline]
 pub fn yield_now() {
     std::thread::yield_now();

@@ -961,11 +961,10 @@ fn install(
     let mut hint = Some(hint);
     loop {
         let found = match (hint.take(), write) {
-            (Some(h), _) if h.record.is_some() => h.record,
             // A new key with a whole value (a checkpoint's rows, a log's
             // inserts) goes where the lookup found its place, if that leaf
             // is unchanged and has room.
-            (Some(mut h), Write::Value(value)) => {
+            (Some(mut h), Write::Value(value)) if h.record.is_none() => {
                 // Keys looked up together often share a leaf (a
                 // checkpoint's rows come in key order): if this thread's
                 // own inserts are all that changed it, it is still the

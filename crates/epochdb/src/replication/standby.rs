@@ -523,17 +523,7 @@ struct Scratch {
     row: Vec<u8>,
     merge: columns::MergeScratch,
     tables: Vec<Arc<crate::catalog::Table>>,
-    /// A window's lookups (`flush_window`).
-    found: Lookups,
 }
-
-/// Buffer for a window's lookups, empty between windows.
-#[derive(Default)]
-struct Lookups(Vec<Lookup>);
-
-// SAFETY: `flush_window` empties it before it returns, so a part moved to
-// another thread carries no pointer in it, only its capacity.
-unsafe impl Send for Lookups {}
 
 fn bad(what: impl std::fmt::Display) -> Error {
     Error::Replication(format!("replay: {what}"))
@@ -722,7 +712,9 @@ fn flush_window(
             w.table_slot(last); // the worker's catalog, up to date for the prefetch
         }
         let tables = &w.tables;
-        let mut found = std::mem::take(&mut s.found.0);
+        // The worker's buffer for batched lookups, held apart from it
+        // while the entries install.
+        let mut found = std::mem::take(&mut w.lookups);
         found.clear();
         // An entry of a table the catalog lacks fails in `install_entry`.
         if window.iter().all(|e| (e.table as usize) < tables.len()) {
@@ -731,7 +723,7 @@ fn flush_window(
         *result = (window.iter().enumerate())
             .try_for_each(|(i, e)| install_entry(w, manifest, e, found.get(i).copied(), keep_below, s));
         found.clear();
-        s.found.0 = found;
+        w.lookups = found;
     }
     window.clear();
 }

@@ -52,7 +52,7 @@ use super::manifest::Manifest;
 use crate::catalog::{Schema, Table, TableId};
 use crate::error::{Error, Result};
 use crate::gc::Retired;
-use crate::index::{Insert, Leaf, Lookup, Tree, PREFETCH_BATCH};
+use crate::index::{Insert, Leaf, Lookup, SortedRun, Tree, PREFETCH_BATCH};
 use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
@@ -161,6 +161,9 @@ struct Ctx<'a> {
     total: u64,
     phase: Phase,
     progress: &'a (dyn Fn(Progress) + Sync),
+    /// Loading the base checkpoint: blocks of whole rows are packed into
+    /// runs (`pack`) for `Tree::load`, not installed key by key.
+    bulk: bool,
     dropped: Mutex<Vec<String>>,
     /// With salvage: the epoch to cut the state back to.
     cut: Mutex<Option<u64>>,
@@ -372,14 +375,18 @@ fn replay_all(
         total: 0,
         phase: Phase::Checkpoint,
         progress,
+        bulk: false,
         dropped: Mutex::new(Vec::new()),
         cut: Mutex::new(None),
         consistent: AtomicBool::new(true),
     };
 
-    // Checkpoint.
+    // Checkpoint: the full one at the base of the chain, then the
+    // incremental ones (whose rows may replace its rows).
     let mut checkpoint_files = Vec::new();
+    let mut base_files = None;
     for c in manifest.checkpoints() {
+        base_files.get_or_insert(c.files.len());
         for f in &c.files {
             let path = f.path(&dirs.checkpoint);
             if f.dir as usize >= dirs.checkpoint.len() {
@@ -407,7 +414,18 @@ fn replay_all(
         checkpoint_files.len(),
         checkpoint_bytes as f64 / 1e6
     );
-    let (_, mut left) = replay_files(&ctx, threads, &checkpoint_files, CHECKPOINT_MAGIC)?;
+    let (base, chain) = checkpoint_files.split_at(base_files.unwrap_or(0));
+    ctx.bulk = true;
+    let (_, mut left) = replay_files(&ctx, threads, base, CHECKPOINT_MAGIC)?;
+    ctx.bulk = false;
+    let loaded = load_runs(&ctx, &mut left).and_then(|()| match chain.is_empty() {
+        true => Ok(()),
+        false => replay_files(&ctx, threads, chain, CHECKPOINT_MAGIC).map(|(_, l)| left.absorb(l)),
+    });
+    if let Err(e) = loaded {
+        left.discard(&ctx);
+        return Err(e);
+    }
 
     // Logs.
     ctx.phase = Phase::Log;
@@ -865,8 +883,19 @@ fn replay_files(ctx: &Ctx<'_>, threads: usize, files: &[Source], magic: &[u8; 8]
 /// Installs the writes of one block, [`PREFETCH_BATCH`] at a time, each
 /// window's keys looked up together (`Tree::lookup_batch`) so that their
 /// descents overlap. A record outside the block's epoch range means the
-/// block misstates its epochs, which filtering trusts.
+/// block misstates its epochs, which filtering trusts. A block of the
+/// base checkpoint (`ctx.bulk`) holding whole rows alone is packed into
+/// sorted runs instead ([`pack`]).
 fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Result<()> {
+    let corrupt =
+        |what: String| Error::Corrupt { what: format!("{} at offset {}: {what}", path.display(), b.at), salvage: None };
+    if ctx.bulk {
+        match pack(ctx, b, payload, left) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {} // not whole rows alone: installed one by one
+            Err(what) => return Err(corrupt(what)),
+        }
+    }
     let mut failure = None;
     let mut scratch = Scratch::default();
     let mut window: Vec<Entry<'_>> = Vec::with_capacity(PREFETCH_BATCH);
@@ -893,8 +922,8 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
     };
     let decoded = log::decode(payload, |e| {
         let epoch = e.tid.epoch();
-        if failure.is_none() && !(b.lo..=b.hi).contains(&epoch) {
-            failure = Some(format!("a record of epoch {epoch} in a block of epochs {}..={}", b.lo, b.hi));
+        if failure.is_none() {
+            failure = outside(b, epoch);
         }
         // Checkpoint records are all below e_l; log records are filtered.
         let log = ctx.phase == Phase::Log;
@@ -909,9 +938,102 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
     flush(&mut window, &mut failure);
     match (decoded, failure) {
         (Ok(()), None) => Ok(()),
-        (Err(what), _) | (Ok(()), Some(what)) => {
-            Err(Error::Corrupt { what: format!("{} at offset {}: {what}", path.display(), b.at), salvage: None })
+        (Err(what), _) | (Ok(()), Some(what)) => Err(corrupt(what)),
+    }
+}
+
+/// A record of `epoch` in block `b` that does not fit the block's epochs.
+fn outside(b: &Claimed, epoch: u64) -> Option<String> {
+    (!(b.lo..=b.hi).contains(&epoch))
+        .then(|| format!("a record of epoch {epoch} in a block of epochs {}..={}", b.lo, b.hi))
+}
+
+/// Packs a base checkpoint block's rows into runs of ascending keys (a
+/// block holds one table's rows in key order), kept in `left` for
+/// [`load_runs`]. `Ok(false)`, keeping nothing, if the block holds
+/// anything but whole rows: the caller installs it as usual.
+fn pack(ctx: &Ctx<'_>, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Result<bool, String> {
+    let mut runs: Vec<(u32, SortedRun)> = Vec::new();
+    let (mut failure, mut whole) = (None, true);
+    log::decode(payload, |e| {
+        if failure.is_some() || !whole {
+            return;
         }
+        failure = outside(b, e.tid.epoch());
+        if failure.is_none() && e.table as usize >= ctx.tables.len() {
+            failure = Some(format!("a record of table {}, which the manifest lacks", e.table));
+        }
+        let Write::Value(value) = e.write else {
+            whole = false;
+            return;
+        };
+        if failure.is_some() {
+            return;
+        }
+        let rec = Record::alloc(e.key, value, 0, e.tid.raw() | LATEST_BIT, std::ptr::null_mut());
+        let rec = match runs.last_mut() {
+            Some((t, run)) if *t == e.table => match run.push(rec) {
+                Ok(()) => return,
+                Err(rec) => rec, // not above the run's last key: a new run
+            },
+            _ => rec,
+        };
+        let mut run = SortedRun::default();
+        let pushed = run.push(rec);
+        debug_assert!(pushed.is_ok(), "an empty run takes any key");
+        runs.push((e.table, run));
+    })?;
+    match failure {
+        Some(what) => Err(what),
+        None if !whole => Ok(false), // dropping `runs` frees their records
+        None => {
+            left.runs.append(&mut runs);
+            Ok(true)
+        }
+    }
+}
+
+/// Builds each table's tree from the runs the base checkpoint was packed
+/// into. A table whose runs overlap (a damaged checkpoint) or whose tree
+/// already holds rows (blocks `pack` declined) gets them one by one,
+/// largest TID winning. Single-threaded, after the checkpoint's threads.
+fn load_runs(ctx: &Ctx<'_>, left: &mut Leftovers) -> Result<()> {
+    let mut by_table: Vec<Vec<SortedRun>> = ctx.tables.iter().map(|_| Vec::new()).collect();
+    for (t, run) in std::mem::take(&mut left.runs) {
+        by_table[t as usize].push(run); // `pack` checked the table
+    }
+    let mut failure = None;
+    for ((i, runs), t) in by_table.into_iter().enumerate().zip(ctx.tables) {
+        let runs = match t.tree.load(runs, &mut left.retired) {
+            Ok(n) => {
+                left.created += n;
+                continue;
+            }
+            Err(runs) => runs,
+        };
+        let schema = ctx.manifest.tables.get(i).and_then(|t| t.schema.as_ref());
+        let target = Target { table: i as u32, tree: &t.tree, schema };
+        let (mut scratch, mut value) = (Scratch::default(), Vec::new());
+        for rec in runs.into_iter().flat_map(SortedRun::into_records) {
+            // SAFETY: a record the run owned, now ours alone; freed here.
+            let (key, tid) = unsafe {
+                let r = rec.as_ref();
+                r.copy_value(&mut value);
+                let kt = (r.key().to_vec(), Tid::of_word(r.tid.load()));
+                Record::free(rec);
+                kt
+            };
+            if failure.is_none() {
+                let hint = t.tree.lookup(&key);
+                if let Err(what) = install(&target, &key, tid, Write::Value(&value), hint, &mut scratch, left) {
+                    failure = Some(format!("table {:?}: {what}", t.name));
+                }
+            }
+        }
+    }
+    match failure {
+        None => Ok(()),
+        Some(what) => Err(Error::Corrupt { what: format!("the checkpoint: {what}"), salvage: None }),
     }
 }
 
@@ -1144,6 +1266,8 @@ struct Leftovers {
     /// `retired` (a grown row's old copy, whose vector moved), so none is
     /// freed before `take_versions`.
     versioned: Vec<(u32, usize)>,
+    /// Runs of the base checkpoint's rows, by table, for `load_runs`.
+    runs: Vec<(u32, SortedRun)>,
 }
 
 impl Leftovers {
@@ -1152,6 +1276,7 @@ impl Leftovers {
         self.deleted.extend(other.deleted);
         self.created += other.created;
         self.versioned.extend(other.versioned);
+        self.runs.extend(other.runs);
     }
 
     /// Takes back every version vector, giving each to `f` with its table
@@ -1305,6 +1430,7 @@ mod tests {
             total: 0,
             phase: Phase::Log,
             progress: &progress,
+            bulk: false,
             dropped: Mutex::new(Vec::new()),
             cut: Mutex::new(None),
             consistent: AtomicBool::new(true),
@@ -1344,6 +1470,85 @@ mod tests {
         let dropped = std::mem::take(&mut *lock(&ctx.dropped));
         drop(ctx);
         (records, dropped, tables)
+    }
+
+    /// The base checkpoint's blocks are packed into runs and loaded whole
+    /// when their keys are disjoint; overlapping runs, and blocks holding
+    /// more than whole rows, are installed row by row, largest TID winning.
+    #[test]
+    fn a_base_checkpoint_is_loaded_whole_or_row_by_row() {
+        let manifest = Manifest {
+            tables: vec![TableEntry { name: "t".into(), index_of: None, schema: None }; 3],
+            ..Manifest::default()
+        };
+        let progress = |_: Progress| {};
+        let value = |t: &Tree, key: &[u8]| {
+            t.lookup(key).record.map(|r| {
+                let mut v = Vec::new();
+                // SAFETY: no other thread; the table owns the record.
+                unsafe { r.as_ref() }.copy_value(&mut v);
+                v
+            })
+        };
+        let tables = tables_of(&manifest, 0);
+        let ctx = Ctx {
+            tables: &tables,
+            manifest: &manifest,
+            e_l: 10,
+            e_h: 10,
+            pepoch: 10,
+            salvage: false,
+            done: AtomicU64::new(0),
+            total: 0,
+            phase: Phase::Checkpoint,
+            progress: &progress,
+            bulk: true,
+            dropped: Mutex::new(Vec::new()),
+            cut: Mutex::new(None),
+            consistent: AtomicBool::new(true),
+        };
+        type Row<'a> = (u64, &'a [u8], Option<&'a [u8]>); // epoch, key, value
+        let in_table = |table: u32, writes: &[Row<'_>]| {
+            let mut out = Vec::new();
+            for &(epoch, key, v) in writes {
+                log::encode_txn(&mut out, Tid::new(epoch, 1), 1);
+                log::encode_entry(&mut out, table, key, v);
+            }
+            out
+        };
+        let claimed = Claimed { file: 0, at: 0, lo: 1, hi: 9 };
+        let mut left = Leftovers::default();
+        let blocks = [
+            // Table 0: disjoint runs, the later keys first.
+            in_table(0, &[(3, b"m", Some(b"m3")), (4, b"n", Some(b"n4"))]),
+            in_table(0, &[(5, b"a", Some(b"a5")), (6, b"b", Some(b"b6"))]),
+            // Table 1: runs that overlap at "c" (its newer row is in the
+            // first block).
+            in_table(1, &[(3, b"a", Some(b"a3")), (8, b"c", Some(b"c8"))]),
+            in_table(1, &[(2, b"b", Some(b"b2")), (4, b"c", Some(b"c4"))]),
+            // Table 2: a block with a delete, then one of whole rows.
+            in_table(2, &[(7, b"y", Some(b"y7")), (9, b"z", None)]),
+            in_table(2, &[(7, b"a", Some(b"a7")), (6, b"y", Some(b"y6"))]),
+        ];
+        for block in &blocks {
+            replay(&ctx, Path::new("test"), &claimed, block, &mut left).expect("replay");
+        }
+        assert_eq!(left.runs.len(), 5, "the block with a delete was installed at once");
+        assert_eq!(left.deleted.len(), 1);
+        load_runs(&ctx, &mut left).expect("load");
+        let (t0, t1, t2) = (&tables[0].tree, &tables[1].tree, &tables[2].tree);
+        assert_eq!(t0.node_counts(), (2, 1), "one leaf per run under a root");
+        for (key, want) in [(&b"a"[..], &b"a5"[..]), (b"b", b"b6"), (b"m", b"m3"), (b"n", b"n4")] {
+            assert_eq!(value(t0, key).as_deref(), Some(want), "table 0, {key:?}");
+        }
+        for (key, want) in [(&b"a"[..], &b"a3"[..]), (b"b", b"b2"), (b"c", b"c8")] {
+            assert_eq!(value(t1, key).as_deref(), Some(want), "table 1, {key:?}");
+        }
+        for (key, want) in [(&b"a"[..], &b"a7"[..]), (b"y", b"y7")] {
+            assert_eq!(value(t2, key).as_deref(), Some(want), "table 2, {key:?}");
+        }
+        assert_eq!(remove_tombstones(&tables, &mut left), 9, "z's tombstone is gone");
+        left.discard(&ctx);
     }
 
     #[test]

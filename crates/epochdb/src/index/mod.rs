@@ -18,9 +18,11 @@
 //! ([`crate::epoch`]) while it holds node or record pointers, and everything
 //! this module unlinks is freed only after all such callers have left.
 
+mod load;
 mod node;
 mod node_version;
 
+pub use load::SortedRun;
 pub use node::{Inner as InnerNode, Leaf, LEAF_WIDTH};
 pub use node_version::Restart;
 

@@ -90,10 +90,16 @@ fn model_range(m: &BTreeMap<Vec<u8>, ()>, lo: Bound<&[u8]>, hi: Bound<&[u8]>, re
 fn matches_a_btreemap_model() {
     let tree = Tree::new();
     let mut model: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    exercise(&tree, &mut model, &mut Rng(0x1234_5678_9abc_def1), 40_000, 3000);
+}
+
+/// Random inserts (half of them after a lookup that missed), lookups
+/// (single and batched), removes and scans of keys from `key_of(space)`,
+/// each checked against `model`; then a full scan.
+fn exercise(tree: &Tree, model: &mut BTreeMap<Vec<u8>, ()>, rng: &mut Rng, steps: usize, space: u64) {
     let (mut retired, mut unlinked) = (Vec::new(), Vec::new());
-    for step in 0..40_000 {
-        let key = key_of(&mut rng, 3000);
+    for step in 0..steps {
+        let key = key_of(rng, space);
         match rng.below(10) {
             0..=4 => {
                 let r = rec(&key);
@@ -112,9 +118,9 @@ fn matches_a_btreemap_model() {
             5..=7 => {
                 let found = tree.lookup(&key).record;
                 assert_eq!(found.is_some(), model.contains_key(&key), "step {step}");
-                let other = key_of(&mut rng, 3000);
+                let other = key_of(rng, space);
                 let mut batch = Vec::new();
-                Tree::lookup_batch([(&tree, &key[..]), (&tree, &other[..])], &mut batch);
+                Tree::lookup_batch([(tree, &key[..]), (tree, &other[..])], &mut batch);
                 assert_eq!(batch.iter().map(|l| l.record).collect::<Vec<_>>(), [found, tree.lookup(&other).record]);
                 if let Some(r) = found {
                     assert!(tree.remove_if(&key, r, &mut retired));
@@ -124,8 +130,8 @@ fn matches_a_btreemap_model() {
                 }
             }
             _ => {
-                let a = key_of(&mut rng, 3000);
-                let b = key_of(&mut rng, 3000);
+                let a = key_of(rng, space);
+                let b = key_of(rng, space);
                 let (ka, kb) = (rng.below(3) as u8, rng.below(3) as u8);
                 let mk = |kind: u8, k: &Vec<u8>| -> Bound<Vec<u8>> {
                     match kind {
@@ -137,16 +143,92 @@ fn matches_a_btreemap_model() {
                 let (lo, hi) = (mk(ka, &a), mk(kb, &b));
                 let rev = rng.below(2) == 0;
                 let limit = [1, 5, 40, usize::MAX][rng.below(4) as usize];
-                let got = collect(&tree, as_ref(&lo), as_ref(&hi), rev, limit);
-                let want = model_range(&model, as_ref(&lo), as_ref(&hi), rev, limit);
+                let got = collect(tree, as_ref(&lo), as_ref(&hi), rev, limit);
+                let want = model_range(model, as_ref(&lo), as_ref(&hi), rev, limit);
                 assert_eq!(got, want, "step {step}: scan {lo:?}..{hi:?} rev={rev} limit={limit}");
             }
         }
     }
     // Everything left is found, in order.
-    let all = collect(&tree, Unbounded, Unbounded, false, usize::MAX);
+    let all = collect(tree, Unbounded, Unbounded, false, usize::MAX);
     assert_eq!(all, model.keys().cloned().collect::<Vec<_>>());
     free_retired(retired, unlinked);
+}
+
+/// Runs cut from `keys` (sorted, unique) at random lengths, in reverse
+/// order.
+fn runs_of(keys: &[Vec<u8>], rng: &mut Rng, longest: u64) -> Vec<SortedRun> {
+    let mut runs = Vec::new();
+    let mut rest = keys;
+    while !rest.is_empty() {
+        let (run, tail) = rest.split_at((1 + rng.below(longest) as usize).min(rest.len()));
+        let mut r = SortedRun::default();
+        for k in run {
+            assert!(r.push(rec(k)).is_ok(), "ascending keys");
+        }
+        runs.push(r);
+        rest = tail;
+    }
+    runs.reverse();
+    runs
+}
+
+/// Trees loaded from runs, of sizes around every leaf and inner-node
+/// boundary, hold exactly their keys in well-formed nodes, and then take
+/// inserts, removes and scans like any other tree.
+#[test]
+fn loaded_trees_match_a_btreemap_model() {
+    for (i, n) in [0usize, 1, 29, 30, 31, 30 * 14, 30 * 14 + 1, 30 * 14 * 14 + 7, 20_000].into_iter().enumerate() {
+        let mut rng = Rng(0x5eed_0000 + i as u64);
+        let space = (n as u64 * 3).max(10);
+        let keys: std::collections::BTreeSet<Vec<u8>> = (0..n).map(|_| key_of(&mut rng, space)).collect();
+        let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+        let longest = [1, 7, 30, 5000][i % 4];
+        let runs = runs_of(&keys, &mut rng, longest);
+        let nruns = runs.len();
+        let tree = Tree::new();
+        let mut retired = Vec::new();
+        let loaded = tree.load(runs, &mut retired).unwrap_or_else(|_| panic!("{n} keys: disjoint runs refused"));
+        assert_eq!(loaded, keys.len() as u64);
+        assert_eq!(collect(&tree, Unbounded, Unbounded, false, usize::MAX), keys, "{n} keys");
+        assert_eq!(collect(&tree, Unbounded, Unbounded, true, usize::MAX).len(), keys.len());
+        for k in &keys {
+            // SAFETY: in the tree, which frees nothing during the test.
+            assert_eq!(tree.lookup(k).record.map(|r| unsafe { r.as_ref() }.key().to_vec()), Some(k.clone()));
+        }
+        let (leaves, _) = tree.node_counts();
+        let most = (keys.len().div_ceil(LEAF_WIDTH) + nruns).max(1); // an empty tree keeps its leaf
+        assert!(leaves <= most, "{n} keys in {nruns} runs: {leaves} leaves");
+        let mut model: BTreeMap<Vec<u8>, ()> = keys.into_iter().map(|k| (k, ())).collect();
+        exercise(&tree, &mut model, &mut rng, 5_000, space);
+        free_retired(retired, Vec::new());
+    }
+}
+
+/// Overlapping runs, and any runs for a tree that is not empty, are given
+/// back untouched; a key not above the run's last is refused.
+#[test]
+fn loads_only_disjoint_runs_into_an_empty_tree() {
+    let run = |keys: &[&[u8]]| {
+        let mut r = SortedRun::default();
+        for k in keys {
+            assert!(r.push(rec(k)).is_ok());
+        }
+        r
+    };
+    let mut r = run(&[b"b", b"d"]);
+    let back = r.push(rec(b"c")).expect_err("below the last key");
+    // SAFETY: given back, never published.
+    unsafe { Record::free(back) };
+    let tree = Tree::new();
+    let mut retired = Vec::new();
+    let back = tree.load(vec![r, run(&[b"a", b"b"])], &mut retired).expect_err("overlapping");
+    assert_eq!(back.iter().map(SortedRun::len).sum::<u64>(), 4);
+    drop(back); // frees their records
+    assert!(matches!(tree.insert_if_absent(b"x", rec(b"x")), Insert::Inserted { .. }));
+    assert!(tree.load(vec![run(&[b"a"])], &mut retired).is_err(), "a tree with a key");
+    assert_eq!(collect(&tree, Unbounded, Unbounded, false, usize::MAX), [b"x".to_vec()]);
+    assert!(retired.is_empty());
 }
 
 #[test]

@@ -266,6 +266,8 @@ pub struct RecoverReport {
     pub threads: u64,
     /// Seconds recovery took.
     pub seconds: f64,
+    /// Of `seconds`, those spent loading the checkpoint (the rest is mostly the log replay).
+    pub checkpoint_seconds: f64,
     /// Seconds per GB of checkpoint and log.
     pub seconds_per_gb: f64,
     /// What recovery dropped: torn tails, void epochs, salvaged damage.
@@ -543,6 +545,7 @@ mod tests {
             records: 0,
             threads: 1,
             seconds: 0.0,
+            checkpoint_seconds: 0.0,
             seconds_per_gb: 0.0,
             dropped: vec![],
             consistent: true,

@@ -86,6 +86,9 @@ pub struct RecoveryReport {
     pub threads: usize,
     /// Seconds from start to the state being ready.
     pub seconds: f64,
+    /// Of `seconds`, those spent loading the checkpoint (the rest is
+    /// mostly the log replay).
+    pub checkpoint_seconds: f64,
     /// Damage passed over: torn tails of crashed `data.log` files (above
     /// pepoch: what a crash leaves), and with `Options::salvage`, whatever
     /// was skipped and what it cost.
@@ -298,6 +301,7 @@ pub(crate) fn recover(
         records: run.records,
         threads,
         seconds: start.elapsed().as_secs_f64(),
+        checkpoint_seconds: run.checkpoint_seconds,
         dropped,
         consistent: run.consistent,
     };
@@ -350,6 +354,7 @@ struct Run {
     checkpoint_bytes: u64,
     log_bytes: u64,
     records: u64,
+    checkpoint_seconds: f64,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -414,6 +419,7 @@ fn replay_all(
         checkpoint_files.len(),
         checkpoint_bytes as f64 / 1e6
     );
+    let loading = Instant::now();
     let (base, chain) = checkpoint_files.split_at(base_files.unwrap_or(0));
     ctx.bulk = true;
     let (_, mut left) = replay_files(&ctx, threads, base, CHECKPOINT_MAGIC)?;
@@ -426,6 +432,7 @@ fn replay_all(
         left.discard(&ctx);
         return Err(e);
     }
+    let checkpoint_seconds = loading.elapsed().as_secs_f64();
 
     // Logs.
     ctx.phase = Phase::Log;
@@ -460,7 +467,7 @@ fn replay_all(
     let (dropped, cut, consistent) =
         (std::mem::take(&mut *lock(&ctx.dropped)), *lock(&ctx.cut), ctx.consistent.load(Ordering::Relaxed));
     drop(ctx);
-    Ok(Run { tables, pepoch, ends, dropped, cut, consistent, checkpoint_bytes, log_bytes, records })
+    Ok(Run { tables, pepoch, ends, dropped, cut, consistent, checkpoint_bytes, log_bytes, records, checkpoint_seconds })
 }
 
 /// Empty tables for the manifest's catalog, with handles tagged `tag`.

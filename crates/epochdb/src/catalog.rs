@@ -87,6 +87,9 @@ pub struct Schema {
     /// The length of every row, if all columns are fixed: then checking a
     /// row is one comparison.
     fixed_len: Option<usize>,
+    /// Where each of the leading fixed columns starts in every row (one
+    /// more entry: where the last of them ends).
+    lead: Vec<usize>,
 }
 
 impl Schema {
@@ -107,7 +110,19 @@ impl Schema {
                 ColumnType::Var(_) => None,
             })
             .sum();
-        Ok(Schema { columns, fixed_len })
+        let mut lead = vec![0];
+        for c in &columns {
+            let ColumnType::Fixed(n) = c.ty else { break };
+            lead.push(lead[lead.len() - 1] + n as usize);
+        }
+        Ok(Schema { columns, fixed_len, lead })
+    }
+
+    /// The bytes column `c` takes in every row that holds it, if it and
+    /// every column before it are fixed-width (their place does not
+    /// depend on the row).
+    pub fn fixed_place(&self, c: usize) -> Option<std::ops::Range<usize>> {
+        Some(*self.lead.get(c)?..*self.lead.get(c + 1)?)
     }
 
     /// The columns, in order.

@@ -157,12 +157,34 @@ impl Record {
         cap_of(self.cap)
     }
 
+    /// The data's length in bytes.
+    pub fn value_len(&self) -> usize {
+        (self.len.load(Ordering::Relaxed) as usize).min(self.capacity())
+    }
+
+    /// Overwrites `bytes.len()` bytes of the data from `at`, all within
+    /// [`Record::len`]. Caller holds the TID lock.
+    pub fn write_at(&self, at: usize, bytes: &[u8]) {
+        debug_assert!(crate::tid::is_locked(self.tid.load()));
+        assert!(at + bytes.len() <= self.value_len(), "a write past the data's end");
+        let words = self.words();
+        let mut done = 0;
+        while done < bytes.len() {
+            let (w, off) = ((at + done) / WORD, (at + done) % WORD);
+            let n = (WORD - off).min(bytes.len() - done);
+            let mut word = words[w].load(Ordering::Relaxed).to_ne_bytes();
+            word[off..off + n].copy_from_slice(&bytes[done..done + n]);
+            words[w].store(u64::from_ne_bytes(word), Ordering::Relaxed);
+            done += n;
+        }
+    }
+
     /// Copies the data into `out` (replacing its contents). Only meaningful
     /// inside [`TidWord::stable_read`] or on an immutable old version: a
     /// racing writer may make the copy inconsistent, never unsound.
     #[inline]
     pub fn copy_value(&self, out: &mut Vec<u8>) {
-        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.capacity());
+        let len = self.value_len();
         let words = &self.words()[..len.div_ceil(WORD)];
         out.clear();
         out.reserve(words.len() * WORD);

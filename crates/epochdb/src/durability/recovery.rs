@@ -1189,6 +1189,21 @@ fn install(
                 }
             }
         }
+        // A delta of fixed columns at fixed places goes straight into the
+        // record: the row stays where it is, at its length.
+        if let (Some(v), Some(schema), Write::Delta(d)) = (versions.as_mut(), t.schema, write) {
+            if columns::patch(schema, r, v, tid.raw(), d) {
+                let word = word_of(v);
+                if let Some(v) = versions {
+                    columns::put(r, v);
+                }
+                if !listed {
+                    left.versioned.push((t.table, rec.as_ptr() as usize));
+                }
+                r.tid.unlock_to(word);
+                return Ok(());
+            }
+        }
         let (value, word) = match (versions.as_mut(), t.schema) {
             (Some(v), Some(schema)) => {
                 r.copy_value(&mut s.old);

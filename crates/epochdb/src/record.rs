@@ -163,7 +163,7 @@ impl Record {
     }
 
     /// Overwrites `bytes.len()` bytes of the data from `at`, all within
-    /// [`Record::len`]. Caller holds the TID lock.
+    /// [`Record::value_len`]. Caller holds the TID lock.
     pub fn write_at(&self, at: usize, bytes: &[u8]) {
         debug_assert!(crate::tid::is_locked(self.tid.load()));
         assert!(at + bytes.len() <= self.value_len(), "a write past the data's end");
@@ -261,6 +261,29 @@ mod tests {
         }
         assert_eq!(cap_code(100), Some((104, 13)));
         assert_eq!(cap_code(0x7FFF * BIG_UNIT + 1), None);
+    }
+
+    /// Writes at any offset and length, across word boundaries, change
+    /// exactly those bytes.
+    #[test]
+    fn writes_at_an_offset_change_only_their_bytes() {
+        let mut model: Vec<u8> = (0..40u8).collect();
+        let r = Record::alloc(b"k", &model, 0, Tid::new(1, 1).raw() | LATEST_BIT, std::ptr::null_mut());
+        // SAFETY: freshly allocated, freed at the end.
+        let rec = unsafe { r.as_ref() };
+        let old = rec.tid.lock();
+        for (k, (at, n)) in [(0, 1), (3, 5), (5, 9), (7, 2), (8, 8), (15, 17), (39, 1), (0, 40)].into_iter().enumerate()
+        {
+            let bytes: Vec<u8> = (0..n).map(|i| (100 + 17 * k + at + i) as u8).collect();
+            rec.write_at(at, &bytes);
+            model[at..at + n].copy_from_slice(&bytes);
+            let mut got = Vec::new();
+            rec.copy_value(&mut got);
+            assert_eq!(got, model, "at {at}, {n} bytes");
+        }
+        rec.tid.unlock_to(old);
+        // SAFETY: never published; freed once.
+        unsafe { Record::free(r) };
     }
 
     #[test]

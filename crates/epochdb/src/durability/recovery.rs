@@ -174,6 +174,12 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Where an entry of `table` (a table the manifest has) goes.
+    fn target(&self, table: u32) -> Target<'_> {
+        let schema = self.manifest.tables.get(table as usize).and_then(|t| t.schema.as_ref());
+        Target { table, tree: &self.tables[table as usize].tree, schema }
+    }
+
     fn advance(&self, bytes: u64) {
         let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
         (self.progress)(Progress { phase: self.phase, done_bytes: done, total_bytes: self.total });
@@ -918,11 +924,9 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
             if failure.is_some() {
                 break;
             }
-            let t = &ctx.tables[e.table as usize];
-            let schema = ctx.manifest.tables.get(e.table as usize).and_then(|t| t.schema.as_ref());
-            let target = Target { table: e.table, tree: &t.tree, schema };
+            let target = ctx.target(e.table);
             if let Err(what) = install(&target, e.key, e.tid, e.write, hint, &mut scratch, left) {
-                *failure = Some(format!("table {:?}: {what}", t.name));
+                *failure = Some(format!("table {:?}: {what}", ctx.tables[e.table as usize].name));
             }
         }
         window.clear();
@@ -1018,8 +1022,7 @@ fn load_runs(ctx: &Ctx<'_>, left: &mut Leftovers) -> Result<()> {
             }
             Err(runs) => runs,
         };
-        let schema = ctx.manifest.tables.get(i).and_then(|t| t.schema.as_ref());
-        let target = Target { table: i as u32, tree: &t.tree, schema };
+        let target = ctx.target(i as u32);
         let (mut scratch, mut value) = (Scratch::default(), Vec::new());
         for rec in runs.into_iter().flat_map(SortedRun::into_records) {
             // SAFETY: a record the run owned, now ours alone; freed here.

@@ -5,13 +5,15 @@
 # CPU 1, 10 s after a 5 s warm-up), each build in turn, the order
 # reversed every other round. Prints each run (build, txn/s, backup CPU
 # per MB of log in ms, primary CPU per MB in ms, their ratio), then the
-# medians per build.
-# Usage: scripts/backup-cpu-ab.sh REPS BIN... (e.g. two copies of
+# medians per build. DURABILITY=delta for a delta-logging primary (default
+# log).
+# Usage: [DURABILITY=log|delta] scripts/backup-cpu-ab.sh REPS BIN... (e.g. two copies of
 # target/release/epochdb built from the commits to compare)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:?usage: scripts/backup-cpu-ab.sh REPS BIN...}
 shift
+durability=${DURABILITY:-log}
 [ $# -ge 1 ] || { echo "usage: scripts/backup-cpu-ab.sh REPS BIN..." >&2; exit 2; }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -20,7 +22,7 @@ runs=$scratch/runs
 for rep in $(seq "$reps"); do
   mapfile -t order < <(round_order "$rep" "$@")
   for bin in "${order[@]}"; do
-    taskset -c 0 "$bin" bench tpcc --threads 1 --duration 10 --warmup 5 --durability log \
+    taskset -c 0 "$bin" bench tpcc --threads 1 --duration 10 --warmup 5 --durability "$durability" \
       --data-dir "$scratch/db" --replicas 1 --safety sync --replica-cpu 1 --replay-threads 1 \
       --json "$scratch/r.json" >/dev/null 2>&1
     python3 - "$bin" "$scratch/r.json" <<'EOF' | tee -a "$runs"

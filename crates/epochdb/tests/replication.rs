@@ -525,7 +525,8 @@ fn a_hot_standby_serves_consistent_released_snapshots() {
 }
 
 /// A primary that logs deltas (Gawain): the standby merges each delta into
-/// the row as of the entry before it and ends with the primary's rows.
+/// the row as of the entry before it (deltas of the fixed column written
+/// into the record in place) and ends with the primary's rows.
 #[test]
 fn a_standby_of_a_delta_logging_primary_merges_columns() {
     use epochdb::{Column, Freshness, Schema};
@@ -555,6 +556,12 @@ fn a_standby_of_a_delta_logging_primary_merges_columns() {
                                     Some(old) if i % 3 == 0 => {
                                         let (a, c) = (s.column(&old, 0)?.to_vec(), s.column(&old, 2)?.to_vec());
                                         s.encode(&[&a, format!("w{w}i{i}").as_bytes(), &c])?
+                                    }
+                                    // Change the fixed column: a delta the
+                                    // standby writes into the record in place.
+                                    Some(old) if i % 3 == 1 => {
+                                        let (b, c) = (s.column(&old, 1)?.to_vec(), s.column(&old, 2)?.to_vec());
+                                        s.encode(&[&(i * 10 + w).to_le_bytes(), &b, &c])?
                                     }
                                     Some(old) => {
                                         let (a, b) = (s.column(&old, 0)?.to_vec(), s.column(&old, 1)?.to_vec());

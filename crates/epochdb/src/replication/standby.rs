@@ -521,6 +521,8 @@ struct Part {
 struct Scratch {
     old: Vec<u8>,
     row: Vec<u8>,
+    /// A delta's column versions.
+    versions: Vec<u64>,
     merge: columns::MergeScratch,
     tables: Vec<Arc<crate::catalog::Table>>,
 }
@@ -805,25 +807,37 @@ fn install(
             r.tid.unlock_to(old); // recovered already
             return Ok(());
         }
+        // Whether reads may still see the version this entry replaces.
+        let kept_for_reads =
+            |old_tid: Tid| keep_below.is_some_and(|view| old_tid != Tid::ZERO && old_tid.epoch() <= view);
         let value: &[u8] = match e.write {
             Write::Value(v) => v,
             Write::Delete => &[],
-            Write::Delta(_) => {
+            Write::Delta(d) => {
                 let Some(schema) = schema.filter(|_| !tid::is_absent(old)) else {
                     r.tid.unlock_to(old);
                     return Err("a delta for a deleted row, or a table without a schema".into());
                 };
+                // Every column was last written at `old_tid`, older than `tid`.
+                let v = &mut s.versions;
+                v.clear();
+                v.resize(schema.columns().len() + 1, old_tid.raw());
+                v[0] = 0;
+                // A delta of fixed columns at fixed places goes straight
+                // into the record, unless reads may need the row before it.
+                if !kept_for_reads(old_tid) && columns::patch(schema, r, v, tid.raw(), d) {
+                    r.tid.unlock_to(new_word);
+                    return Ok(());
+                }
                 r.copy_value(&mut s.old);
-                let mut v = columns::uniform(schema.columns().len(), old_tid.raw(), false);
-                if let Err(what) = columns::merge(schema, &s.old, &mut v, tid.raw(), e.write, &mut s.merge, &mut s.row)
-                {
+                if let Err(what) = columns::merge(schema, &s.old, v, tid.raw(), e.write, &mut s.merge, &mut s.row) {
                     r.tid.unlock_to(old);
                     return Err(what);
                 }
                 &s.row
             }
         };
-        let keep_old = keep_below.is_some_and(|view| old_tid != Tid::ZERO && old_tid.epoch() <= view);
+        let keep_old = kept_for_reads(old_tid);
         if e.write == Write::Delete || value.len() <= r.capacity() {
             if keep_old {
                 w.keep_old_version(r, old, epoch);

@@ -5,9 +5,13 @@
 # each holds one checkpoint and the log after it), then recovers fresh
 # copies of each with every binary given, with 1 and 2 threads, REPS times,
 # interleaved; each copy synced and read once so recovery reads from the
-# page cache. Prints each run, then medians with MB/s of checkpoint + log
-# and the seconds spent loading the checkpoint (nan for a binary older
-# than its `checkpoint_seconds` report field).
+# page cache. Prints each run, then medians with MB/s of checkpoint + log,
+# the seconds spent loading the checkpoint and the CPUs the process kept
+# busy (CPU seconds over seconds; nan for a binary older than its
+# `checkpoint_seconds` or `cpu_seconds` report field). On a machine of C
+# CPUs, a run that keeps them all busy is as fast as that much work can
+# go: the most n threads can gain over 1 is then (1-thread seconds) /
+# (1-thread CPU seconds / min(n, C)).
 #
 # Usage: scripts/recovery-figures.sh DATA_DIR REPS BIN [BIN...]
 #   DATA_DIR is a scratch directory the script owns (~20 GB): it keeps
@@ -39,23 +43,25 @@ for run in $(seq "$reps"); do
         "$bin" recover --data-dir "$dir/copy" --threads "$t" --quiet --json "$dir/r.json" 2>/dev/null > /dev/null
         line=$(python3 -c "
 import json; r = json.load(open('$dir/r.json'))
-print(r['seconds'], r['checkpoint_bytes'] + r['log_bytes'], r['records'], r.get('checkpoint_seconds', 'nan'))")
+print(r['seconds'], r['checkpoint_bytes'] + r['log_bytes'], r['records'], r.get('checkpoint_seconds', 'nan'),
+      r.get('cpu_seconds', float('nan')) / r['seconds'])")
         echo "$mode $t $bin $line" | tee -a "$results"
       done
     done
   done
 done
 rm -rf "$dir/copy" "$dir/r.json"
-echo "medians (mode, threads, binary: seconds, MB/s of checkpoint + log, records, seconds loading the checkpoint):"
+echo "medians (mode, threads, binary: seconds, MB/s of checkpoint + log, records, seconds loading the checkpoint, CPUs busy):"
 python3 - "$results" <<'PY'
 import sys, statistics
 runs = {}
 for line in open(sys.argv[1]):
-    mode, t, b, s, n, recs, ck = line.split()
-    runs.setdefault((mode, t, b), []).append((float(s), int(n), int(recs), float(ck)))
+    mode, t, b, s, n, recs, ck, busy = line.split()
+    runs.setdefault((mode, t, b), []).append((float(s), int(n), int(recs), float(ck), float(busy)))
 for (mode, t, b), rs in runs.items():
     s = statistics.median(r[0] for r in rs)
     n = rs[0][1]
     ck = statistics.median(r[3] for r in rs)
-    print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records, checkpoint {ck:.2f} s")
+    busy = statistics.median(r[4] for r in rs)
+    print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records, checkpoint {ck:.2f} s, {busy:.2f} CPUs busy")
 PY

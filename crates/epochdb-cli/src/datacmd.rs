@@ -115,11 +115,12 @@ fn run(t: &Target, options: Options, verb: &str) -> CliResult<ExitCode> {
     let r = engine.database().recovery_report().cloned().unwrap_or_default();
     let gb = (r.checkpoint_bytes + r.log_bytes) as f64 / 1e9;
     say!(
-        "{verb} {} records to pepoch {} with {} threads in {:.3} s: checkpoint {:.1} MB (epoch {}) in {:.3} s, log {:.1} MB; {:.2} s/GB, {:.0} MB/s",
+        "{verb} {} records to pepoch {} with {} threads in {:.3} s (CPU {:.3} s): checkpoint {:.1} MB (epoch {}) in {:.3} s, log {:.1} MB; {:.2} s/GB, {:.0} MB/s",
         r.records,
         r.pepoch,
         r.threads,
         r.seconds,
+        r.cpu_seconds,
         r.checkpoint_bytes as f64 / 1e6,
         r.checkpoint_epoch.map_or("none".into(), |e| e.to_string()),
         r.checkpoint_seconds,
@@ -156,6 +157,7 @@ fn run(t: &Target, options: Options, verb: &str) -> CliResult<ExitCode> {
             threads: r.threads as u64,
             seconds: r.seconds,
             checkpoint_seconds: r.checkpoint_seconds,
+            cpu_seconds: r.cpu_seconds,
             seconds_per_gb: r.seconds / gb.max(1e-9),
             dropped: r.dropped.clone(),
             consistent: r.consistent,

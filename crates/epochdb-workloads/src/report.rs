@@ -268,6 +268,8 @@ pub struct RecoverReport {
     pub seconds: f64,
     /// Of `seconds`, those spent loading the checkpoint (the rest is mostly the log replay).
     pub checkpoint_seconds: f64,
+    /// CPU seconds the process used over `seconds` (workers, reader and the kernel's zeroing of new memory; over `seconds`: CPUs kept busy).
+    pub cpu_seconds: f64,
     /// Seconds per GB of checkpoint and log.
     pub seconds_per_gb: f64,
     /// What recovery dropped: torn tails, void epochs, salvaged damage.
@@ -546,6 +548,7 @@ mod tests {
             threads: 1,
             seconds: 0.0,
             checkpoint_seconds: 0.0,
+            cpu_seconds: 0.0,
             seconds_per_gb: 0.0,
             dropped: vec![],
             consistent: true,

@@ -1268,7 +1268,7 @@ fn install(
 /// After replay: a live row some of whose columns no entry wrote lacks its
 /// insert, which no complete checkpoint and log can do. An error, or with
 /// salvage, the row is dropped (made a tombstone) and reported. Takes
-/// every version vector back. Run single-threaded.
+/// every version vector back, on `threads` threads once replay has ended.
 fn check_complete(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) -> Result<()> {
     let versioned = std::mem::take(&mut left.versioned);
     let failed = Mutex::new(None);
@@ -1395,10 +1395,11 @@ fn remove_tombstones(tables: &[Table], threads: usize, left: &mut Leftovers) -> 
         let mut n = 0;
         for (table, key) in slice {
             let Some(t) = tables.get(*table as usize) else { continue };
-            let Some(rec) = t.tree.lookup(key).record else { continue }; // removed already
-                                                                         // SAFETY: replay has ended, and nothing is freed until the
-                                                                         // caller frees `left.retired`. A key deleted twice may be in
-                                                                         // two slices: `remove_if` unhooks it once.
+            // Not found: removed already.
+            let Some(rec) = t.tree.lookup(key).record else { continue };
+            // SAFETY: replay has ended, and nothing is freed until the
+            // caller frees `left.retired`. A key deleted twice may be in
+            // two slices: `remove_if` unhooks it once.
             if tid::is_absent(unsafe { rec.as_ref() }.tid.load()) && t.tree.remove_if(key, rec, &mut mine.retired) {
                 mine.retired.push(Retired::Record(rec));
                 n += 1;

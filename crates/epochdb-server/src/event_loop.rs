@@ -171,6 +171,9 @@ pub struct EventLoop {
     pub(crate) blocked: Vec<Token>,
     /// The pipeline read-ahead's buffers.
     ahead: Ahead,
+    /// The newest epoch a reply held in this pass waits on; hastened once
+    /// the pass ends (see `run`).
+    hasten_to: u64,
 }
 
 impl EventLoop {
@@ -196,6 +199,7 @@ impl EventLoop {
             backlog: Vec::new(),
             blocked: Vec::new(),
             ahead: Ahead::default(),
+            hasten_to: 0,
         })
     }
 
@@ -270,6 +274,13 @@ impl EventLoop {
             if last_cron.elapsed() >= CRON {
                 self.cron();
                 last_cron = Instant::now();
+            }
+            // Once per pass, after every request read in it has committed,
+            // as Redis syncs its AOF before it sleeps: hastened at the
+            // first reply, the epoch would end while the rest of a
+            // pipeline commits, into the next epoch and a second sync.
+            if self.hasten_to > 0 {
+                self.shared.db.hasten_durable(std::mem::take(&mut self.hasten_to));
             }
         }
         // Shutting down: send what may be sent, then close every client.
@@ -591,7 +602,7 @@ impl EventLoop {
                 }
                 if durable && epoch > self.shared.db.durable_epoch() {
                     c.hold_from(at, epoch);
-                    self.shared.db.hasten_durable(epoch);
+                    self.hasten_to = self.hasten_to.max(epoch);
                     if !self.waiting.contains(&t) {
                         self.waiting.push(t);
                     }

@@ -9,12 +9,15 @@
 # test: redis-benchmark with --threads times a test only to its 250 ms
 # tick.
 # CLIENTS and PIPELINE in the environment replace -c 50 and -P 16.
+# APPENDFSYNC=always runs every server with durable replies instead
+# (epochdb: --durability log --appendfsync always on a fresh data
+# directory; redis: appendonly yes, appendfsync always).
 # Usage: scripts/serve-ab.sh REPS REQUESTS TESTS SERVER...
 # e.g.   scripts/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=$1 n=$2 tests=$3
-clients=${CLIENTS:-50} pipeline=${PIPELINE:-16}
+clients=${CLIENTS:-50} pipeline=${PIPELINE:-16} appendfsync=${APPENDFSYNC:-}
 shift 3
 port=7413
 scratch=$(mktemp -d)
@@ -24,8 +27,15 @@ source scripts/round-order.sh
 for r in $(seq "$reps"); do
   mapfile -t order < <(round_order "$r" "$@")
   for s in "${order[@]}"; do
-    if [ "$s" = redis ]; then
+    rm -rf "$scratch/data" && mkdir -p "$scratch/data"
+    if [ "$s" = redis ] && [ -n "$appendfsync" ]; then
+      redis-server --port $port --save '' --appendonly yes --appendfsync "$appendfsync" --daemonize yes \
+        --dir "$scratch/data" >/dev/null
+    elif [ "$s" = redis ]; then
       redis-server --port $port --save '' --appendonly no --daemonize yes --dir "$scratch" >/dev/null
+    elif [ -n "$appendfsync" ]; then
+      "$s" serve --port $port --durability log --appendfsync "$appendfsync" --threads 2 \
+        --data-dir "$scratch/data" >/dev/null 2>&1 &
     else
       "$s" serve --port $port --durability off --threads 2 >/dev/null 2>&1 &
     fi

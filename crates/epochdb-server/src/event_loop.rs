@@ -7,8 +7,9 @@
 //! client's output buffer at commit, marked with the commit's epoch, and is
 //! sent once that epoch is durable. Output is sent in order, so a later
 //! reply (of a read, say) waits behind an earlier held one. While replies
-//! wait, the loop asks the engine to hasten the epoch and polls without
-//! sleeping, so a lone client's write costs about one log sync.
+//! wait, the loop asks the engine, once per pass over its ready clients,
+//! to hasten the epoch, and sleeps until the logger that makes it durable
+//! wakes it, so a lone client's write costs about one log sync.
 
 use crate::ahead::{Ahead, AHEAD};
 use crate::commands::{self, Cursors, Exec};

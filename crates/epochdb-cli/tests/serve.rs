@@ -375,7 +375,7 @@ fn a_durable_pipeline_waits_for_one_hastened_epoch() {
     let (server, _) = serve_with(&dir, &["--epoch-ms", "2000"]);
     let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     s.set_nodelay(true).unwrap();
-    let mut epoch = |s: &mut std::net::TcpStream| -> u64 {
+    let epoch = |s: &mut std::net::TcpStream| -> u64 {
         s.write_all(b"*2\r\n$4\r\nINFO\r\n$11\r\npersistence\r\n").unwrap();
         // A bulk string: `$<len>\r\n`, the text, `\r\n`.
         let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);

@@ -463,13 +463,35 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn file_with(blocks: &[&[u8]], tail: &[u8]) -> (PathBuf, Vec<u64>) {
+    fn file_with(blocks: &[&[u8]], tail: &[u8]) -> (TestFile, Vec<u64>) {
         file_with_padding(blocks, tail, false)
+    }
+
+    /// A test's file, removed when the test is done with it.
+    struct TestFile(PathBuf);
+
+    impl std::ops::Deref for TestFile {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for TestFile {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TestFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 
     /// A test file; with `pad`, zeros follow the file header and each block
     /// up to the next multiple of `PAD_ALIGN`, as the log writes them.
-    fn file_with_padding(blocks: &[&[u8]], tail: &[u8], pad: bool) -> (PathBuf, Vec<u64>) {
+    fn file_with_padding(blocks: &[&[u8]], tail: &[u8], pad: bool) -> (TestFile, Vec<u64>) {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("epochdb-frame-{}-{n}", std::process::id()));
@@ -494,7 +516,7 @@ mod tests {
             pad_to_alignment(&mut f, &mut at);
         }
         f.write_all(tail).expect("write");
-        (path, offsets)
+        (TestFile(path), offsets)
     }
 
     fn read_all(path: &Path) -> (Vec<Vec<u8>>, Option<Damage>) {

@@ -33,12 +33,38 @@ pub fn wait_for_snapshot(db: &Database, epoch: u64) {
     }
 }
 
-/// A fresh, empty directory under the system temp dir for one test.
-pub fn temp_dir(name: &str) -> std::path::PathBuf {
+/// A fresh, empty directory under the system temp dir for one test,
+/// removed when the test is done with it (kept after a failure, to look
+/// at).
+pub fn temp_dir(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!("epochdb-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    TempDir(dir)
+}
+
+/// See [`temp_dir`]; derefs to its path.
+pub struct TempDir(std::path::PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::PathBuf;
+    fn deref(&self) -> &std::path::PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Options for a durable database in `dir` with fast epochs.

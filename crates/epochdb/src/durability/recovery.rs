@@ -181,8 +181,12 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Where an entry of `table` (a table the manifest has) goes.
     fn target(&self, table: u32) -> Target<'_> {
-        let schema = self.manifest.tables.get(table as usize).and_then(|t| t.schema.as_ref());
-        Target { table, tree: &self.tables[table as usize].tree, schema }
+        Target { table, tree: &self.tables[table as usize].tree, schema: self.schema(table) }
+    }
+
+    /// The schema of `table`, if it has one.
+    fn schema(&self, table: u32) -> Option<&Schema> {
+        self.manifest.tables.get(table as usize).and_then(|t| t.schema.as_ref())
     }
 
     fn advance(&self, bytes: u64) {
@@ -1300,9 +1304,11 @@ fn check_complete(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) -> Result
 /// replay: on one thread it was 7% of a 2-thread delta recovery.
 fn in_slices<T: Sync>(threads: usize, items: &[T], left: &mut Leftovers, f: impl Fn(&[T], &mut Leftovers) + Sync) {
     let per = items.len().div_ceil(threads.max(1)).max(1);
+    let mut slices = items.chunks(per);
+    let first = slices.next().unwrap_or(&[]);
     let outs: Vec<Leftovers> = std::thread::scope(|s| {
         let f = &f;
-        let spawned: Vec<_> = (items.chunks(per).skip(1))
+        let spawned: Vec<_> = slices
             .map(|slice| {
                 s.spawn(move || {
                     let mut mine = Leftovers::default();
@@ -1312,7 +1318,7 @@ fn in_slices<T: Sync>(threads: usize, items: &[T], left: &mut Leftovers, f: impl
             })
             .collect();
         let mut mine = Leftovers::default();
-        f(items.chunks(per).next().unwrap_or(&[]), &mut mine);
+        f(first, &mut mine);
         // A panic in a slice's thread ends recovery as one in a replay worker does.
         std::iter::once(mine)
             .chain(spawned.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
@@ -1333,7 +1339,7 @@ fn take_versions(
     mut f: impl FnMut(u32, &Record, columns::Versions) -> Option<(u32, Box<[u8]>)>,
 ) {
     for &(table, addr) in versioned {
-        let Some(schema) = ctx.manifest.tables.get(table as usize).and_then(|t| t.schema.as_ref()) else {
+        let Some(schema) = ctx.schema(table) else {
             continue;
         };
         // SAFETY: see `Leftovers::versioned`; no replay thread runs now,

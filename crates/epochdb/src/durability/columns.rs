@@ -52,6 +52,16 @@ pub fn put(rec: &Record, v: Versions) {
     rec.set_prev(Box::into_raw(v) as *mut u64 as *mut Record);
 }
 
+/// Starts loading `rec`'s vector, if it has one, into the cache: replay
+/// prefetches a window's vectors together, so their misses overlap
+/// instead of each stalling the delta that reads it.
+pub fn prefetch(rec: &Record, schema: &Schema) {
+    let p = rec.prev();
+    if !p.is_null() {
+        crate::index::prefetch(p as *const u64, (schema.columns().len() + 1) * 8);
+    }
+}
+
 /// The vector of a row written whole (or deleted) at `tid`.
 pub fn uniform(columns: usize, tid: u64, absent: bool) -> Versions {
     let mut v = vec![tid; columns + 1];

@@ -938,6 +938,12 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
         }
         if failure.is_none() {
             Tree::lookup_batch(window.iter().map(|e| (&ctx.tables[e.table as usize].tree, e.key)), &mut found);
+            for (e, hint) in window.iter().zip(&found) {
+                if let (Some(r), Some(schema)) = (hint.record, ctx.schema(e.table)) {
+                    // SAFETY: records are freed only after every recovery thread ends.
+                    columns::prefetch(unsafe { r.as_ref() }, schema);
+                }
+            }
         }
         for (e, &hint) in window.iter().zip(&found) {
             if failure.is_some() {

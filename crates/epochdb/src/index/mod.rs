@@ -23,14 +23,14 @@ mod node;
 mod node_version;
 
 pub use load::SortedRun;
-pub use node::{Inner as InnerNode, Leaf, LEAF_WIDTH};
+pub use node::{prefetch, Inner as InnerNode, Leaf, LEAF_WIDTH};
 pub use node_version::Restart;
 
 use crate::arena;
 use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, Ordering};
-use node::{new_sep_key, prefetch, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
+use node::{new_sep_key, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};
 use std::ops::Bound;
 use std::ptr::NonNull;
 

@@ -12,6 +12,9 @@
 # APPENDFSYNC=always runs every server with durable replies instead
 # (epochdb: --durability log --appendfsync always on a fresh data
 # directory; redis: appendonly yes, appendfsync always).
+# Also prints each server's median CPU time per request (user + system
+# of the server process over the test, from /proc, in microseconds):
+# less noisy than requests/s when the benchmark client shares the CPUs.
 # Usage: scripts/serve-ab.sh REPS REQUESTS TESTS SERVER...
 # e.g.   scripts/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
@@ -22,7 +25,10 @@ shift 3
 port=7413
 scratch=$(mktemp -d)
 trap 'redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
-declare -A res
+declare -A res cpu
+tick=$(getconf CLK_TCK)
+# The server's CPU ticks so far (user + system).
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 source scripts/round-order.sh
 for r in $(seq "$reps"); do
   mapfile -t order < <(round_order "$r" "$@")
@@ -40,19 +46,25 @@ for r in $(seq "$reps"); do
       "$s" serve --port $port --durability off --threads 2 >/dev/null 2>&1 &
     fi
     until redis-cli -p $port ping >/dev/null 2>&1; do sleep 0.1; done
+    pid=$(redis-cli -p $port info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
     for t in ${tests//,/ }; do
+      before=$(ticks "$pid")
       rps=$(redis-benchmark -p $port -t "$t" -c "$clients" -P "$pipeline" -d 100 -r 1000000 --threads 2 -n "$n" --csv 2>/dev/null |
         tail -1 | cut -d, -f2 | tr -d '"')
       res["$s $t"]="${res["$s $t"]:-} ${rps%.*}"
+      us=$(awk -v a="$before" -v b="$(ticks "$pid")" -v k="$tick" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / k * 1e6 / n}')
+      cpu["$s $t"]="${cpu["$s $t"]:-} $us"
     done
     redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true
     wait 2>/dev/null || true
     sleep 0.5
   done
 done
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for t in ${tests//,/ }; do
   for s in "$@"; do
-    med=$(echo ${res["$s $t"]} | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    echo "$t: median $med  [${res["$s $t"]} ] : $s"
+    med=$(echo ${res["$s $t"]} | median)
+    us=$(echo ${cpu["$s $t"]} | median)
+    echo "$t: median $med  [${res["$s $t"]} ]  server CPU/request median $us us [${cpu["$s $t"]} ] : $s"
   done
 done

@@ -369,6 +369,31 @@ fn limits_answer_with_an_error_and_close() {
     assert_eq!(got, b"-ERR max number of clients reached\r\n");
 }
 
+/// The loop stops reading a socket after a short read and waits for the
+/// next event: a request that arrives in pieces, and a client that sends
+/// its last request and closes, are still answered whole.
+#[test]
+fn requests_split_across_writes_are_answered() {
+    let server = start(Config::default());
+    let mut s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let value = "v".repeat(40_000); // more than one read's 16 KiB
+    let set = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n{value}\r\n", value.len());
+    for piece in set.as_bytes().chunks(7_000) {
+        s.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut ok = [0u8; 5];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"+OK\r\n");
+    // The last request and the close in one go.
+    s.write_all(b"*2\r\n$6\r\nSTRLEN\r\n$1\r\nk\r\n").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b":40000\r\n");
+}
+
 #[test]
 fn a_client_that_never_reads_does_not_stall_others() {
     let server = start(Config { threads: 1, ..Config::default() });

@@ -19,6 +19,7 @@ mod admin;
 mod ahead;
 mod commands;
 mod event_loop;
+mod fasthash;
 mod glob;
 mod keyspace;
 pub mod resp;

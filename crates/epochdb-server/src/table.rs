@@ -2,6 +2,7 @@
 //! positions (as COMMAND INFO reports them) and how it runs.
 
 use crate::commands::{self as c, DataFn};
+use crate::fasthash::FastHash;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -173,7 +174,7 @@ pub static COMMANDS: &[Command] = cmds! {
 
 /// Looks a command up by name, in any case.
 pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
-    static BY_NAME: OnceLock<HashMap<&'static [u8], usize>> = OnceLock::new();
+    static BY_NAME: OnceLock<HashMap<&'static [u8], usize, FastHash>> = OnceLock::new();
     let map = BY_NAME.get_or_init(|| COMMANDS.iter().enumerate().map(|(i, c)| (c.name.as_bytes(), i)).collect());
     if name.len() > 32 {
         return None;

@@ -426,7 +426,6 @@ impl EventLoop {
         }
     }
 
-    /// Reads everything the socket has, then runs the complete requests.
     /// Reads what the client sent, then runs it. `closing`: the event also
     /// said the peer closed (or failed), so read on to the end.
     fn readable(&mut self, t: Token, closing: bool) {

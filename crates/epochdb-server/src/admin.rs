@@ -937,7 +937,14 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
             .ok()
             .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
             .map_or(0, |pages| pages * 4096);
-        let _ = write!(out, "# Memory\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{:.2}M\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n", rss as f64 / (1 << 20) as f64);
+        // `used_memory` is what tools read (`redis-cli --stat`, exporters);
+        // the engine's arena keeps no count of bytes in use, so it is the
+        // resident size too (README, "Serve it over the Redis protocol").
+        let mb = rss as f64 / (1 << 20) as f64;
+        let _ = write!(
+            out,
+            "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{mb:.2}M\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{mb:.2}M\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n"
+        );
     }
     if want("persistence") {
         let logging = o.durability != Durability::Off;

@@ -444,6 +444,10 @@ fn admin_commands_answer() {
     ] {
         assert!(info.contains(section), "INFO lacks {section}");
     }
+    // The fields redis-cli --stat and exporters read.
+    for field in ["\r\nused_memory:", "\r\nconnected_clients:", "\r\ntotal_commands_processed:"] {
+        assert!(info.contains(field), "INFO lacks {field:?}");
+    }
     assert!(info.contains("cmdstat_client:calls="), "{info}");
     assert!(info.contains("latency_percentiles_usec_ping:p50="), "{info}");
     let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c).unwrap();

@@ -268,6 +268,7 @@ fn durable_tpcc_recovers_consistent() {
     let out = epochdb(&["bench", "tpcc", "--durability", "log", "--data-dir", "/etc", "--duration", "1"]);
     assert!(!out.status.success(), "a directory epochdb did not write is never emptied");
     std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_file(&json).ok();
 }
 
 /// `--replicas 1 --safety sync --schema silo`: the benchmark starts a backup process,

@@ -221,7 +221,7 @@ impl EventLoop {
                 match cmd.run {
                     Run::Data(f) => {
                         let mut x = Exec {
-                            db: Db::new(tables[db], now),
+                            db: &mut Db::new(tables[db], now),
                             out: Out { buf: scratch, resp3 },
                             tables,
                             cursors,

@@ -15,7 +15,7 @@ use std::ops::Bound;
 
 /// What a data command runs with.
 pub struct Exec<'a> {
-    pub db: Db,
+    pub db: &'a mut Db,
     pub out: Out<'a>,
     /// Every numbered database's table (COPY ... DB n).
     pub tables: &'a [TableId],
@@ -651,7 +651,7 @@ fn store(db: &mut Db, txn: &mut Txn<'_>, key: &[u8], head: Head, value: &Value) 
 
 fn rename_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, nx: bool) -> Result<()> {
     let (src, dst) = (a.get(1), a.get(2));
-    let Some((head, value)) = load(&mut x.db, txn, src)? else {
+    let Some((head, value)) = load(x.db, txn, src)? else {
         x.out.error(NO_KEY);
         return Ok(());
     };
@@ -661,7 +661,7 @@ fn rename_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, nx: bool) -> Resul
     }
     if src != dst {
         x.db.delete(txn, src)?;
-        store(&mut x.db, txn, dst, head, &value)?;
+        store(x.db, txn, dst, head, &value)?;
     }
     if nx {
         x.out.int(1);
@@ -708,7 +708,7 @@ pub fn copy(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         x.out.error("ERR source and destination objects are the same");
         return Ok(());
     }
-    let Some((head, value)) = load(&mut x.db, txn, src)? else {
+    let Some((head, value)) = load(x.db, txn, src)? else {
         x.out.int(0);
         return Ok(());
     };
@@ -820,7 +820,7 @@ fn expire_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, unit: u64, absolut
     if at <= x.db.now as i64 {
         x.db.delete(txn, key)?;
     } else {
-        let payload = match load(&mut x.db, txn, key)? {
+        let payload = match load(x.db, txn, key)? {
             Some((_, Value::String(v))) => v,
             _ => Vec::new(),
         };
@@ -876,7 +876,7 @@ pub fn pexpiretime(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> 
 
 pub fn persist(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     let key = a.get(1);
-    match load(&mut x.db, txn, key)? {
+    match load(x.db, txn, key)? {
         Some((h, v)) if h.expire_at != 0 => {
             let payload = match v {
                 Value::String(s) => s,

@@ -637,17 +637,13 @@ impl EventLoop {
         let tables = &self.shared.tables;
         // The key and value buffers of the command before, so that a
         // command allocates none of its own (1-2% of a loop's time).
-        let mut db = std::mem::replace(&mut self.db, Db::new(table, now));
+        let db = &mut self.db;
         (db.table, db.now) = (table, now);
         let r = self.worker.run_with_info(|txn| {
             scratch.clear();
-            let taken = std::mem::replace(&mut db, Db::new(table, now));
-            let mut x = Exec { db: taken, out: Out { buf: scratch, resp3 }, tables, cursors, max_value };
-            let r = f(&mut x, txn, args);
-            db = x.db;
-            r
+            let mut x = Exec { db: &mut *db, out: Out { buf: scratch, resp3 }, tables, cursors, max_value };
+            f(&mut x, txn, args)
         });
-        self.db = db;
         let failed = self.scratch.first() == Some(&b'-');
         self.finish(t, r.map(|((), info)| info.release_epoch), cmd.write) || failed
     }

@@ -156,6 +156,25 @@ fn epochdb(args: &[&str], server: &Served) -> String {
     out
 }
 
+fn dbsize(c: &mut redis::Connection) -> i64 {
+    redis::cmd("DBSIZE").query(c).unwrap()
+}
+
+/// `keys=` of INFO keyspace's db0 line, once it is `want` or 10 s passed
+/// (a count is taken in the background after a start or a promotion, and
+/// on a replica again once the last is a second old).
+fn keys_counted(c: &mut redis::Connection, want: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO").arg("keyspace").query(c).unwrap();
+        let keys = info.lines().find_map(|l| l.strip_prefix("db0:keys=")?.split(',').next()?.parse().ok());
+        if keys == Some(want) || Instant::now() > deadline {
+            return keys.unwrap_or(0);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `serve --replicaof`: a replica serves reads at its read view (a MULTI
 /// on the primary is all or nothing there), refuses writes, reports its
 /// link, and `epochdb promote` makes it the primary in place after the
@@ -180,6 +199,10 @@ fn a_replica_serves_reads_and_is_promoted_in_place_when_the_primary_is_killed() 
     }
     let err = redis::cmd("SET").arg("x").arg("1").query::<()>(&mut rc).unwrap_err();
     assert_eq!(err.kind(), redis::ErrorKind::ReadOnly, "{err}");
+    // INFO keyspace on a replica: a count of what it shows (at most a
+    // second old); the writes below come after it.
+    let shown = dbsize(&mut rc);
+    assert_eq!(keys_counted(&mut rc, shown), shown, "the replica's INFO keyspace");
     let role: (String, String, i64, String, i64) = redis::cmd("ROLE").query(&mut rc).unwrap();
     assert_eq!((&role.0[..], &role.1[..], &role.3[..]), ("slave", "127.0.0.1", "connected"), "{role:?}");
     let info: String = redis::cmd("INFO").arg("replication").query(&mut rc).unwrap();
@@ -235,6 +258,12 @@ fn a_replica_serves_reads_and_is_promoted_in_place_when_the_primary_is_killed() 
     let (a, b): (i64, i64) = redis::cmd("MGET").arg("a").arg("b").query(&mut rc).unwrap();
     assert!(total >= incrs && a == b && a >= multis, "total {total} of {incrs}; a {a}, b {b} of {multis}");
     // A primary now: it takes writes, and answers them once durable.
+    let () = redis::cmd("SET").arg("after").arg("promotion").query(&mut rc).unwrap();
+    // Counted again after the promotion, then kept as writes commit.
+    let n = dbsize(&mut rc);
+    assert_eq!(keys_counted(&mut rc, n), n, "INFO keyspace after the promotion");
+    let () = redis::cmd("DEL").arg("after").query(&mut rc).unwrap();
+    assert_eq!(keys_counted(&mut rc, n - 1), n - 1, "INFO keyspace after a DEL");
     let () = redis::cmd("SET").arg("after").arg("promotion").query(&mut rc).unwrap();
     let status = epochdb(&["status", "--port", &rport], &replica);
     assert!(status.contains("role: master") && status.contains("epochdb_term: 1"), "{status}");

@@ -5,7 +5,7 @@
 use crate::commands::Exec;
 use crate::event_loop::{engine_error, printable, write_wait_reply, Blocked, Client, EventLoop};
 use crate::glob;
-use crate::keyspace::Db;
+use crate::keyspace::{Db, Tally};
 use crate::resp::{parse_i64, Args, Out};
 use crate::server::{now_ms, AppendFsync};
 use crate::stats::{percentile, totals};
@@ -31,6 +31,14 @@ impl EventLoop {
             _ => {}
         }
         let shared = self.shared.clone();
+        let keyspace = if name == "info" && info_wants(a, "keyspace") {
+            if shared.counts.stale(shared.db.is_read_only()) {
+                shared.counts.count_in_background(&shared.db);
+            }
+            shared.counts.get()
+        } else {
+            None
+        };
         let Some(c) = self.client(t) else { return true };
         let before = c.out.len();
         match name {
@@ -103,7 +111,7 @@ impl EventLoop {
             "command" => command(c, a),
             "config" => config(c, &shared, a),
             "info" => {
-                let text = info(&shared, a);
+                let text = info(&shared, a, keyspace);
                 c.out().verbatim(&text);
             }
             "shutdown" => {
@@ -206,8 +214,10 @@ impl EventLoop {
         let EventLoop { worker, scratch, clients, .. } = self;
         let Some(c) = clients.get_mut(&t) else { return true };
         let cursors = &mut c.cursors;
+        let mut tally = Tally::default();
         let r = worker.run_with_info(|txn| {
             scratch.clear();
+            tally.clear();
             for (db, key, version) in &watched {
                 if Db::new(tables[*db], now).version(txn, key)? != *version {
                     Out { buf: scratch, resp3 }.null_array();
@@ -228,6 +238,7 @@ impl EventLoop {
                             max_value,
                         };
                         f(&mut x, txn, args)?;
+                        tally.merge(&x.db.tally);
                     }
                     Run::Conn => {
                         let mut o = Out { buf: scratch, resp3 };
@@ -250,6 +261,9 @@ impl EventLoop {
             final_db = db;
             Ok(())
         });
+        if let Ok((_, info)) = &r {
+            self.shared.counts.apply(self.idx, info.epoch, &tally);
+        }
         if let Some(c) = self.client(t) {
             c.db = final_db;
             c.info.db.store(final_db, Ordering::Relaxed);
@@ -267,14 +281,19 @@ impl EventLoop {
         }
         let tables = self.shared.tables.clone();
         let EventLoop { worker, scratch, .. } = self;
+        let mut tally = Tally::default();
         let r = worker.run_with_info(|txn| {
             scratch.clear();
+            tally.clear();
             for &table in &tables {
-                crate::commands::clear_table(txn, table)?;
+                crate::commands::clear_table(txn, table, &mut tally)?;
             }
             scratch.extend_from_slice(b"+OK\r\n");
             Ok(())
         });
+        if let Ok((_, info)) = &r {
+            self.shared.counts.apply(self.idx, info.epoch, &tally);
+        }
         self.finish(t, r.map(|((), info)| info.release_epoch), true)
     }
 
@@ -902,13 +921,19 @@ fn config_set(shared: &crate::server::Shared, key: &str, v: &[u8]) -> Result<(),
     Ok(())
 }
 
-/// INFO's text for the sections asked for (default: the usual ones).
-pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
+/// Whether INFO with arguments `a` shows `section` (with none: the usual
+/// sections).
+fn info_wants(a: &Args, section: &str) -> bool {
     let asked: Vec<String> = a.iter_from(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
     let all = asked.iter().any(|s| s == "all" || s == "everything");
     let default = asked.is_empty() || asked.iter().any(|s| s == "default");
-    let want =
-        |s: &str| all || asked.iter().any(|x| x == s) || default && !matches!(s, "commandstats" | "latencystats");
+    all || asked.iter().any(|x| x == section) || default && !matches!(section, "commandstats" | "latencystats")
+}
+
+/// INFO's text for the sections asked for; `keyspace` is each database's
+/// `[keys, expires]`, if known.
+pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate::counts::Pair>>) -> String {
+    let want = |s: &str| info_wants(a, s);
     let mut out = String::new();
     let o = shared.db.options();
     let sum = |f: &dyn Fn(&crate::stats::ThreadStats) -> u64| shared.stats.iter().map(|s| f(s)).sum::<u64>();
@@ -1021,7 +1046,13 @@ pub fn info(shared: &crate::server::Shared, a: &Args) -> String {
     }
     if want("keyspace") {
         out.push_str("# Keyspace\r\n");
-        // Counting keys is a scan; INFO keyspace reports the tables only.
+        // As Redis: a line per database that holds keys (expired ones not
+        // yet removed included); no average TTL is kept.
+        for (i, [keys, expires]) in keyspace.unwrap_or_default().into_iter().enumerate() {
+            if keys > 0 {
+                let _ = write!(out, "db{i}:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+        }
         let _ = write!(out, "epochdb_databases:{}\r\n\r\n", shared.tables.len());
     }
     out

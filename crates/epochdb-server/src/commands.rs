@@ -7,7 +7,7 @@
 //! failure); a Redis error for the client (WRONGTYPE, syntax) is a reply.
 
 use crate::glob;
-use crate::keyspace::{prefix_end, Db, Found, Head, Kind, MAX_KEY, WRONGTYPE};
+use crate::keyspace::{prefix_end, Db, Found, Head, Kind, Tally, MAX_KEY, WRONGTYPE};
 use crate::resp::{format_f64, parse_f64, parse_i64, Args, Out};
 use epochdb::{Result, TableId, Txn};
 use std::collections::VecDeque;
@@ -304,17 +304,15 @@ pub fn msetnx(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         x.out.error("ERR wrong number of arguments for 'msetnx' command");
         return Ok(());
     }
-    let mut olds = Vec::with_capacity(a.len() / 2);
     for i in (1..a.len()).step_by(2) {
-        match x.db.find(txn, a.get(i))? {
-            Found::Live(..) => {
-                x.out.int(0);
-                return Ok(());
-            }
-            Found::Missing(old) => olds.push(old),
+        if x.db.head(txn, a.get(i))?.is_some() {
+            x.out.int(0);
+            return Ok(());
         }
     }
-    for (i, old) in (1..a.len()).step_by(2).zip(olds) {
+    for i in (1..a.len()).step_by(2) {
+        // Read again: a key named twice has its first value by now.
+        let old = x.db.find(txn, a.get(i))?.head();
         x.db.set_string(txn, a.get(i), old, a.get(i + 1), 0)?;
     }
     x.out.int(1);
@@ -718,6 +716,7 @@ pub fn copy(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         return Ok(());
     }
     store(&mut to, txn, dst, head, &value)?;
+    x.db.tally.merge(&to.tally);
     x.out.int(1);
     Ok(())
 }
@@ -756,18 +755,21 @@ pub fn flushdb(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         x.out.error(SYNTAX);
         return Ok(());
     }
-    clear_table(txn, x.db.table)?;
+    clear_table(txn, x.db.table, &mut x.db.tally)?;
     x.out.ok();
     Ok(())
 }
 
-/// Deletes every record of `table` in this transaction.
-pub fn clear_table(txn: &mut Txn<'_>, table: TableId) -> Result<()> {
+/// Deletes every record of `table` in this transaction, and takes its
+/// heads and expiry entries off `tally`.
+pub fn clear_table(txn: &mut Txn<'_>, table: TableId, tally: &mut Tally) -> Result<()> {
     let mut all = Vec::new();
     txn.scan(table, .., usize::MAX, |k, _| {
         all.push(k.to_vec());
         true
     })?;
+    let count = |tag| all.iter().filter(|k| k.first() == Some(&tag)).count() as i64;
+    tally.add(table, -count(b'k'), -count(b'x'));
     for k in all {
         txn.delete(table, &k)?;
     }

@@ -641,9 +641,13 @@ impl EventLoop {
         (db.table, db.now) = (table, now);
         let r = self.worker.run_with_info(|txn| {
             scratch.clear();
+            db.tally.clear();
             let mut x = Exec { db: &mut *db, out: Out { buf: scratch, resp3 }, tables, cursors, max_value };
             f(&mut x, txn, args)
         });
+        if let Ok((_, info)) = &r {
+            self.shared.counts.apply(self.idx, info.epoch, &self.db.tally);
+        }
         let failed = self.scratch.first() == Some(&b'-');
         self.finish(t, r.map(|((), info)| info.release_epoch), cmd.write) || failed
     }
@@ -812,6 +816,10 @@ impl EventLoop {
         if self.idx == 0 && !self.shared.db.is_read_only() {
             self.sweep();
         }
+        // INFO keyspace's counts, once at start and after a promotion.
+        if self.idx == 0 && self.shared.counts.stale(false) && !self.shared.db.is_read_only() {
+            self.shared.counts.count_in_background(&self.shared.db);
+        }
     }
 
     /// Removes expired keys through the expiry index, a batch per
@@ -821,17 +829,18 @@ impl EventLoop {
         for table in tables {
             for _ in 0..SWEEP_ROUNDS {
                 let now = now_ms();
-                let r = self.worker.run(|txn| {
+                let r = self.worker.run_with_info(|txn| {
                     let mut db = Db::new(table, now);
                     let due = db.due(txn, SWEEP_BATCH)?;
                     let mut removed = 0;
                     for (at, key) in &due {
                         removed += db.expire_if(txn, *at, key)? as u64;
                     }
-                    Ok((due.len(), removed))
+                    Ok((due.len(), removed, db.tally))
                 });
                 match r {
-                    Ok((n, removed)) => {
+                    Ok(((n, removed, tally), info)) => {
+                        self.shared.counts.apply(self.idx, info.epoch, &tally);
                         ThreadStats::add(&self.stats.expired, removed);
                         if n < SWEEP_BATCH {
                             break;

@@ -53,6 +53,11 @@ impl Head {
     }
 }
 
+/// The engine keys of every head, and of the whole expiry index: each a
+/// range from (inclusive) to (exclusive).
+pub const HEADS: (&[u8], &[u8]) = (b"k", b"l");
+pub const EXPIRIES: (&[u8], &[u8]) = (b"x", b"y");
+
 /// The engine key of `key`'s head.
 pub fn head_key(key: &[u8], buf: &mut Vec<u8>) {
     buf.clear();
@@ -131,17 +136,54 @@ impl Found<'_> {
     }
 }
 
-/// One database's table, with scratch buffers for engine keys.
+/// What a transaction changed in INFO keyspace's counts: heads (`keys`)
+/// and expiry-index entries (`expires`) added, negative if removed, per
+/// table. Applied once the transaction commits (`counts.rs`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally(Vec<(TableId, [i64; 2])>);
+
+impl Tally {
+    pub fn add(&mut self, table: TableId, keys: i64, expires: i64) {
+        match self.0.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, c)) => {
+                c[0] += keys;
+                c[1] += expires;
+            }
+            None => self.0.push((table, [keys, expires])),
+        }
+    }
+
+    pub fn merge(&mut self, other: &Tally) {
+        for &(t, [k, e]) in &other.0 {
+            self.add(t, k, e);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// `(table, [keys, expires])`, changed or not.
+    pub fn iter(&self) -> impl Iterator<Item = &(TableId, [i64; 2])> {
+        self.0.iter()
+    }
+}
+
+/// One database's table, with scratch buffers for engine keys, and what
+/// its writes did to the counts.
 pub struct Db {
     pub table: TableId,
     pub now: u64,
+    /// Heads and expiry entries written or removed through this `Db`
+    /// (cleared by whoever starts a transaction with it).
+    pub tally: Tally,
     key: Vec<u8>,
     val: Vec<u8>,
 }
 
 impl Db {
     pub fn new(table: TableId, now: u64) -> Db {
-        Db { table, now, key: Vec::new(), val: Vec::new() }
+        Db { table, now, tally: Tally::default(), key: Vec::new(), val: Vec::new() }
     }
 
     /// Reads `key`'s head (and a string's bytes).
@@ -201,7 +243,8 @@ impl Db {
     }
 
     /// Writes a head with `payload` and keeps the expiry index in step
-    /// with it (`old_expire`: the expiry of the head it replaces).
+    /// with it (`old_expire`: the expiry of the head it replaces, live or
+    /// expired; `None` if there is no head).
     pub fn write_head(
         &mut self,
         txn: &mut Txn<'_>,
@@ -210,15 +253,19 @@ impl Db {
         payload: &[u8],
         old_expire: Option<u64>,
     ) -> Result<()> {
+        let new = i64::from(old_expire.is_none());
         let old_expire = old_expire.unwrap_or(0);
+        let mut expires = 0;
         if old_expire != head.expire_at {
             if old_expire != 0 {
-                txn.delete(self.table, &expiry_key(old_expire, key))?;
+                expires -= i64::from(txn.delete(self.table, &expiry_key(old_expire, key))?);
             }
             if head.expire_at != 0 {
                 txn.put(self.table, &expiry_key(head.expire_at, key), b"")?;
+                expires += 1;
             }
         }
+        self.tally.add(self.table, new, expires);
         head_key(key, &mut self.key);
         encode(head, payload, &mut self.val);
         txn.put(self.table, &self.key, &self.val)
@@ -259,11 +306,13 @@ impl Db {
         if h.kind == Kind::Hash {
             self.delete_fields(txn, key)?;
         }
+        let mut expires = 0;
         if h.expire_at != 0 {
-            txn.delete(self.table, &expiry_key(h.expire_at, key))?;
+            expires -= i64::from(txn.delete(self.table, &expiry_key(h.expire_at, key))?);
         }
         head_key(key, &mut self.key);
         txn.delete(self.table, &self.key)?;
+        self.tally.add(self.table, -1, expires);
         Ok(live)
     }
 
@@ -326,7 +375,7 @@ impl Db {
                 k.extend_from_slice(e);
                 k
             }
-            None => b"l".to_vec(),
+            None => HEADS.1.to_vec(),
         };
         let now = self.now;
         let mut seen = 0;
@@ -349,7 +398,7 @@ impl Db {
     pub fn due(&mut self, txn: &mut Txn<'_>, limit: usize) -> Result<Vec<(u64, Vec<u8>)>> {
         let hi = expiry_key(self.now + 1, b"");
         let mut due = Vec::new();
-        txn.scan(self.table, (Bound::Included(&b"x"[..]), Bound::Excluded(&hi[..])), limit, |k, _| {
+        txn.scan(self.table, (Bound::Included(EXPIRIES.0), Bound::Excluded(&hi[..])), limit, |k, _| {
             let at = u64::from_be_bytes(k[1..9].try_into().unwrap_or_default());
             due.push((at, k[9..].to_vec()));
             true
@@ -361,7 +410,11 @@ impl Db {
     pub fn expire_if(&mut self, txn: &mut Txn<'_>, at: u64, key: &[u8]) -> Result<bool> {
         match self.find(txn, key)? {
             Found::Missing(Some(h)) if h.expire_at == at => self.delete(txn, key).map(|_| true),
-            _ => txn.delete(self.table, &expiry_key(at, key)).map(|_| false),
+            _ => {
+                let gone = txn.delete(self.table, &expiry_key(at, key))?;
+                self.tally.add(self.table, 0, -i64::from(gone));
+                Ok(false)
+            }
         }
     }
 }

@@ -18,6 +18,7 @@ mod acl;
 mod admin;
 mod ahead;
 mod commands;
+mod counts;
 mod event_loop;
 mod fasthash;
 mod glob;

@@ -2,6 +2,7 @@
 //! starting and stopping it.
 
 use crate::acl::Users;
+use crate::counts::Counts;
 use crate::event_loop::EventLoop;
 use crate::resp::Limits;
 use crate::stats::{Slowlog, ThreadStats};
@@ -239,6 +240,8 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     pub connected: AtomicUsize,
     pub stats: Vec<Arc<ThreadStats>>,
+    /// INFO keyspace's counts.
+    pub counts: Arc<Counts>,
     pub slowlog: Mutex<Slowlog>,
     pub shutdown: AtomicBool,
     pub started: Instant,
@@ -304,6 +307,8 @@ impl Shared {
             return Ok(());
         };
         ::log::info!("REPLICAOF NO ONE: promoting this replica");
+        // Before the first write: replay did not count what it installed.
+        self.counts.forget();
         backup.promote()?;
         let (term, first) = self.db.term();
         ::log::info!("promoted: a primary in term {term} from epoch {first}");
@@ -408,6 +413,7 @@ impl Server {
         let addr =
             listeners[0].local_addr().map_err(|source| StartError::Bind { addr: config.bind.clone(), source })?;
         let users = Users::new(config.requirepass.as_deref());
+        let counts = Arc::new(Counts::new(&tables, threads));
         let shared = Arc::new(Shared {
             settings: Settings {
                 appendfsync: AtomicU8::new(config.appendfsync as u8),
@@ -426,6 +432,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),
             stats: (0..threads).map(|_| Arc::new(ThreadStats::new())).collect(),
+            counts,
             shutdown: AtomicBool::new(false),
             started: Instant::now(),
             wakeups: Arc::new(Wakeups {
@@ -493,6 +500,8 @@ impl Server {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // A count under way holds the database open: ended and waited for.
+        self.shared.counts.stop();
     }
 }
 

@@ -630,3 +630,146 @@ fn the_parser_survives_arbitrary_bytes() {
         assert_eq!(ours, theirs);
     }
 }
+
+/// INFO keyspace's `db<n>:keys=<keys>,expires=<expires>` lines.
+fn counted(c: &mut Connection) -> Vec<(usize, i64, i64)> {
+    let info: String = redis::cmd("INFO").arg("keyspace").query(c).unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let (db, rest) = l.strip_prefix("db")?.split_once(":keys=")?;
+            let (keys, rest) = rest.split_once(",expires=")?;
+            let expires = rest.split(',').next()?;
+            Some((db.parse().ok()?, keys.parse().ok()?, expires.parse().ok()?))
+        })
+        .collect()
+}
+
+/// INFO keyspace once it shows `want`'s databases (a count is taken in
+/// the background after a start).
+fn counted_when_ready(c: &mut Connection, want: &[(usize, i64, i64)]) -> Vec<(usize, i64, i64)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = counted(c);
+        if got.len() == want.len() || std::time::Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Each numbered database's heads and expiry entries, read from its
+/// table: what INFO keyspace counts.
+fn held(server: &Server) -> Vec<(usize, i64, i64)> {
+    let d = server.database();
+    let mut w = d.worker().unwrap();
+    let mut all = Vec::new();
+    for i in 0..16 {
+        let t = d.table(&format!("redis.{i}")).unwrap();
+        let mut n = [0i64; 2];
+        for (j, (lo, hi)) in [(&b"k"[..], &b"l"[..]), (&b"x"[..], &b"y"[..])].into_iter().enumerate() {
+            let range = (std::ops::Bound::Included(lo), std::ops::Bound::Excluded(hi));
+            n[j] = w.run(|txn| txn.scan(t, range, usize::MAX, |_, _| true)).unwrap() as i64;
+        }
+        if n[0] > 0 {
+            all.push((i, n[0], n[1]));
+        }
+    }
+    all
+}
+
+/// INFO keyspace's counts, kept as writes commit, against the tables'
+/// heads and expiry entries themselves: after a seeded mix of every
+/// command that creates, removes or re-times keys (expired ones included,
+/// in MULTI blocks, across databases), and after a restart.
+#[test]
+fn info_keyspace_counts_what_the_tables_hold() {
+    let dir = std::env::temp_dir().join(format!("epochdb-serve-counts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
+    let config = Config { options, ..Config::default() };
+    let server = start(config.clone());
+    let mut c = connect(&server);
+    // The base counted first, so that the mix is counted on top of it.
+    let _: () = c.set("first", "v").unwrap();
+    assert_eq!(counted_when_ready(&mut c, &[(0, 1, 0)]), vec![(0, 1, 0)]);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _ in 0..4000 {
+        let k = format!("k{}", next(24));
+        let k2 = format!("k{}", next(24));
+        let db = next(3).to_string();
+        let args: Vec<&str> = match next(30) {
+            0 => vec!["SET", &k, "v"],
+            1 => vec!["SET", &k, "v", "PX", "5"],
+            2 => vec!["SET", &k, "v", "EX", "1000", "NX"],
+            3 => vec!["SETEX", &k, "1000", "v"],
+            4 => vec!["GETDEL", &k],
+            5 => vec!["GETEX", &k, "PERSIST"],
+            6 => vec!["MSET", &k, "1", &k2, "2"],
+            7 => vec!["MSETNX", &k, "1", &k2, "2"],
+            8 => vec!["INCR", &k],
+            9 => vec!["APPEND", &k, "x"],
+            10 => vec!["DEL", &k, &k2],
+            11 => vec!["RENAME", &k, &k2],
+            12 => vec!["RENAMENX", &k, &k2],
+            13 => vec!["COPY", &k, &k2, "DB", &db, "REPLACE"],
+            14 => vec!["PEXPIRE", &k, "3"],
+            15 => vec!["EXPIREAT", &k, "1"], // in the past: gone at once
+            16 => vec!["PERSIST", &k],
+            17 => vec!["HSET", &k, "f", "1", "g", "2"],
+            18 => vec!["HDEL", &k, "f", "g"],
+            19 => vec!["HINCRBY", &k, "f", "1"],
+            20 => vec!["SETRANGE", &k, "3", "x"],
+            21 => vec!["SELECT", &db],
+            22 if next(50) == 0 => vec!["FLUSHDB"],
+            23 => vec!["HSETNX", &k, "f", "1"],
+            24 => vec!["INCRBYFLOAT", &k, "1.5"],
+            25 => vec!["UNLINK", &k],
+            26 => vec!["PSETEX", &k, "4", "v"],
+            27 => vec!["GETEX", &k, "PX", "5"],
+            28 => vec!["EXPIRE", &k, "1000", "NX"],
+            _ => vec!["GETSET", &k, "v"],
+        };
+        if next(8) == 0 {
+            let (rk, rk2) = (format!("k{}", next(24)), format!("k{}", next(24)));
+            let _: RedisResult<Value> = redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(&rk)
+                .arg("m")
+                .arg("PX")
+                .arg(4)
+                .cmd("DEL")
+                .arg(&rk2)
+                .cmd("HSET")
+                .arg(&rk2)
+                .arg("f")
+                .arg("v")
+                .query(&mut c);
+        }
+        let _ = cmd(&mut c, &args); // WRONGTYPE and the like are replies, not failures
+        if next(100) == 0 {
+            std::thread::sleep(Duration::from_millis(6)); // let some expire
+        }
+    }
+    // Every key with a short time is past it and swept by now.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = held(&server);
+    assert!(before.iter().any(|&(_, _, e)| e > 0), "the mix left keys with a time: {before:?}");
+    assert_eq!(counted(&mut c), before, "INFO keyspace against the tables");
+    drop(c);
+    server.shutdown();
+    let server = start(config);
+    let mut c = connect(&server);
+    assert_eq!(counted_when_ready(&mut c, &before), before, "after a restart");
+    let _: () = c.set("one-more", "v").unwrap();
+    assert_eq!(counted(&mut c), held(&server), "a write after the restart's count");
+    drop(c);
+    server.shutdown();
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -11,8 +11,6 @@
 //! Replies are written straight into the connection's output buffer. RESP3
 //! (after `HELLO 3`) differs only in nulls, maps, doubles and sets.
 
-use std::fmt::Write as _;
-
 /// Longest inline request or `*`/`$` header line (Redis: 64 KiB).
 pub const MAX_INLINE: usize = 64 * 1024;
 
@@ -452,11 +450,29 @@ impl Out<'_> {
 
     fn line(&mut self, kind: u8, n: i64) {
         self.buf.push(kind);
-        let mut s = String::new();
-        let _ = write!(s, "{n}");
-        self.buf.extend_from_slice(s.as_bytes());
+        push_decimal(self.buf, n);
         self.buf.extend_from_slice(b"\r\n");
     }
+}
+
+/// Appends `n` in decimal: every reply has a length or count line, and
+/// `write!` through a `String` cost an allocation and the formatter each.
+pub fn push_decimal(buf: &mut Vec<u8>, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        buf.push(b'-');
+    }
+    buf.extend_from_slice(&digits[at..]);
 }
 
 #[cfg(test)]
@@ -506,6 +522,15 @@ mod tests {
         assert_eq!(parse_all(&vec![b'a'; MAX_INLINE + 1], MAX_INLINE + 1).unwrap_err().0, "too big inline request");
         // Empty arrays and blank lines are skipped, not errors.
         assert_eq!(parse_all(b"*0\r\n\r\n*-1\r\nPING\r\n", 3).unwrap(), vec![vec![b"PING".to_vec()]]);
+    }
+
+    #[test]
+    fn decimals_are_written_as_rust_formats_them() {
+        for n in [0, 1, -1, 9, 10, 99, 100, 12345, -98765, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut buf = b"x".to_vec();
+            push_decimal(&mut buf, n);
+            assert_eq!(buf, format!("x{n}").into_bytes());
+        }
     }
 
     #[test]

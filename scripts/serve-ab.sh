@@ -14,7 +14,10 @@
 # directory; redis: appendonly yes, appendfsync always).
 # Also prints each server's median CPU time per request (user + system
 # of the server process over the test, from /proc, in microseconds):
-# less noisy than requests/s when the benchmark client shares the CPUs.
+# less noisy than requests/s when the benchmark client shares the CPUs;
+# and the benchmark client's (redis-benchmark's user + system), which
+# bounds what any server can reach on the same CPUs: at most
+# CPUs / (client + server CPU per request) requests/s.
 # Usage: scripts/serve-ab.sh REPS REQUESTS TESTS SERVER...
 # e.g.   scripts/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
@@ -25,7 +28,8 @@ shift 3
 port=7413
 scratch=$(mktemp -d)
 trap 'redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
-declare -A res cpu
+declare -A res cpu client
+TIMEFORMAT='%U %S'
 tick=$(getconf CLK_TCK)
 # The server's CPU ticks so far (user + system).
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -49,11 +53,14 @@ for r in $(seq "$reps"); do
     pid=$(redis-cli -p $port info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')
     for t in ${tests//,/ }; do
       before=$(ticks "$pid")
-      rps=$(redis-benchmark -p $port -t "$t" -c "$clients" -P "$pipeline" -d 100 -r 1000000 --threads 2 -n "$n" --csv 2>/dev/null |
-        tail -1 | cut -d, -f2 | tr -d '"')
+      { time redis-benchmark -p $port -t "$t" -c "$clients" -P "$pipeline" -d 100 -r 1000000 --threads 2 -n "$n" \
+        --csv >"$scratch/csv" 2>/dev/null; } 2>"$scratch/time"
+      rps=$(tail -1 "$scratch/csv" | cut -d, -f2 | tr -d '"')
       res["$s $t"]="${res["$s $t"]:-} ${rps%.*}"
       us=$(awk -v a="$before" -v b="$(ticks "$pid")" -v k="$tick" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / k * 1e6 / n}')
       cpu["$s $t"]="${cpu["$s $t"]:-} $us"
+      us=$(awk -v n="$n" '{printf "%.2f", ($1 + $2) * 1e6 / n}' "$scratch/time")
+      client["$s $t"]="${client["$s $t"]:-} $us"
     done
     redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true
     wait 2>/dev/null || true
@@ -65,6 +72,7 @@ for t in ${tests//,/ }; do
   for s in "$@"; do
     med=$(echo ${res["$s $t"]} | median)
     us=$(echo ${cpu["$s $t"]} | median)
-    echo "$t: median $med  [${res["$s $t"]} ]  server CPU/request median $us us [${cpu["$s $t"]} ] : $s"
+    cl=$(echo ${client["$s $t"]} | median)
+    echo "$t: median $med  [${res["$s $t"]} ]  server CPU/request median $us us [${cpu["$s $t"]} ]  client $cl us [${client["$s $t"]} ] : $s"
   done
 done

@@ -109,6 +109,8 @@ impl Counts {
     /// Counts every table in a snapshot of `db` on a thread of its own,
     /// unless a count is under way already.
     pub fn count_in_background(self: &std::sync::Arc<Self>, db: &Database) {
+        // Held until the handle is stored, so that `stop` finds it.
+        let mut thread = lock(&self.thread);
         if self.stop.load(Ordering::Acquire) || self.counting.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -118,13 +120,17 @@ impl Counts {
             match scan(&db, &counts.tables, &counts.stop) {
                 Ok(Some(counted)) => counts.take_base(generation, Some(counted)),
                 Ok(None) => {} // stopped
+                // A replica with no read view yet, a database closing.
+                Err(e @ (epochdb::Error::Stale { .. } | epochdb::Error::Closed)) => {
+                    ::log::debug!("counting keys for INFO keyspace: {e}")
+                }
                 Err(e) => ::log::warn!("counting keys for INFO keyspace: {e}"),
             }
             counts.counting.store(false, Ordering::Release);
         });
         match spawned {
             // The one before has ended (`counting` was clear).
-            Ok(t) => *lock(&self.thread) = Some(t),
+            Ok(t) => *thread = Some(t),
             Err(_) => self.counting.store(false, Ordering::Release),
         }
     }
@@ -132,7 +138,8 @@ impl Counts {
     /// Ends a count under way, and waits for its thread; none begins after.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(t) = lock(&self.thread).take() {
+        let t = lock(&self.thread).take();
+        if let Some(t) = t {
             let _ = t.join();
         }
     }

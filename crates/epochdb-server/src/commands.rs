@@ -7,7 +7,7 @@
 //! failure); a Redis error for the client (WRONGTYPE, syntax) is a reply.
 
 use crate::glob;
-use crate::keyspace::{prefix_end, Db, Found, Head, Kind, Tally, MAX_KEY, WRONGTYPE};
+use crate::keyspace::{prefix_end, Db, Found, Head, Kind, Tally, EXPIRIES, HEADS, MAX_KEY, WRONGTYPE};
 use crate::resp::{format_f64, parse_f64, parse_i64, Args, Out};
 use epochdb::{Result, TableId, Txn};
 use std::collections::VecDeque;
@@ -769,7 +769,7 @@ pub fn clear_table(txn: &mut Txn<'_>, table: TableId, tally: &mut Tally) -> Resu
         true
     })?;
     let count = |tag| all.iter().filter(|k| k.first() == Some(&tag)).count() as i64;
-    tally.add(table, -count(b'k'), -count(b'x'));
+    tally.add(table, -count(HEADS.0[0]), -count(EXPIRIES.0[0]));
     for k in all {
         txn.delete(table, &k)?;
     }

@@ -773,3 +773,50 @@ fn info_keyspace_counts_what_the_tables_hold() {
     server.shutdown();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The counts under clients on both event loops writing the same few keys
+/// at once: a command whose transaction aborts and is retried (or a MULTI
+/// that WATCH fails) must count only what its committed try did.
+#[test]
+fn info_keyspace_counts_hold_under_concurrent_writers() {
+    let server = start(Config::default());
+    let mut c = connect(&server);
+    let _: () = c.set("first", "v").unwrap();
+    assert_eq!(counted_when_ready(&mut c, &[(0, 1, 0)]), vec![(0, 1, 0)]);
+    let url = format!("redis://{}/", server.local_addr());
+    let writers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (w + 1);
+                for _ in 0..3000 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let (k, k2) = (format!("c{}", seed % 8), format!("c{}", (seed >> 8) % 8));
+                    let _: RedisResult<Value> = match (seed >> 16) % 6 {
+                        0 => redis::cmd("SET").arg(&k).arg("v").arg("EX").arg(1000).query(&mut c),
+                        1 => redis::cmd("DEL").arg(&k).arg(&k2).query(&mut c),
+                        2 => redis::cmd("RENAME").arg(&k).arg(&k2).query(&mut c),
+                        3 => redis::cmd("HSET").arg(&k).arg("f").arg("v").query(&mut c),
+                        4 => redis::pipe().atomic().set(&k, "m").del(&k2).persist(&k).query(&mut c),
+                        _ => {
+                            let _: RedisResult<Value> = redis::cmd("WATCH").arg(&k).query(&mut c);
+                            redis::pipe().atomic().set(&k2, "w").expire(&k2, 1000).query(&mut c)
+                        }
+                    };
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let aborts: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    eprintln!("{}", aborts.lines().find(|l| l.contains("abort")).unwrap_or("no abort line"));
+    let want = held(&server);
+    assert_eq!(counted(&mut c), want, "INFO keyspace against the tables");
+    drop(c);
+    server.shutdown();
+}

@@ -7,7 +7,7 @@
 //! failure); a Redis error for the client (WRONGTYPE, syntax) is a reply.
 
 use crate::glob;
-use crate::keyspace::{prefix_end, Db, Found, Head, Kind, Tally, EXPIRIES, HEADS, MAX_KEY, WRONGTYPE};
+use crate::keyspace::{head_key, prefix_end, Db, Found, Head, Kind, Tally, EXPIRIES, HEADS, MAX_KEY, WRONGTYPE};
 use crate::resp::{format_f64, parse_f64, parse_i64, Args, Out};
 use epochdb::{Result, TableId, Txn};
 use std::collections::VecDeque;
@@ -1190,15 +1190,11 @@ pub fn range(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         }
         i += 1;
     }
-    let mut lo = vec![b'k'];
-    lo.extend_from_slice(start);
-    let hi = if end.is_empty() {
-        b"l".to_vec()
-    } else {
-        let mut h = vec![b'k'];
-        h.extend_from_slice(end);
-        h
-    };
+    let (mut lo, mut hi) = (Vec::new(), HEADS.1.to_vec());
+    head_key(start, &mut lo);
+    if !end.is_empty() {
+        head_key(end, &mut hi);
+    }
     let now = x.db.now;
     let mut rows = Vec::new();
     txn.scan_dir(x.db.table, (Bound::Included(&lo[..]), Bound::Excluded(&hi[..])), rev, usize::MAX, |k, v| {

@@ -61,7 +61,7 @@ pub const EXPIRIES: (&[u8], &[u8]) = (b"x", b"y");
 /// The engine key of `key`'s head.
 pub fn head_key(key: &[u8], buf: &mut Vec<u8>) {
     buf.clear();
-    buf.push(b'k');
+    buf.extend_from_slice(HEADS.0);
     buf.extend_from_slice(key);
 }
 
@@ -81,7 +81,7 @@ pub fn field_prefix(key: &[u8], buf: &mut Vec<u8>) {
 
 fn expiry_key(at: u64, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + key.len());
-    k.push(b'x');
+    k.extend_from_slice(EXPIRIES.0);
     k.extend_from_slice(&at.to_be_bytes());
     k.extend_from_slice(key);
     k
@@ -144,6 +144,9 @@ pub struct Tally(Vec<(TableId, [i64; 2])>);
 
 impl Tally {
     pub fn add(&mut self, table: TableId, keys: i64, expires: i64) {
+        if keys == 0 && expires == 0 {
+            return; // an overwrite: nothing to count
+        }
         match self.0.iter_mut().find(|(t, _)| *t == table) {
             Some((_, c)) => {
                 c[0] += keys;
@@ -163,7 +166,11 @@ impl Tally {
         self.0.clear();
     }
 
-    /// `(table, [keys, expires])`, changed or not.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `(table, [keys, expires])` of each table changed.
     pub fn iter(&self) -> impl Iterator<Item = &(TableId, [i64; 2])> {
         self.0.iter()
     }
@@ -371,8 +378,8 @@ impl Db {
         let lo = self.key.clone();
         let hi = match end {
             Some(e) => {
-                let mut k = vec![b'k'];
-                k.extend_from_slice(e);
+                let mut k = Vec::new();
+                head_key(e, &mut k);
                 k
             }
             None => HEADS.1.to_vec(),

@@ -67,12 +67,12 @@ for r in $(seq "$reps"); do
     sleep 0.5
   done
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for t in ${tests//,/ }; do
   for s in "$@"; do
-    med=$(echo ${res["$s $t"]} | median)
-    us=$(echo ${cpu["$s $t"]} | median)
-    cl=$(echo ${client["$s $t"]} | median)
+    # round-order.sh's median, which reads one number per line.
+    med=$(printf '%s\n' ${res["$s $t"]} | median)
+    us=$(printf '%s\n' ${cpu["$s $t"]} | median)
+    cl=$(printf '%s\n' ${client["$s $t"]} | median)
     echo "$t: median $med  [${res["$s $t"]} ]  server CPU/request median $us us [${cpu["$s $t"]} ]  client $cl us [${client["$s $t"]} ] : $s"
   done
 done

@@ -631,6 +631,14 @@ fn the_parser_survives_arbitrary_bytes() {
     }
 }
 
+/// The next number of a xorshift sequence: a seeded, repeatable mix.
+fn xorshift(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
 /// INFO keyspace's `db<n>:keys=<keys>,expires=<expires>` lines.
 fn counted(c: &mut Connection) -> Vec<(usize, i64, i64)> {
     let info: String = redis::cmd("INFO").arg("keyspace").query(c).unwrap();
@@ -693,12 +701,7 @@ fn info_keyspace_counts_what_the_tables_hold() {
     let _: () = c.set("first", "v").unwrap();
     assert_eq!(counted_when_ready(&mut c, &[(0, 1, 0)]), vec![(0, 1, 0)]);
     let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = |n: u64| xorshift(&mut seed) % n;
     for _ in 0..4000 {
         let k = format!("k{}", next(24));
         let k2 = format!("k{}", next(24));
@@ -791,9 +794,7 @@ fn info_keyspace_counts_hold_under_concurrent_writers() {
                 let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
                 let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (w + 1);
                 for _ in 0..3000 {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
+                    let seed = xorshift(&mut seed);
                     let (k, k2) = (format!("c{}", seed % 8), format!("c{}", (seed >> 8) % 8));
                     let _: RedisResult<Value> = match (seed >> 16) % 6 {
                         0 => redis::cmd("SET").arg(&k).arg("v").arg("EX").arg(1000).query(&mut c),

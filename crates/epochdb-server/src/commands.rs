@@ -800,15 +800,23 @@ fn expire_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, unit: u64, absolut
         x.out.error("ERR GT and LT options at the same time are not compatible");
         return Ok(());
     }
+    // An overflowing time is an error before the key is looked at, as in
+    // Redis (a negative one, past or not, deletes the key).
+    let ms = n.checked_mul(unit as i64);
+    let Some(at) = (if absolute { ms } else { ms.and_then(|ms| ms.checked_add(x.db.now as i64)) }) else {
+        let name = match (unit, absolute) {
+            (1000, false) => "expire",
+            (_, false) => "pexpire",
+            (1000, true) => "expireat",
+            _ => "pexpireat",
+        };
+        x.out.error(&format!("ERR invalid expire time in '{name}' command"));
+        return Ok(());
+    };
     let Some(head) = x.db.head(txn, key)? else {
         x.out.int(0);
         return Ok(());
     };
-    let Some(ms) = n.checked_mul(unit as i64) else {
-        x.out.error("ERR invalid expire time in 'expire' command");
-        return Ok(());
-    };
-    let at = if absolute { ms } else { (x.db.now as i64).saturating_add(ms) };
     let cur = head.expire_at;
     // No expiry counts as an infinite one for GT and LT, as in Redis.
     let ok = !(nx && cur != 0

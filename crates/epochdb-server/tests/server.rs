@@ -183,6 +183,13 @@ fn keys_expire_lazily_and_by_the_sweep() {
     assert_eq!(cmd(&mut c, &["EXPIREAT", "c", &at.to_string()]).unwrap(), Value::Int(1));
     assert_eq!(cmd(&mut c, &["EXPIRETIME", "c"]).unwrap(), Value::Int(at as i64));
     assert!(err(&mut c, &["SET", "x", "1", "EX", "0"]).contains("invalid expire time in 'set' command"));
+    // A time that overflows is an error, whether the key exists or not,
+    // and leaves the key as it was.
+    let max = i64::MAX.to_string();
+    assert!(err(&mut c, &["PEXPIRE", "c", &max]).contains("invalid expire time in 'pexpire' command"));
+    assert!(err(&mut c, &["EXPIRE", "nokey", &max]).contains("invalid expire time in 'expire' command"));
+    assert!(err(&mut c, &["EXPIREAT", "c", &max]).contains("invalid expire time in 'expireat' command"));
+    assert_eq!(cmd(&mut c, &["EXPIRETIME", "c"]).unwrap(), Value::Int(at as i64));
     // A hash with a TTL, then expiry: reads see nothing at once.
     let _: () = c.hset("h", "f", "v").unwrap();
     assert_eq!(cmd(&mut c, &["PEXPIRE", "h", "100"]).unwrap(), Value::Int(1));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README "Quick start"; CI runs it via .ci/run).
-# Needs only the Rust toolchain; installs valgrind and redis-tools if missing.
+# Needs the Rust toolchain; installs valgrind, redis-tools, pip and npm if
+# missing, and redis-py and ioredis (scripts/client-libraries.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,14 @@ done
 cargo run -q -p epochdb --example durable_counter -- "$counter/db" | grep -q "^run 2 " ||
   { echo "durable_counter did not count on its first run" >&2; exit 1; }
 rm -rf "$counter"
+
+echo "== client libraries"
+# redis-py and ioredis against the server (the Rust crate is in the tests).
+if ! command -v node >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq python3-pip nodejs npm) >/dev/null 2>&1 || true
+fi
+cargo build -q -p epochdb-cli
+./scripts/client-libraries.sh
 
 echo "== documentation"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet

@@ -272,6 +272,26 @@ impl EventLoop {
     }
 
     /// FLUSHALL: every database, one transaction.
+    /// DBSIZE outside MULTI: from INFO keyspace's counts, at once (as in
+    /// Redis, whose DBSIZE is O(1)), where the scan would read every key
+    /// into one transaction's read set. Like Redis's, the count includes
+    /// expired keys not yet removed. Returns false, to scan after all, when
+    /// there is no count (a replica, or a promoted one before its first).
+    pub fn dbsize_from_counts(&mut self, t: Token) -> bool {
+        if self.shared.db.is_read_only() {
+            return false;
+        }
+        let Some(counts) = self.shared.counts.get() else { return false };
+        let Some(c) = self.clients.get(&t) else { return true };
+        self.scratch.clear();
+        Out { buf: &mut self.scratch, resp3: c.resp3 }.int(counts[c.db][0]);
+        // What it counted committed by the current epoch: with durable
+        // replies, the reply waits for that, as a read's would.
+        let epoch = self.shared.db.epoch();
+        self.finish(t, Ok(epoch), false);
+        true
+    }
+
     fn flushall(&mut self, t: Token, a: &Args) -> bool {
         if a.len() > 2 || a.len() == 2 && !matches!(&a.get(1).to_ascii_uppercase()[..], b"SYNC" | b"ASYNC") {
             if let Some(c) = self.client(t) {

@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 /// `[keys, expires]` of one database.
 pub type Pair = [i64; 2];
 
+/// Keys a transaction of [`Counts::count_before_serving`] reads: its read
+/// set stays small.
+const START_CHUNK: usize = 4096;
+
 /// How old a replica's count may be before INFO asks for a new one.
 const REPLICA_RECOUNT: Duration = Duration::from_secs(1);
 
@@ -133,6 +137,50 @@ impl Counts {
             Ok(t) => *thread = Some(t),
             Err(_) => self.counting.store(false, Ordering::Release),
         }
+    }
+
+    /// Takes the base before any write can commit (at start, before the
+    /// event loops run), so INFO keyspace and DBSIZE have counts from the
+    /// first request: with nothing changing, ordinary transactions of
+    /// [`START_CHUNK`] keys each see one state, and there is no snapshot
+    /// to wait for. Every tally then counts (the base's epoch is 0).
+    pub fn count_before_serving(&self, db: &Database) -> epochdb::Result<()> {
+        self.count_in_chunks(db, START_CHUNK)
+    }
+
+    fn count_in_chunks(&self, db: &Database, chunk: usize) -> epochdb::Result<()> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let mut w = db.worker()?;
+        let mut all = Vec::with_capacity(self.tables.len());
+        let mut last = Vec::new();
+        for &table in &self.tables {
+            let mut pair = [0; 2];
+            for (n, (lo, hi)) in pair.iter_mut().zip([HEADS, EXPIRIES]) {
+                last.clear();
+                last.extend_from_slice(lo);
+                let mut from = Bound::Included(());
+                loop {
+                    let seen = w.run(|txn| {
+                        let start = from.map(|()| &last[..]);
+                        let mut next = Vec::new();
+                        let seen = txn.scan(table, (start, Bound::Excluded(hi)), chunk, |k, _| {
+                            next.clear();
+                            next.extend_from_slice(k);
+                            true
+                        })?;
+                        Ok((seen, next))
+                    })?;
+                    *n += seen.0 as i64;
+                    if seen.0 < chunk {
+                        break;
+                    }
+                    (last, from) = (seen.1, Bound::Excluded(()));
+                }
+            }
+            all.push(pair);
+        }
+        self.take_base(generation, Some((0, all)));
+        Ok(())
     }
 
     /// Ends a count under way, and waits for its thread; none begins after.
@@ -253,6 +301,31 @@ mod tests {
         c.apply(0, 9, &tally(tables[1], 1, 0));
         c.take_base(1, Some((8, vec![[9, 0], [1, 1]])));
         assert_eq!(c.get(), Some(vec![[9, 0], [2, 1]]));
+    }
+
+    #[test]
+    fn a_count_before_serving_reads_every_chunk() {
+        let (db, tables) = tables(2);
+        let mut w = db.worker().unwrap();
+        // 9 heads: whole chunks of 3; 7 expiry entries: a part chunk.
+        w.run(|txn| {
+            for i in 0..9u8 {
+                txn.put(tables[0], &[b'k', i], b"")?;
+            }
+            for i in 0..7u8 {
+                txn.put(tables[0], &[b'x', 0, 0, 0, 0, 0, 0, 0, i], b"")?;
+            }
+            txn.put(tables[0], b"h\0\x01af", b"") // a hash field: neither
+        })
+        .unwrap();
+        for chunk in [1, 3, 4096] {
+            let c = Counts::new(&tables, 1);
+            c.count_in_chunks(&db, chunk).unwrap();
+            assert_eq!(c.get(), Some(vec![[9, 7], [0, 0]]), "chunks of {chunk}");
+            // The base is at epoch 0: every later change counts.
+            c.apply(0, 1, &tally(tables[1], 1, 0));
+            assert_eq!(c.get(), Some(vec![[9, 7], [1, 0]]));
+        }
     }
 
     #[test]

@@ -581,6 +581,7 @@ impl EventLoop {
             return;
         }
         let failed = match cmd.run {
+            Run::Data(_) if cmd.name == "dbsize" && self.dbsize_from_counts(t) => false,
             Run::Data(f) => self.run_data(t, cmd, f, args, start),
             Run::Conn => self.conn_command(t, cmd, args),
         };

@@ -414,6 +414,12 @@ impl Server {
             listeners[0].local_addr().map_err(|source| StartError::Bind { addr: config.bind.clone(), source })?;
         let users = Users::new(config.requirepass.as_deref());
         let counts = Arc::new(Counts::new(&tables, threads));
+        if backup.is_none() {
+            let began = Instant::now();
+            counts.count_before_serving(&db)?;
+            let keys: i64 = counts.get().iter().flatten().map(|[k, _]| k).sum();
+            ::log::info!("counted {keys} keys in {:.3} s", began.elapsed().as_secs_f64());
+        }
         let shared = Arc::new(Shared {
             settings: Settings {
                 appendfsync: AtomicU8::new(config.appendfsync as u8),

@@ -94,7 +94,12 @@ fn peers(list: Vec<(u64, String)>) -> CliResult<BTreeMap<u64, String>> {
 }
 
 /// Serves `config` as node `id` of the control plane.
-pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResult<ExitCode> {
+pub fn serve(
+    n: NodeArgs,
+    mut config: Config,
+    secret: Option<String>,
+    signals: crate::signals::Blocked,
+) -> CliResult<ExitCode> {
     let id = n.node_id.ok_or("--node-id is required")?;
     let data = config.options.data_dir.clone().ok_or("a control-plane node needs --durability other than off")?;
     if !config.options.log_dirs.is_empty() {
@@ -115,6 +120,12 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
     cfg.secret = secret.clone();
     cfg.join = n.join;
     cfg.replicate_addr = replicate.to_string();
+    // A signal before the server is up (waiting for an appointment) ends
+    // the process at once: it has served nothing yet.
+    let stopper = Arc::new(std::sync::OnceLock::<epochdb_server::Stopper>::new());
+    let s = stopper.clone();
+    let stop = move || s.get().map_or_else(|| std::process::exit(0), |s| s.stop());
+    signals.on_signal("the node", stop).map_err(|e| failed(format!("start the signal thread: {e}")))?;
     let node = Arc::new(Node::start(cfg).map_err(failed)?);
     crate::say!("epochdb serve: control node {id} on {}; waiting for the group to appoint a primary", node.addr());
     let mut v = node.view();
@@ -164,6 +175,7 @@ pub fn serve(n: NodeArgs, mut config: Config, secret: Option<String>) -> CliResu
         describe(&v),
         v.cluster.appointment
     );
+    let _ = stopper.set(server.stopper());
     let promoter = server.promoter();
     let following = v.cluster.primary_addr.clone();
     let db = server.database().clone();

@@ -30,6 +30,7 @@ mod nvm;
 mod remote;
 mod replicas;
 mod serve;
+mod signals;
 
 use args::{failed, CliError, CliResult, Output};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -6,6 +6,8 @@ use epochdb::{Backup, BackupOptions, Durability, PrimaryOptions, Safety};
 use epochdb_server::{AppendFsync, Config, ReplicaOf, Server};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum AppendFsyncArg {
@@ -134,9 +136,16 @@ pub struct ReplicaArgs {
 
 /// Receives until killed; stops with an error if the primary refuses it.
 pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
+    // Before the backup starts a thread: they all inherit the mask.
+    let signals = crate::signals::block().map_err(|e| failed(format!("block SIGTERM and SIGINT: {e}")))?;
     if let Some(cpu) = a.cpu {
         crate::replicas::pin_to_cpu(cpu)?;
     }
+    let stopping = Arc::new(AtomicBool::new(false));
+    let s = stopping.clone();
+    signals
+        .on_signal("the replica", move || s.store(true, Ordering::Release))
+        .map_err(|e| failed(format!("start the signal thread: {e}")))?;
     let mut opts = BackupOptions {
         secret: a.replication_secret,
         replay_memory: (a.replay_memory << 20) as usize,
@@ -149,7 +158,7 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
         crate::replicas::tpcc_readers(backup.database().clone(), a.read_tpcc as usize, a.read_report.clone())?;
     }
     let mut last = None;
-    while !backup.is_finished() {
+    while !backup.is_finished() && !stopping.load(Ordering::Acquire) {
         std::thread::sleep(std::time::Duration::from_millis(200));
         let now = (backup.is_connected(), backup.persisted_epoch());
         if last.is_none_or(|(c, _)| c != now.0) {
@@ -207,10 +216,16 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         options,
         ..Config::default()
     };
+    // Before the server starts a thread: they all inherit the mask.
+    let signals = crate::signals::block().map_err(|e| failed(format!("block SIGTERM and SIGINT: {e}")))?;
     if a.node.node_id.is_some() {
-        return crate::cluster::serve(a.node, config, replication_secret);
+        return crate::cluster::serve(a.node, config, replication_secret, signals);
     }
     let server = Server::start(config).map_err(|e| failed(e.to_string()))?;
+    let stopper = server.stopper();
+    signals
+        .on_signal("the server", move || stopper.stop())
+        .map_err(|e| failed(format!("start the signal thread: {e}")))?;
     crate::say!("epochdb serve: listening on {} (redis-cli -p {})", server.local_addr(), server.local_addr().port());
     if let Some(primary) = server.replica_of() {
         crate::say!("epochdb serve: replica of {primary}: reads at its read view, writes refused until promoted");

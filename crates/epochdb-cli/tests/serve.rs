@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{join_writers, start_writers, Served};
+use common::{join_writers, start_writers, Acked, Served};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,12 +20,14 @@ fn serve(dir: &std::path::Path) -> Served {
 /// `serve` with more arguments; with `--replicate-listen`, also the
 /// address backups connect to.
 fn serve_with(dir: &std::path::Path, more: &[&str]) -> (Served, Option<String>) {
-    let mut args: Vec<std::ffi::OsString> =
-        ["serve", "--port", "0", "--durability", "log", "--appendfsync", "always", "--threads", "2"]
-            .iter()
-            .chain(more)
-            .map(Into::into)
-            .collect();
+    // Durable replies unless `more` says otherwise.
+    let fsync: &[&str] = if more.contains(&"--appendfsync") { &[] } else { &["--appendfsync", "always"] };
+    let mut args: Vec<std::ffi::OsString> = ["serve", "--port", "0", "--durability", "log", "--threads", "2"]
+        .iter()
+        .chain(fsync)
+        .chain(more)
+        .map(Into::into)
+        .collect();
     args.extend(["--data-dir".into(), dir.as_os_str().to_owned()]);
     let (child, stderr, mut lines) = common::spawn(&args);
     let port = loop {
@@ -54,6 +56,27 @@ fn serve_with(dir: &std::path::Path, more: &[&str]) -> (Served, Option<String>) 
     (Served { child, port, stderr }, repl)
 }
 
+/// Checks that a restarted `server` has every write the writers saw
+/// answered (`acked`), and at least `incrs` INCRs of `total` (those
+/// answered over every round so far).
+fn assert_kept(server: &Served, round: u64, acked: &[Acked], incrs: i64) {
+    let addr = format!("redis://127.0.0.1:{}/", server.port);
+    let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
+    let total: i64 = redis::cmd("GET").arg("total").query(&mut c).unwrap();
+    assert!(total >= incrs, "round {round}: {incrs} INCRs acknowledged, total is {total}");
+    for (w, (a, _)) in acked.iter().enumerate() {
+        let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
+        if let Some(a) = a {
+            // The acknowledged value, or one sent later whose reply was lost.
+            assert!(
+                got.is_some_and(|g| g >= *a),
+                "round {round}: writer {w} acked {a}, found {got:?}; server said: {}",
+                server.log()
+            );
+        }
+    }
+}
+
 #[test]
 fn a_killed_durable_server_keeps_every_acknowledged_write() {
     let dir = std::env::temp_dir().join(format!("epochdb-serve-kill-{}", std::process::id()));
@@ -68,24 +91,43 @@ fn a_killed_durable_server_keeps_every_acknowledged_write() {
         server.child.wait().unwrap();
         let acked = join_writers(writers, &server);
         let mut server = serve(&dir);
-        let addr = format!("redis://127.0.0.1:{}/", server.port);
-        let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
         incrs += acked.iter().map(|a| a.1).sum::<i64>();
-        let total: i64 = redis::cmd("GET").arg("total").query(&mut c).unwrap();
-        assert!(total >= incrs, "round {round}: {incrs} INCRs acknowledged, total is {total}");
-        for (w, (a, _)) in acked.iter().enumerate() {
-            let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
-            if let Some(a) = a {
-                // The acknowledged value, or one sent later whose reply was lost.
-                assert!(
-                    got.is_some_and(|g| g >= *a),
-                    "round {round}: writer {w} acked {a}, found {got:?}; server said: {}",
-                    server.log()
-                );
-            }
-        }
+        assert_kept(&server, round, &acked, incrs);
         server.child.kill().unwrap();
         server.child.wait().unwrap();
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// SIGTERM (what `systemctl stop` and `docker stop` send) and SIGINT stop
+/// the server as SHUTDOWN does: status 0, and with `--appendfsync
+/// everysec`, whose replies go at commit, before the log is synced, a
+/// restart still has every write whose reply was sent.
+#[test]
+fn sigterm_and_sigint_stop_the_server_cleanly_and_keep_every_acknowledged_write() {
+    let dir = std::env::temp_dir().join(format!("epochdb-serve-sigterm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut incrs = 0;
+    for (round, signal) in [libc::SIGTERM, libc::SIGINT, libc::SIGTERM].into_iter().enumerate() {
+        let (mut server, _) = serve_with(&dir, &["--appendfsync", "everysec"]);
+        let addr = format!("redis://127.0.0.1:{}/", server.port);
+        let writers = start_writers(&addr, round as u64 * 1_000_000);
+        std::thread::sleep(Duration::from_millis(300 + 100 * round as u64));
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(server.child.id() as i32, signal) }, 0);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "round {round}: still running: {}", server.log());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "round {round}: {status}; server said: {}", server.log());
+        assert!(server.log().contains("stopping the server cleanly"), "{}", server.log());
+        let acked = join_writers(writers, &server);
+        incrs += acked.iter().map(|a| a.1).sum::<i64>();
+        assert_kept(&serve(&dir), round as u64, &acked, incrs);
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -28,4 +28,6 @@ mod server;
 mod stats;
 mod table;
 
-pub use server::{AppendFsync, Config, InfoLines, Members, Promoter, ReplicaOf, Server, StartError, Switchover};
+pub use server::{
+    AppendFsync, Config, InfoLines, Members, Promoter, ReplicaOf, Server, StartError, Stopper, Switchover,
+};

@@ -491,6 +491,12 @@ impl Server {
         Promoter(self.shared.clone())
     }
 
+    /// A handle that stops this server from another thread (a signal's),
+    /// as a client's SHUTDOWN does.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::downgrade(&self.shared))
+    }
+
     /// Stops accepting, closes every connection and waits for the loops.
     pub fn shutdown(mut self) {
         self.shared.stop();
@@ -515,6 +521,22 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shared.stop();
         self.join();
+    }
+}
+
+/// Stops a server from another thread ([`Server::stopper`]). It holds no
+/// strong reference: once the server has stopped, the database closes
+/// (its loggers' final flush) whether or not a `Stopper` is left.
+#[derive(Clone)]
+pub struct Stopper(std::sync::Weak<Shared>);
+
+impl Stopper {
+    /// As SHUTDOWN: the loops close every connection and end, and
+    /// [`Server::wait`] returns.
+    pub fn stop(&self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.stop();
+        }
     }
 }
 

@@ -179,11 +179,15 @@ pub fn serve(
     let promoter = server.promoter();
     let following = v.cluster.primary_addr.clone();
     let db = server.database().clone();
-    std::thread::Builder::new()
+    let watcher = std::thread::Builder::new()
         .name("epochdb-appointments".into())
         .spawn(move || watch(&node, v, &promoter, &db, following, &control))
         .map_err(|e| failed(format!("start the appointment watcher: {e}")))?;
     server.wait();
+    // The watcher holds the database: once it has seen the stop and let it
+    // go, the database closes here, with its loggers' final flush, not at
+    // the process's exit, which would skip it.
+    let _ = watcher.join();
     Ok(ExitCode::SUCCESS)
 }
 

@@ -334,8 +334,10 @@ fn a_planned_switchover_loses_no_acknowledged_write_even_async() {
     let total: i64 = redis::cmd("GET").arg("total").query(&mut c).unwrap();
     assert!(total >= incrs, "{incrs} INCRs acknowledged, the new primary has {total}");
     until_it_takes_writes(&b, "after");
+    // SIGTERM stops a control-plane node as SHUTDOWN does: status 0.
     let mut b = b;
-    kill(&mut b);
+    let status = b.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "{status} after SIGTERM: {}", b.log());
 }
 
 /// Three data nodes: kill -9 of the primary makes one backup the primary,

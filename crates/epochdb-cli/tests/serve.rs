@@ -113,16 +113,7 @@ fn sigterm_and_sigint_stop_the_server_cleanly_and_keep_every_acknowledged_write(
         let addr = format!("redis://127.0.0.1:{}/", server.port);
         let writers = start_writers(&addr, round as u64 * 1_000_000);
         std::thread::sleep(Duration::from_millis(300 + 100 * round as u64));
-        // SAFETY: kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(server.child.id() as i32, signal) }, 0);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let status = loop {
-            if let Some(status) = server.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "round {round}: still running: {}", server.log());
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = server.signal_and_wait(signal);
         assert!(status.success(), "round {round}: {status}; server said: {}", server.log());
         assert!(server.log().contains("stopping the server cleanly"), "{}", server.log());
         let acked = join_writers(writers, &server);

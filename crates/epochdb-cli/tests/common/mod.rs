@@ -22,6 +22,22 @@ impl Served {
     }
 }
 
+impl Served {
+    /// Sends `signal` (SIGTERM, SIGINT) and waits up to 60 s for the exit.
+    pub fn signal_and_wait(&mut self, signal: i32) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "still running after signal {signal}: {}", self.log());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 /// A test that fails (or ends) leaves no server running behind it.
 impl Drop for Served {
     fn drop(&mut self) {

@@ -1,18 +1,21 @@
 """redis-py against `epochdb serve`, as an application would use it.
 
-Usage: python redis_py_check.py PORT PASSWORD PROTOCOL (2 or 3)
+Usage: python redis_py_check.py PORT PASSWORD PROTOCOL (2 or 3) [REPLICA_PORT]
 
 Run by scripts/client-libraries.sh, which installs redis-py and starts the
-server with --requirepass PASSWORD. Exits non-zero at the first check that
-fails, naming it.
+server with --requirepass PASSWORD (a `--safety sync` replication primary)
+and a replica of it on REPLICA_PORT. Exits non-zero at the first check
+that fails, naming it.
 """
 
 import sys
 import threading
+import time
 
 import redis
 
 port, password, protocol = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+replica_port = int(sys.argv[4]) if len(sys.argv) > 4 else None
 
 
 def client(**kw):
@@ -123,4 +126,21 @@ except redis.exceptions.NoPermissionError:
     pass
 check("ACL WHOAMI", r.acl_whoami(), "default")
 check("CLIENT SETNAME/GETNAME", (r.client_setname("app"), r.client_getname()), (True, "app"))
-print(f"redis-py {redis.__version__}, RESP{protocol}: ok")
+
+# A replica: WAIT counts it, it serves the write once replayed, refuses
+# writes with READONLY (the library's ReadOnlyError), and ROLE says so.
+if replica_port is not None:
+    check("SET on the primary", r.set("replicated", f"v{protocol}"), True)
+    check("WAIT for the replica", r.wait(1, 5000), 1)
+    rep = redis.Redis(port=replica_port, password=password, protocol=protocol, decode_responses=True)
+    deadline = time.monotonic() + 10
+    while rep.get("replicated") != f"v{protocol}" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    check("GET on the replica", rep.get("replicated"), f"v{protocol}")
+    try:
+        rep.set("replicated", "no")
+        sys.exit("redis-py: a replica took a write")
+    except redis.exceptions.ReadOnlyError:
+        pass
+    check("ROLE on the replica", rep.role()[0], "slave")
+print(f"redis-py {redis.__version__}, RESP{protocol}{', with a replica' if replica_port else ''}: ok")

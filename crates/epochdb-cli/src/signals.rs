@@ -44,9 +44,13 @@ impl Blocked {
         };
         std::thread::Builder::new().name("epochdb-signals".into()).spawn(move || {
             let name = |sig| if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
-            ::log::info!("{}: stopping {what} cleanly (again to stop at once)", name(wait()));
+            // Waited for outside the log macros, which skip their arguments
+            // below the log level.
+            let first = name(wait());
+            ::log::info!("{first}: stopping {what} cleanly (again to stop at once)");
             std::thread::spawn(stop);
-            ::log::warn!("{}: stopping at once", name(wait()));
+            let second = name(wait());
+            ::log::warn!("{second}: stopping at once");
             std::process::exit(1);
         })?;
         Ok(())

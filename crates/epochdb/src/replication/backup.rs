@@ -333,13 +333,16 @@ impl Drop for Backup {
 /// Connects, receives until the connection drops, and again, until
 /// stopped. Hands its disk back (for a promotion).
 fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBool) -> (Result<()>, Disk) {
+    let mut repeats = Repeats::default();
     while !stop.load(Ordering::Acquire) {
         if let Err(e) = disk.forget_unpersisted() {
             return (Err(e), disk);
         }
         let moves = status.moves.load(Ordering::Acquire);
         let r = session(&opts, &mut disk, status, stop);
-        status.connected.store(false, Ordering::Release);
+        if status.connected.swap(false, Ordering::AcqRel) {
+            repeats = Repeats::default();
+        }
         match r {
             Ok(()) => {}
             Err(Ended::Stop(e)) => {
@@ -348,8 +351,9 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
                 return (Err(e), disk);
             }
             Err(Ended::Retry(e)) => {
-                ::log::warn!("backup: {e}; connecting again");
-                *lock(&status.error) = Some(e.to_string());
+                let e = e.to_string();
+                repeats.warn(&e, opts.retry);
+                *lock(&status.error) = Some(e);
             }
         }
         // A move is followed at once.
@@ -362,6 +366,34 @@ fn receive(opts: BackupOptions, mut disk: Disk, status: &Status, stop: &AtomicBo
         }
     }
     (Ok(()), disk)
+}
+
+/// How often the same failure to connect is logged again: a backup tries
+/// every [`BackupOptions::retry`] (200 ms), and a primary that is down for
+/// an hour would otherwise fill the log with 18,000 lines.
+const REPEAT_LOG: Duration = Duration::from_secs(30);
+
+/// The last connection failure logged, when, and how many like it since.
+#[derive(Default)]
+struct Repeats {
+    last: Option<(String, std::time::Instant, u64)>,
+}
+
+impl Repeats {
+    fn warn(&mut self, e: &str, retry: Duration) {
+        let now = std::time::Instant::now();
+        match &mut self.last {
+            Some((last, at, n)) if last == e && now.duration_since(*at) < REPEAT_LOG => {
+                *n += 1;
+                return;
+            }
+            Some((last, _, n)) if last == e => {
+                ::log::warn!("backup: {e}; still connecting again every {retry:?} ({n} failures like it since)")
+            }
+            _ => ::log::warn!("backup: {e}; connecting again every {retry:?}"),
+        }
+        self.last = Some((e.to_string(), now, 0));
+    }
 }
 
 /// Why a connection ended.
@@ -601,6 +633,22 @@ mod tests {
     use crate::durability::{frame, log};
     use crate::tid::Tid;
     use std::net::TcpListener;
+
+    #[test]
+    fn the_same_connection_failure_is_logged_once_per_period() {
+        let retry = Duration::from_millis(200);
+        let mut r = Repeats::default();
+        r.warn("refused", retry);
+        r.warn("refused", retry);
+        r.warn("refused", retry);
+        assert_eq!(r.last.as_ref().map(|l| l.2), Some(2), "two repeats held back");
+        r.warn("reset", retry);
+        assert_eq!(r.last.as_ref().map(|l| (&l.0[..], l.2)), Some(("reset", 0)), "a new failure is logged");
+        // Past the period, the same failure is logged again with its count.
+        r.last.as_mut().unwrap().1 -= REPEAT_LOG;
+        r.warn("reset", retry);
+        assert_eq!(r.last.as_ref().map(|l| l.2), Some(0));
+    }
 
     /// One session of a fake primary: the handshake, a welcome naming
     /// table `t`, then `frames`; then it waits until the backup hangs up.

@@ -645,7 +645,7 @@ mod tests {
         r.warn("reset", retry);
         assert_eq!(r.last.as_ref().map(|l| (&l.0[..], l.2)), Some(("reset", 0)), "a new failure is logged");
         // Past the period, the same failure is logged again with its count.
-        r.last.as_mut().unwrap().1 -= REPEAT_LOG;
+        r.last.as_mut().expect("a failure logged").1 -= REPEAT_LOG;
         r.warn("reset", retry);
         assert_eq!(r.last.as_ref().map(|l| l.2), Some(0));
     }

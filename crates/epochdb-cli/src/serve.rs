@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// Most clients connected at once
     #[arg(long, default_value_t = 10_000)]
     pub maxclients: usize,
+    /// Refuse commands that add data (SET, INCR, HSET, ...: Redis's `denyoom`) with an OOM error while the
+    /// database's records and index take more than this (bytes, or 100mb, 4gb, ...; as Redis's `maxmemory` with
+    /// `noeviction`); deletes and reads go on [default: no limit]
+    #[arg(long, value_name = "BYTES", value_parser = memory_arg)]
+    pub maxmemory: Option<u64>,
     /// Be a replication primary: listen for backups (`epochdb replica`) on this address (port 0: any, printed)
     #[arg(long, value_name = "ADDR")]
     pub replicate_listen: Option<std::net::SocketAddr>,
@@ -170,6 +175,10 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn memory_arg(text: &str) -> Result<u64, String> {
+    epochdb_server::parse_memory(text).ok_or_else(|| format!("{text:?}: bytes, or a number with k, kb, m, mb, g or gb"))
+}
+
 pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
     if a.durability.mode() == Durability::Off && matches!(a.appendfsync, AppendFsyncArg::Always) {
         return Err("--appendfsync always needs --durability other than off".into());
@@ -210,6 +219,7 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         requirepass: a.requirepass,
         databases: a.databases.into(),
         maxclients: a.maxclients,
+        maxmemory: a.maxmemory.unwrap_or(0),
         replicaof: a
             .replicaof
             .map(|primary| ReplicaOf { secret: replication_secret.clone(), ..ReplicaOf::new(primary) }),

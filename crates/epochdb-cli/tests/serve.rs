@@ -123,6 +123,52 @@ fn sigterm_and_sigint_stop_the_server_cleanly_and_keep_every_acknowledged_write(
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--maxmemory` (a process of its own: the limit is on the whole
+/// process's records and index): past it SET is refused with Redis's OOM
+/// error, in MULTI too, while reads and deletes go on; deletes bring the
+/// memory back under it, and SET works again.
+#[test]
+fn maxmemory_refuses_growth_and_takes_writes_again_after_deletes() {
+    let dir = std::env::temp_dir().join(format!("epochdb-serve-maxmemory-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (server, _) = serve_with(&dir, &["--maxmemory", "4mb", "--appendfsync", "everysec"]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap().get_connection().unwrap();
+    let value = vec![b'v'; 2000];
+    let refused = (0..10_000)
+        .find_map(|i| {
+            let r: redis::RedisResult<()> = redis::cmd("SET").arg(format!("k{i}")).arg(&value).query(&mut c);
+            r.err().map(|e| (i, e.to_string()))
+        })
+        .expect("a SET refused");
+    assert!(
+        refused.1.starts_with("OOM") && refused.1.contains("command not allowed when used memory > 'maxmemory'"),
+        "{refused:?}"
+    );
+    // 2,000-byte values: the refusal comes near 4 MiB of them.
+    assert!((1000..2500).contains(&refused.0), "refused after {} keys", refused.0);
+    let memory: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+    assert!(memory.contains("maxmemory:4194304\r\n"), "{memory}");
+    let got: Vec<u8> = redis::cmd("GET").arg("k0").query(&mut c).unwrap();
+    assert_eq!(got, value);
+    let multi: redis::RedisResult<((),)> = redis::pipe().atomic().cmd("SET").arg("m").arg(1).query(&mut c);
+    assert!(multi.is_err(), "a MULTI with a SET ran");
+    let deleted: i64 =
+        redis::cmd("DEL").arg((0..500).map(|i| format!("k{i}")).collect::<Vec<_>>()).query(&mut c).unwrap();
+    assert_eq!(deleted, 500);
+    // Freed once no reader can see the deleted rows: a few epochs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while redis::cmd("SET").arg("again").arg(&value).query::<()>(&mut c).is_err() {
+        assert!(Instant::now() < deadline, "SET still refused after deletes: {}", server.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0").query(&mut c).unwrap();
+    for i in 0..2000 {
+        let _: () = redis::cmd("SET").arg(format!("after{i}")).arg(&value).query(&mut c).unwrap();
+    }
+    drop(server);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Loss of the primary's machine under `--safety sync`: the primary and
 /// its backup are killed with SIGKILL while clients write; the backup's
 /// directory, served on its own, has every write whose reply was sent.

@@ -841,6 +841,8 @@ fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> 
         ("port", shared.addr.port().to_string()),
         ("databases", cfg.databases.to_string()),
         ("maxclients", set.maxclients.load(Ordering::Relaxed).to_string()),
+        ("maxmemory", set.maxmemory.load(Ordering::Relaxed).to_string()),
+        ("maxmemory-policy", "noeviction".into()),
         ("appendonly", if logging { "yes" } else { "no" }.into()),
         ("appendfsync", shared.appendfsync().name().into()),
         ("save", String::new()),
@@ -911,6 +913,20 @@ fn config_set(shared: &crate::server::Shared, key: &str, v: &[u8]) -> Result<(),
             shared.acl_generation.fetch_add(1, Ordering::AcqRel);
         }
         "maxclients" => set.maxclients.store(usize::try_from(num()?).map_err(|_| bad())?, Ordering::Relaxed),
+        "maxmemory" => {
+            let n = crate::server::parse_memory(&text).ok_or_else(|| {
+                format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be a memory value"
+                )
+            })?;
+            set.maxmemory.store(n, Ordering::Relaxed);
+        }
+        "maxmemory-policy" if text.eq_ignore_ascii_case("noeviction") => {}
+        "maxmemory-policy" => {
+            return Err(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{key}') - epochdb evicts nothing: only noeviction"
+            ))
+        }
         "slowlog-log-slower-than" => {
             let n = num()?;
             set.slowlog_slower_than.store(n, Ordering::Relaxed);
@@ -982,13 +998,19 @@ pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate
             .ok()
             .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
             .map_or(0, |pages| pages * 4096);
-        // `used_memory` is what tools read (`redis-cli --stat`, exporters);
-        // the engine's arena keeps no count of bytes in use, so it is the
-        // resident size too (README, "Serve it over the Redis protocol").
-        let mb = rss as f64 / (1 << 20) as f64;
+        // `used_memory` is what tools read (`redis-cli --stat`, exporters)
+        // and what `maxmemory` is held to: the engine's records and index
+        // nodes, which falls after deletes, where the resident size does
+        // not (the arena keeps freed memory for reuse).
+        let used = epochdb::memory_in_use();
+        let max = shared.settings.maxmemory.load(Ordering::Relaxed);
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
         let _ = write!(
             out,
-            "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{mb:.2}M\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{mb:.2}M\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\r\n"
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{:.2}M\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{:.2}M\r\nmaxmemory:{max}\r\nmaxmemory_human:{:.2}M\r\nmaxmemory_policy:noeviction\r\n\r\n",
+            mib(used),
+            mib(rss),
+            mib(max),
         );
     }
     if want("persistence") {

@@ -219,6 +219,8 @@ pub struct EventLoop {
     /// The newest epoch a reply held in this pass waits on; hastened once
     /// the pass ends (see `run`).
     hasten_to: u64,
+    /// Memory in use was above `maxmemory` at the start of this pass.
+    over_memory: bool,
     /// The wall clock's milliseconds at an instant, set again by every
     /// `cron`: a command's time (for expiry) then comes from the instant
     /// it reads for its statistics, one clock read fewer per command (a
@@ -253,6 +255,7 @@ impl EventLoop {
             blocked: Vec::new(),
             ahead: Ahead::default(),
             hasten_to: 0,
+            over_memory: false,
             clock: (Instant::now(), now_ms()),
             db: Db::new(first_table, 0),
         })
@@ -290,6 +293,7 @@ impl EventLoop {
             }
             let polled = self.poll.poll(&mut events, Some(timeout));
             self.shared.wakeups.parked[self.idx].store(false, Ordering::Relaxed);
+            self.over_memory = self.memory_over();
             // Not when replies wait for durability: then the next event is
             // the logger's, and spinning takes CPU from it and from the
             // client (measured: one durable client lost 6%).
@@ -622,7 +626,17 @@ impl EventLoop {
         if cmd.write && self.shared.db.is_read_only() {
             return Some("READONLY You can't write against a read only replica.".into());
         }
+        if self.over_memory && cmd.denyoom() {
+            return Some("OOM command not allowed when used memory > 'maxmemory'.".into());
+        }
         None
+    }
+
+    /// Whether memory in use is above `maxmemory` (once per pass of the
+    /// loop: a sum of a few per-thread counters).
+    fn memory_over(&self) -> bool {
+        let max = self.shared.settings.maxmemory.load(Ordering::Relaxed);
+        max > 0 && epochdb::memory_in_use() > max
     }
 
     /// Runs a data command, begun at `start`, in its own transaction;
@@ -805,13 +819,19 @@ impl EventLoop {
         }
     }
 
-    /// Housekeeping: killed clients, and (loop 0) the expiry sweep.
+    /// Housekeeping: killed clients, garbage, and (loop 0) the expiry sweep.
     fn cron(&mut self) {
         self.clock = (Instant::now(), now_ms());
         let killed: Vec<Token> =
             self.clients.iter().filter(|(_, c)| c.info.kill.load(Ordering::Acquire)).map(|(t, _)| *t).collect();
         for t in killed {
             self.close(t);
+        }
+        // What this loop's deletes unlinked is freed at the end of a later
+        // transaction once no reader can see it: a loop with no traffic
+        // (writes refused above `maxmemory`, say) frees it here.
+        if self.worker.pending_garbage() > 0 {
+            let _ = self.worker.collect_garbage();
         }
         // A replica's expired keys go when its primary's sweep removes them.
         if self.idx == 0 && !self.shared.db.is_read_only() {

@@ -29,5 +29,5 @@ mod stats;
 mod table;
 
 pub use server::{
-    AppendFsync, Config, InfoLines, Members, Promoter, ReplicaOf, Server, StartError, Stopper, Switchover,
+    parse_memory, AppendFsync, Config, InfoLines, Members, Promoter, ReplicaOf, Server, StartError, Stopper, Switchover,
 };

@@ -71,6 +71,10 @@ pub struct Config {
     /// Numbered databases (`SELECT 0..n`), each a table.
     pub databases: usize,
     pub maxclients: usize,
+    /// Bytes of records and index nodes ([`epochdb::memory_in_use`]) above
+    /// which commands that add to memory are refused (Redis's `maxmemory`
+    /// with `noeviction`); 0: no limit.
+    pub maxmemory: u64,
     pub limits: Limits,
     /// Unparsed bytes a client may have sent before it is closed.
     pub query_buffer_limit: usize,
@@ -159,6 +163,7 @@ impl Default for Config {
             requirepass: None,
             databases: 16,
             maxclients: 10_000,
+            maxmemory: 0,
             limits: Limits::default(),
             query_buffer_limit: 1 << 30,
             slowlog_slower_than: 10_000,
@@ -220,6 +225,7 @@ pub struct Settings {
     appendfsync: AtomicU8,
     pub slowlog_slower_than: AtomicI64,
     pub maxclients: AtomicUsize,
+    pub maxmemory: AtomicU64,
     pub max_bulk: AtomicUsize,
     pub query_buffer_limit: AtomicUsize,
 }
@@ -425,6 +431,7 @@ impl Server {
                 appendfsync: AtomicU8::new(config.appendfsync as u8),
                 slowlog_slower_than: AtomicI64::new(config.slowlog_slower_than),
                 maxclients: AtomicUsize::new(config.maxclients),
+                maxmemory: AtomicU64::new(config.maxmemory),
                 max_bulk: AtomicUsize::new(config.limits.max_bulk),
                 query_buffer_limit: AtomicUsize::new(config.query_buffer_limit),
             },
@@ -522,6 +529,26 @@ impl Drop for Server {
         self.shared.stop();
         self.join();
     }
+}
+
+/// A memory size as Redis's configuration takes it: bytes, or a number
+/// with `k`/`m`/`g` (powers of 1000) or `kb`/`mb`/`gb` (of 1024), in
+/// either case (`maxmemory 100mb`).
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(digits);
+    let scale: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1000 * 1000,
+        "mb" => 1 << 20,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    n.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 /// Stops a server from another thread ([`Server::stopper`]). It holds no

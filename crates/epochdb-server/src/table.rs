@@ -60,7 +60,38 @@ impl Command {
         if matches!(self.name, "auth" | "hello" | "quit" | "reset") {
             f.push("no_auth");
         }
+        if self.denyoom() {
+            f.push("denyoom");
+        }
         f
+    }
+
+    /// Whether it may add to memory, so is refused above `maxmemory` (the
+    /// commands Redis flags `denyoom`; deletes, expiry and reads go on).
+    pub fn denyoom(&self) -> bool {
+        matches!(
+            self.name,
+            "set"
+                | "setnx"
+                | "setex"
+                | "psetex"
+                | "getset"
+                | "mset"
+                | "msetnx"
+                | "incr"
+                | "decr"
+                | "incrby"
+                | "decrby"
+                | "incrbyfloat"
+                | "append"
+                | "setrange"
+                | "copy"
+                | "hset"
+                | "hmset"
+                | "hsetnx"
+                | "hincrby"
+                | "hincrbyfloat"
+        )
     }
 }
 

@@ -32,14 +32,23 @@
 //!
 //! - `EPOCHDB_ARENA=off` in the environment turns the arena off for the
 //!   process (every block from the global allocator), for valgrind.
+//! - [`bytes_in_use`]: the bytes of blocks handed out and not freed (small
+//!   and large, arena on or off). Each thread adds what it allocates and
+//!   subtracts what it frees to a counter on a cache line of its own (the
+//!   freed block may be another thread's: only the sum means anything). A
+//!   thread that exits leaves its counter, value and all, to the next new
+//!   thread. Chunks are never given back, so the process's resident size
+//!   does not fall when blocks are freed; this does (`serve --maxmemory`).
 //!
-//! Invariant: a block is freed with the layout it was allocated with
-//! (its class is computed from the layout's size both times).
+//! Invariants: a block is freed with the layout it was allocated with
+//! (its class is computed from the layout's size both times); the sum of
+//! the counters is the bytes of the blocks live now, each counted at its
+//! class's size (a large block at its layout's).
 
 use std::alloc::{handle_alloc_error, Layout};
 use std::cell::UnsafeCell;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// Blocks above this size go to the global allocator.
@@ -247,13 +256,51 @@ fn new_chunk() -> *mut u8 {
     base
 }
 
+/// Bytes a thread allocated minus bytes it freed ([`bytes_in_use`]).
+#[repr(align(64))]
+struct Counter(AtomicI64);
+
+/// Every counter ever handed to a thread, and those whose thread exited.
+static COUNTERS: Mutex<(Vec<&'static Counter>, Vec<&'static Counter>)> = Mutex::new((Vec::new(), Vec::new()));
+/// What threads count while their own locals are torn down.
+static ORPHANED: Counter = Counter(AtomicI64::new(0));
+
+fn counters() -> std::sync::MutexGuard<'static, (Vec<&'static Counter>, Vec<&'static Counter>)> {
+    COUNTERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Bytes of records and index nodes live now (see the module notes).
+pub fn bytes_in_use() -> u64 {
+    let all = counters().0.iter().map(|c| c.0.load(Ordering::Relaxed)).sum::<i64>();
+    (all + ORPHANED.0.load(Ordering::Relaxed)).max(0) as u64
+}
+
 /// One thread's free lists and runs.
 struct Local {
     lists: [List; CLASSES],
     runs: [Run; CLASSES],
+    /// Taken at the first block; given back when the thread exits.
+    counter: Option<&'static Counter>,
 }
 
 impl Local {
+    const NEW: Local = Local { lists: [EMPTY; CLASSES], runs: [Run { next: 0, end: 0 }; CLASSES], counter: None };
+
+    /// Adds `bytes` (negative: freed) to this thread's counter. Only this
+    /// thread writes it, so a load and a store do; readers sum them.
+    #[inline]
+    fn count(&mut self, bytes: i64) {
+        let c = *self.counter.get_or_insert_with(|| {
+            let mut all = counters();
+            all.1.pop().unwrap_or_else(|| {
+                let c: &'static Counter = Box::leak(Box::new(Counter(AtomicI64::new(0))));
+                all.0.push(c);
+                c
+            })
+        });
+        c.0.store(c.0.load(Ordering::Relaxed) + bytes, Ordering::Relaxed);
+    }
+
     fn alloc(&mut self, class: usize) -> NonNull<u8> {
         if let Some(b) = self.lists[class].pop() {
             return b;
@@ -291,6 +338,9 @@ impl Drop for Local {
     /// The thread is exiting: its free blocks, and what its runs had not
     /// handed out yet, go to the pool.
     fn drop(&mut self) {
+        if let Some(c) = self.counter.take() {
+            counters().1.push(c);
+        }
         let mut s = shared();
         for class in 0..CLASSES {
             let size = (class + 1) * GRAIN;
@@ -308,8 +358,7 @@ impl Drop for Local {
 }
 
 thread_local! {
-    static LOCAL: UnsafeCell<Local> =
-        const { UnsafeCell::new(Local { lists: [EMPTY; CLASSES], runs: [Run { next: 0, end: 0 }; CLASSES] }) };
+    static LOCAL: UnsafeCell<Local> = const { UnsafeCell::new(Local::NEW) };
 }
 
 /// Whether small blocks use the arena, decided once per process:
@@ -341,18 +390,34 @@ fn class_of(layout: Layout) -> Option<usize> {
 #[inline]
 pub fn alloc(layout: Layout) -> NonNull<u8> {
     let Some(class) = class_of(layout) else {
+        count_large(layout.size() as i64);
         // SAFETY: callers allocate non-zero sizes (records and nodes).
         let p = unsafe { std::alloc::alloc(layout) };
         return NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout));
     };
+    let bytes = ((class + 1) * GRAIN) as i64;
     // SAFETY: the cell is this thread's own and no reference to it
     // outlives the call (`alloc` does not reenter this module).
-    LOCAL.try_with(|l| unsafe { (*l.get()).alloc(class) }).unwrap_or_else(|_| {
+    let block = LOCAL.try_with(|l| unsafe {
+        let l = &mut *l.get();
+        l.count(bytes);
+        l.alloc(class)
+    });
+    block.unwrap_or_else(|_| {
         // This thread's locals are being torn down: use a run of its own
-        // once, from the pool.
-        let mut scratch = Local { lists: [EMPTY; CLASSES], runs: [Run { next: 0, end: 0 }; CLASSES] };
+        // once, from the pool, counted apart.
+        ORPHANED.0.fetch_add(bytes, Ordering::Relaxed);
+        let mut scratch = Local::NEW;
         scratch.alloc(class)
     })
+}
+
+/// Counts a block of the global allocator's.
+fn count_large(bytes: i64) {
+    // SAFETY: as in `alloc`.
+    if LOCAL.try_with(|l| unsafe { (*l.get()).count(bytes) }).is_err() {
+        ORPHANED.0.fetch_add(bytes, Ordering::Relaxed);
+    }
 }
 
 /// Frees a block.
@@ -363,13 +428,20 @@ pub fn alloc(layout: Layout) -> NonNull<u8> {
 #[inline]
 pub unsafe fn free(block: NonNull<u8>, layout: Layout) {
     let Some(class) = class_of(layout) else {
+        count_large(-(layout.size() as i64));
         // SAFETY: per the contract, from `std::alloc::alloc(layout)`.
         unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
         return;
     };
+    let bytes = ((class + 1) * GRAIN) as i64;
     // SAFETY: as in `alloc`; the contract makes the block free.
-    let done = LOCAL.try_with(|l| unsafe { (*l.get()).free(block.as_ptr(), class) });
+    let done = LOCAL.try_with(|l| unsafe {
+        let l = &mut *l.get();
+        l.count(-bytes);
+        l.free(block.as_ptr(), class)
+    });
     if done.is_err() {
+        ORPHANED.0.fetch_sub(bytes, Ordering::Relaxed);
         let mut list = EMPTY;
         // SAFETY: per the contract.
         unsafe { list.push(block.as_ptr()) };
@@ -432,6 +504,41 @@ mod tests {
             // SAFETY: as above.
             unsafe { free(again, layout) };
         }
+    }
+
+    /// This thread's counter ([`bytes_in_use`] sums them; other tests
+    /// allocate in parallel, so only a thread's own is exact here).
+    fn counted_here() -> i64 {
+        LOCAL.with(|l| {
+            // SAFETY: this thread's own cell, read between calls.
+            unsafe { (*l.get()).counter }.map_or(0, |c| c.0.load(Ordering::Relaxed))
+        })
+    }
+
+    #[test]
+    fn blocks_are_counted_at_their_class_size_until_freed() {
+        let small = Layout::from_size_align(41, 8).expect("layout"); // the 48-byte class
+        let large = Layout::from_size_align(MAX_SMALL + 100, 8).expect("layout");
+        let before = counted_here();
+        let a = alloc(small);
+        let b = alloc(large);
+        let want = if enabled() { 48 } else { 41 };
+        assert_eq!(counted_here() - before, want + MAX_SMALL as i64 + 100);
+        assert!(bytes_in_use() > 0);
+        // Freed on another thread: this one's count stays, that one's falls.
+        let (pa, pb) = (a.as_ptr() as usize, b.as_ptr() as usize);
+        let there = std::thread::spawn(move || {
+            let before = counted_here();
+            // SAFETY: allocated above with these layouts, freed once.
+            unsafe {
+                free(NonNull::new(pa as *mut u8).expect("non-null"), small);
+                free(NonNull::new(pb as *mut u8).expect("non-null"), large);
+            }
+            counted_here() - before
+        })
+        .join()
+        .expect("the freeing thread");
+        assert_eq!(there, -(want + MAX_SMALL as i64 + 100));
     }
 
     #[test]

@@ -62,3 +62,23 @@ pub use replication::{
 pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};
 pub use txn::{CommitInfo, Range, Txn};
+
+/// Bytes of records and index nodes live now, in every database of the
+/// process (as its allocator counts them: each block at its size class).
+/// Unlike the resident size, it falls when rows are deleted and their
+/// memory is reclaimed (after the epochs that may still read them), so a
+/// server can refuse writes above a limit and take them again after
+/// deletes (`epochdb serve --maxmemory`).
+///
+/// ```
+/// # use epochdb::{Database, Options, TableOptions};
+/// let db = Database::open(Options::default())?;
+/// let t = db.create_table("t", TableOptions::new())?;
+/// let before = epochdb::memory_in_use();
+/// db.worker()?.run(|txn| txn.put(t, b"key", &[7; 400]))?;
+/// assert!(epochdb::memory_in_use() > before);
+/// # Ok::<(), epochdb::Error>(())
+/// ```
+pub fn memory_in_use() -> u64 {
+    arena::bytes_in_use()
+}

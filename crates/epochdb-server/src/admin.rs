@@ -130,6 +130,12 @@ impl EventLoop {
             "epochdb.member" => member(c, &shared, a),
             "acl" => acl(c, &shared, a),
             "slowlog" => slowlog(c, &shared, a),
+            "bgsave" => bgsave(c, &shared, a),
+            "lastsave" => c.out().int(lastsave(&shared) as i64),
+            "save" => c.out().error(
+                "ERR SAVE would stop the server until the checkpoint is written: epochdb checkpoints in the \
+                 background (BGSAVE, then LASTSAVE)",
+            ),
             _ => c.out().error(&format!("ERR unknown command '{name}'")),
         }
         c.out.get(before) == Some(&b'-')
@@ -859,6 +865,36 @@ fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> 
     ]
 }
 
+/// BGSAVE [SCHEDULE]: a checkpoint now instead of at the end of the
+/// interval (Redis's RDB save is the nearest thing Redis has).
+fn bgsave(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+    let schedule = match a.len() {
+        1 => false,
+        2 if a.get(1).eq_ignore_ascii_case(b"SCHEDULE") => true,
+        _ => return c.out().error("ERR syntax error"),
+    };
+    let busy = shared.db.checkpoint_stats().in_progress;
+    if busy && !schedule {
+        return c.out().error("ERR Background save already in progress");
+    }
+    match shared.db.request_checkpoint() {
+        Ok(()) if busy => c.out().simple("Background saving scheduled"),
+        Ok(()) => c.out().simple("Background saving started"),
+        Err(_) => c.out().error(&format!(
+            "ERR --durability {} takes no checkpoints: BGSAVE needs log+checkpoint or delta+checkpoint",
+            format!("{:?}", shared.db.options().durability).to_ascii_lowercase()
+        )),
+    }
+}
+
+/// LASTSAVE: the Unix time the last checkpoint was installed, or the
+/// server's start if none was since (as Redis counts its start).
+fn lastsave(shared: &crate::server::Shared) -> u64 {
+    let installed = shared.db.checkpoint_stats().installed_at;
+    let at = installed.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    at.map_or_else(|| (now_ms() / 1000).saturating_sub(shared.started.elapsed().as_secs()), |d| d.as_secs())
+}
+
 fn config(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
     let sub = a.get(1).to_ascii_uppercase();
     match &sub[..] {
@@ -1018,8 +1054,10 @@ pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate
         let cp = shared.db.checkpoint_stats();
         let _ = write!(
             out,
-            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\nepochdb_durability:{:?}\r\nepochdb_epoch:{}\r\nepochdb_durable_epoch:{}\r\nepochdb_log_bytes:{}\r\nepochdb_checkpoints:{}\r\nappendfsync:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nepochdb_durability:{:?}\r\nepochdb_epoch:{}\r\nepochdb_durable_epoch:{}\r\nepochdb_log_bytes:{}\r\nepochdb_checkpoints:{}\r\nappendfsync:{}\r\n\r\n",
             logging as u8,
+            cp.in_progress as u8,
+            lastsave(shared),
             o.durability,
             shared.db.epoch(),
             shared.db.durable_epoch(),

@@ -129,6 +129,9 @@ pub static COMMANDS: &[Command] = cmds! {
     "role" 1 false R (0 0 0) Run::Conn;
     "acl" -2 false SRV (0 0 0) Run::Conn;
     "slowlog" -2 false ADMIN (0 0 0) Run::Conn;
+    "bgsave" -1 false ADMIN (0 0 0) Run::Conn;
+    "save" 1 false ADMIN (0 0 0) Run::Conn;
+    "lastsave" 1 false ADMIN (0 0 0) Run::Conn;
     "wait" 3 false SRV (0 0 0) Run::Conn;
     "waitaof" 4 false SRV (0 0 0) Run::Conn;
     "replicaof" 3 false ADMIN (0 0 0) Run::Conn;

@@ -638,6 +638,52 @@ fn the_parser_survives_arbitrary_bytes() {
     }
 }
 
+/// BGSAVE begins a checkpoint at once, not at the end of the interval (an
+/// hour here); LASTSAVE and INFO persistence show it. Without checkpoints
+/// it is an error, and SAVE always is (it would stop the server).
+#[test]
+fn bgsave_takes_a_checkpoint_now() {
+    let dir = std::env::temp_dir().join(format!("epochdb-serve-bgsave-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = Options {
+        durability: Durability::LogAndCheckpoint,
+        checkpoint_interval: Duration::from_secs(3600),
+        data_dir: Some(dir.clone()),
+        ..Options::default()
+    };
+    let server = start(Config { options, ..Config::default() });
+    let mut c = connect(&server);
+    let started: i64 = cmd_int(&mut c, &["LASTSAVE"]);
+    let _: () = c.set("k", "v").unwrap();
+    let checkpoints = |c: &mut Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+        info.lines().find_map(|l| l.strip_prefix("epochdb_checkpoints:")).unwrap().trim().parse().unwrap()
+    };
+    assert_eq!(checkpoints(&mut c), 0);
+    assert_eq!(cmd(&mut c, &["BGSAVE"]).unwrap(), Value::SimpleString("Background saving started".into()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while checkpoints(&mut c) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint after BGSAVE");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(cmd_int(&mut c, &["LASTSAVE"]) >= started);
+    assert!(err(&mut c, &["SAVE"]).contains("BGSAVE"));
+    assert!(err(&mut c, &["BGSAVE", "NOW"]).contains("syntax error"));
+    drop(c);
+    server.shutdown();
+    std::fs::remove_dir_all(&dir).ok();
+    let server = start(Config::default()); // durability off
+    let mut c = connect(&server);
+    assert!(err(&mut c, &["BGSAVE"]).contains("takes no checkpoints"));
+}
+
+fn cmd_int(c: &mut Connection, args: &[&str]) -> i64 {
+    match cmd(c, args).unwrap() {
+        Value::Int(n) => n,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
 /// The next number of a xorshift sequence: a seeded, repeatable mix.
 fn xorshift(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;

@@ -762,6 +762,36 @@ impl Database {
         log::lock(&self.shared().store.checkpoint_stats).clone()
     }
 
+    /// Begins a checkpoint now rather than at the end of the interval
+    /// (after the one being written, if any), and returns at once; watch
+    /// [`Database::checkpoint_stats`]'s `installed` for it. `NotDurable`
+    /// when these options take no checkpoints.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Durability, Options};
+    /// # let dir = std::env::temp_dir().join(format!("epochdb-doc-ckpt-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let options = Options { durability: Durability::LogAndCheckpoint, data_dir: Some(dir.clone()), ..Options::default() };
+    /// let db = Database::open(options)?;
+    /// db.request_checkpoint()?;
+    /// while db.checkpoint_stats().installed == 0 {
+    ///     std::thread::sleep(std::time::Duration::from_millis(10));
+    /// }
+    /// assert!(db.checkpoint_stats().installed_at.is_some());
+    /// # drop(db);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
+    pub fn request_checkpoint(&self) -> Result<()> {
+        match &*log::lock(&self.handle.checkpointer) {
+            Some(c) => {
+                c.request();
+                Ok(())
+            }
+            None => Err(Error::NotDurable),
+        }
+    }
+
     /// The replication term this database's history is in, and the term's
     /// first epoch: `(0, 0)` until a backup of it was first promoted; each
     /// promotion ([`crate::Backup::promote`]) starts the next term. A

@@ -87,6 +87,8 @@ pub struct CheckpointStats {
     pub records: u64,
     /// Time from start to installation.
     pub seconds: f64,
+    /// When it was installed (`None` before the first since open).
+    pub installed_at: Option<std::time::SystemTime>,
     /// A checkpoint is being written now.
     pub in_progress: bool,
 }
@@ -105,6 +107,9 @@ pub(crate) struct Checkpointing {
 /// The checkpoint manager thread; stopped on drop.
 pub struct Checkpointer {
     stop: Arc<AtomicBool>,
+    /// Set by [`Checkpointer::request`]: begin the next one without
+    /// waiting out the interval.
+    now: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -112,12 +117,22 @@ impl Checkpointer {
     pub(crate) fn start(cx: Checkpointing) -> Result<Checkpointer> {
         remove_uninstalled(&cx, false)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
+        let now = Arc::new(AtomicBool::new(false));
+        let (s, n) = (stop.clone(), now.clone());
         let thread = std::thread::Builder::new()
             .name("epochdb-checkpoint".into())
-            .spawn(move || manage(&cx, &s))
+            .spawn(move || manage(&cx, &s, &n))
             .map_err(|source| Error::Io { op: "start the checkpoint thread", path: PathBuf::new(), source })?;
-        Ok(Checkpointer { stop, thread: Some(thread) })
+        Ok(Checkpointer { stop, now, thread: Some(thread) })
+    }
+
+    /// Begins the next checkpoint at once (after the one being written,
+    /// if any), instead of at the end of the interval.
+    pub(crate) fn request(&self) {
+        self.now.store(true, Ordering::Release);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
     }
 }
 
@@ -131,13 +146,16 @@ impl Drop for Checkpointer {
     }
 }
 
-fn manage(cx: &Checkpointing, stop: &AtomicBool) {
+fn manage(cx: &Checkpointing, stop: &AtomicBool, now: &AtomicBool) {
     let Some(durable) = cx.store.durable.as_ref() else { return };
     loop {
         let deadline = Instant::now() + cx.options.checkpoint_interval;
         while Instant::now() < deadline {
             if stop.load(Ordering::Acquire) {
                 return;
+            }
+            if now.swap(false, Ordering::AcqRel) {
+                break;
             }
             std::thread::park_timeout(
                 deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
@@ -260,6 +278,7 @@ fn checkpoint(cx: &Checkpointing, stop: &AtomicBool) -> Result<Option<Checkpoint
     stats.total_bytes = before.total_bytes + stats.bytes;
     stats.incremental_installed = before.incremental_installed + u64::from(stats.incremental);
     stats.seconds = start.elapsed().as_secs_f64();
+    stats.installed_at = Some(std::time::SystemTime::now());
     Ok(Some(stats))
 }
 

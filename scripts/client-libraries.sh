@@ -3,7 +3,7 @@
 # tests use) against `epochdb serve`: installs redis-py and ioredis, at the
 # versions pinned below, into a scratch folder (pip and npm from their
 # registries), starts a durable server with a password on a fresh data
-# directory (a `--safety sync` replication primary) and a replica of it,
+# directory (log+checkpoint, a `--safety sync` replication primary) and a replica of it,
 # and runs scripts/clients/*: redis-py over RESP2 and RESP3 (and against
 # the replica: WAIT, reads, READONLY, ROLE), ioredis over RESP2. Each checks what an application leans on: AUTH and
 # ACL users, strings, expiry, hashes, SCAN iterators, pipelines, MULTI,
@@ -40,7 +40,7 @@ up() {
   echo "the server on port $1 did not start" >&2
   exit 1
 }
-"$bin" serve --port $port --durability log --data-dir "$scratch/data" --requirepass $password \
+"$bin" serve --port $port --durability log+checkpoint --data-dir "$scratch/data" --requirepass $password \
   --replicate-listen 127.0.0.1:$repl --safety sync 2>"$scratch/server.log" &
 up $port "$scratch/server.log"
 "$bin" serve --port $replica --durability log --data-dir "$scratch/replica" --requirepass $password \

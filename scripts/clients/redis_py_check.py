@@ -126,6 +126,9 @@ except redis.exceptions.NoPermissionError:
     pass
 check("ACL WHOAMI", r.acl_whoami(), "default")
 check("CLIENT SETNAME/GETNAME", (r.client_setname("app"), r.client_getname()), (True, "app"))
+# A checkpoint on request; LASTSAVE as the library's datetime.
+check("BGSAVE SCHEDULE", r.bgsave(schedule=True) in (True, "Background saving started", "Background saving scheduled"), True)
+check("LASTSAVE", type(r.lastsave()).__name__, "datetime")
 
 # A replica: WAIT counts it, it serves the write once replayed, refuses
 # writes with READONLY (the library's ReadOnlyError), and ROLE says so.

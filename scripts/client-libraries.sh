@@ -3,13 +3,14 @@
 # tests use) against `epochdb serve`: installs redis-py and ioredis, at the
 # versions pinned below, into a scratch folder (pip and npm from their
 # registries), starts a durable server with a password on a fresh data
-# directory (log+checkpoint, a `--safety sync` replication primary) and a replica of it,
-# and runs scripts/clients/*: redis-py over RESP2 and RESP3 (and against
-# the replica: WAIT, reads, READONLY, ROLE), ioredis over RESP2. Each checks what an application leans on: AUTH and
-# ACL users, strings, expiry, hashes, SCAN iterators, pipelines, MULTI,
-# WATCH retried under 4 contending clients, numbered databases, errors as
-# the library's exceptions. Exits non-zero if a library cannot be
-# installed or a check fails.
+# directory (log+checkpoint, a `--safety sync` replication primary) and a
+# replica of it, and runs scripts/clients/*: redis-py over RESP2 and RESP3
+# (and against the replica: WAIT, reads, READONLY, ROLE), ioredis over
+# RESP2. Each checks what an application leans on: AUTH and ACL users,
+# strings, expiry, hashes, SCAN iterators, pipelines, MULTI, WATCH retried
+# under 4 contending clients, numbered databases, BGSAVE and LASTSAVE,
+# errors as the library's exceptions. Exits non-zero if a library cannot
+# be installed or a check fails.
 # Usage: scripts/client-libraries.sh [EPOCHDB]   (default: the debug build)
 set -euo pipefail
 cd "$(dirname "$0")/.."

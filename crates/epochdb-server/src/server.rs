@@ -606,3 +606,24 @@ impl Promoter {
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_memory;
+
+    #[test]
+    fn memory_sizes_parse_as_redis_takes_them() {
+        assert_eq!(parse_memory("0"), Some(0));
+        assert_eq!(parse_memory("1024"), Some(1024));
+        assert_eq!(parse_memory("100b"), Some(100));
+        assert_eq!(parse_memory("4k"), Some(4000));
+        assert_eq!(parse_memory("4KB"), Some(4096));
+        assert_eq!(parse_memory("100mb"), Some(100 << 20));
+        assert_eq!(parse_memory("2M"), Some(2_000_000));
+        assert_eq!(parse_memory("3gb"), Some(3 << 30));
+        assert_eq!(parse_memory("1g"), Some(1_000_000_000));
+        for bad in ["", "mb", "-1", "1.5gb", "12xb", "1 gb x", "99999999999999999999gb"] {
+            assert_eq!(parse_memory(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -98,7 +98,7 @@ pub fn serve(
     n: NodeArgs,
     mut config: Config,
     secret: Option<String>,
-    signals: crate::signals::Blocked,
+    stop: crate::signals::Stop,
 ) -> CliResult<ExitCode> {
     let id = n.node_id.ok_or("--node-id is required")?;
     let data = config.options.data_dir.clone().ok_or("a control-plane node needs --durability other than off")?;
@@ -120,12 +120,6 @@ pub fn serve(
     cfg.secret = secret.clone();
     cfg.join = n.join;
     cfg.replicate_addr = replicate.to_string();
-    // A signal before the server is up (waiting for an appointment) ends
-    // the process at once: it has served nothing yet.
-    let stopper = Arc::new(std::sync::OnceLock::<epochdb_server::Stopper>::new());
-    let s = stopper.clone();
-    let stop = move || s.get().map_or_else(|| std::process::exit(0), |s| s.stop());
-    signals.on_signal("the node", stop).map_err(|e| failed(format!("start the signal thread: {e}")))?;
     let node = Arc::new(Node::start(cfg).map_err(failed)?);
     crate::say!("epochdb serve: control node {id} on {}; waiting for the group to appoint a primary", node.addr());
     let mut v = node.view();
@@ -175,7 +169,10 @@ pub fn serve(
         describe(&v),
         v.cluster.appointment
     );
-    let _ = stopper.set(server.stopper());
+    // Until here (waiting for an appointment, recovering) a signal ended
+    // the process at once.
+    let stopper = server.stopper();
+    stop.arm(move || stopper.stop());
     let promoter = server.promoter();
     let following = v.cluster.primary_addr.clone();
     let db = server.database().clone();

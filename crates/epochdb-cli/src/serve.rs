@@ -1,6 +1,7 @@
 //! `epochdb serve`: the Redis-protocol server.
 
 use crate::args::{epoch_ms, failed, run_secs, CliResult, DurabilityArg, DurabilityArgs};
+use crate::signals::Stop;
 use clap::{Args, ValueEnum};
 use epochdb::{Backup, BackupOptions, Durability, PrimaryOptions, Safety};
 use epochdb_server::{AppendFsync, Config, ReplicaOf, Server};
@@ -146,11 +147,8 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
     if let Some(cpu) = a.cpu {
         crate::replicas::pin_to_cpu(cpu)?;
     }
-    let stopping = Arc::new(AtomicBool::new(false));
-    let s = stopping.clone();
-    signals
-        .on_signal("the replica", move || s.store(true, Ordering::Release))
-        .map_err(|e| failed(format!("start the signal thread: {e}")))?;
+    let stop = Stop::default();
+    signals.on_signal("the replica", stop.clone()).map_err(|e| failed(format!("start the signal thread: {e}")))?;
     let mut opts = BackupOptions {
         secret: a.replication_secret,
         replay_memory: (a.replay_memory << 20) as usize,
@@ -158,6 +156,9 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
     };
     opts.database.recovery_threads = a.replay_threads.map_or(0, |n| n as usize);
     let backup = Backup::start(opts).map_err(|e| failed(e.to_string()))?;
+    let stopping = Arc::new(AtomicBool::new(false));
+    let s = stopping.clone();
+    stop.arm(move || s.store(true, Ordering::Release));
     crate::say!("epochdb replica: backing up {} into {}", a.primary, a.data_dir.display());
     if a.read_tpcc > 0 {
         crate::replicas::tpcc_readers(backup.database().clone(), a.read_tpcc as usize, a.read_report.clone())?;
@@ -226,16 +227,18 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         options,
         ..Config::default()
     };
-    // Before the server starts a thread: they all inherit the mask.
+    // Before the server starts a thread: they all inherit the mask. A
+    // signal during the recovery exits at once; after it, it stops the
+    // server as SHUTDOWN does.
     let signals = crate::signals::block().map_err(|e| failed(format!("block SIGTERM and SIGINT: {e}")))?;
+    let stop = Stop::default();
+    signals.on_signal("the server", stop.clone()).map_err(|e| failed(format!("start the signal thread: {e}")))?;
     if a.node.node_id.is_some() {
-        return crate::cluster::serve(a.node, config, replication_secret, signals);
+        return crate::cluster::serve(a.node, config, replication_secret, stop);
     }
     let server = Server::start(config).map_err(|e| failed(e.to_string()))?;
     let stopper = server.stopper();
-    signals
-        .on_signal("the server", move || stopper.stop())
-        .map_err(|e| failed(format!("start the signal thread: {e}")))?;
+    stop.arm(move || stopper.stop());
     crate::say!("epochdb serve: listening on {} (redis-cli -p {})", server.local_addr(), server.local_addr().port());
     if let Some(primary) = server.replica_of() {
         crate::say!("epochdb serve: replica of {primary}: reads at its read view, writes refused until promoted");

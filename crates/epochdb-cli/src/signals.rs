@@ -6,10 +6,13 @@
 //!
 //! The signals are blocked in the main thread before any other starts, so
 //! every thread inherits the mask and none is interrupted; one thread
-//! takes them with `sigwait` and runs the stop. A second signal, while
-//! the stop is under way, ends the process at once.
+//! takes them with `sigwait` and runs the stop ([`Stop`]). Before the
+//! server serves (during its recovery, say) there is nothing to stop
+//! cleanly, and the process exits at once, as it did before. A second
+//! signal, while the stop is under way, ends the process at once.
 
 use std::io;
+use std::sync::{Arc, OnceLock};
 
 /// SIGTERM and SIGINT, blocked in the calling thread and every thread it
 /// starts afterwards. Call before the first thread is started.
@@ -31,10 +34,34 @@ pub fn block() -> io::Result<Blocked> {
     }
 }
 
+/// What the first signal does: until [`Stop::arm`] gives it a stop, the
+/// process exits at once (status 0): nothing is served yet, and a
+/// recovery under way is simply done again at the next start.
+#[derive(Clone, Default)]
+pub struct Stop(Arc<OnceLock<Box<dyn Fn() + Send + Sync>>>);
+
+impl Stop {
+    /// From now on a signal runs `f` (once the server serves).
+    pub fn arm(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.0.set(Box::new(f));
+    }
+
+    fn run(&self, what: &str) {
+        match self.0.get() {
+            Some(f) => f(),
+            None => {
+                ::log::info!("{what} was not serving yet: exiting");
+                std::process::exit(0);
+            }
+        }
+    }
+}
+
 impl Blocked {
     /// Runs `stop` on a thread of its own at the first signal; exits the
-    /// process (status 1) at the second.
-    pub fn on_signal(self, what: &'static str, stop: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    /// process (status 1) at the second. Call before anything slow (a
+    /// recovery), so that a signal then ends it.
+    pub fn on_signal(self, what: &'static str, stop: Stop) -> io::Result<()> {
         let wait = move || -> libc::c_int {
             let mut sig = 0;
             // SAFETY: the set was built by `block`; `sig` is a valid out
@@ -48,7 +75,7 @@ impl Blocked {
             // below the log level.
             let first = name(wait());
             ::log::info!("{first}: stopping {what} cleanly (again to stop at once)");
-            std::thread::spawn(stop);
+            std::thread::spawn(move || stop.run(what));
             let second = name(wait());
             ::log::warn!("{second}: stopping at once");
             std::process::exit(1);

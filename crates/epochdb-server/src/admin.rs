@@ -277,7 +277,6 @@ impl EventLoop {
         self.finish(t, r.map(|((), info)| info.release_epoch), write)
     }
 
-    /// FLUSHALL: every database, one transaction.
     /// DBSIZE outside MULTI: from INFO keyspace's counts, at once (as in
     /// Redis, whose DBSIZE is O(1)), where the scan would read every key
     /// into one transaction's read set. Like Redis's, the count includes
@@ -298,6 +297,7 @@ impl EventLoop {
         true
     }
 
+    /// FLUSHALL: every database, one transaction.
     fn flushall(&mut self, t: Token, a: &Args) -> bool {
         if a.len() > 2 || a.len() == 2 && !matches!(&a.get(1).to_ascii_uppercase()[..], b"SYNC" | b"ASYNC") {
             if let Some(c) = self.client(t) {

@@ -282,14 +282,7 @@ fn a_stopped_primary_that_comes_back_releases_nothing_and_exits_deposed() {
     let took = until_it_takes_writes(&b, "after");
     eprintln!("a stopped primary replaced in {took:?}");
     signal("-CONT");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = p.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the deposed primary did not exit: {}", p.log());
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = p.wait_exit(Duration::from_secs(20)); // deposed: it exits
     assert_eq!(status.code(), Some(3), "{}", p.log());
     let acked = fenced.join().unwrap();
     assert!(acked.is_err(), "the deposed primary acknowledged a durable write\n{}\nnew primary:\n{}", p.log(), b.log());

@@ -27,12 +27,17 @@ impl Served {
     pub fn signal_and_wait(&mut self, signal: i32) -> std::process::ExitStatus {
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, signal) }, 0);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        self.wait_exit(std::time::Duration::from_secs(60))
+    }
+
+    /// Its exit status, once it exits within `within` (else the test fails).
+    pub fn wait_exit(&mut self, within: std::time::Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(std::time::Instant::now() < deadline, "still running after signal {signal}: {}", self.log());
+            assert!(std::time::Instant::now() < deadline, "still running after {within:?}: {}", self.log());
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }

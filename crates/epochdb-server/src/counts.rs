@@ -162,10 +162,14 @@ impl Counts {
                 loop {
                     let seen = w.run(|txn| {
                         let start = from.map(|()| &last[..]);
-                        let mut next = Vec::new();
+                        // Only a whole chunk's last key is kept: the next
+                        // chunk starts after it.
+                        let (mut i, mut next) = (0, Vec::new());
                         let seen = txn.scan(table, (start, Bound::Excluded(hi)), chunk, |k, _| {
-                            next.clear();
-                            next.extend_from_slice(k);
+                            i += 1;
+                            if i == chunk {
+                                next.extend_from_slice(k);
+                            }
                             true
                         })?;
                         Ok((seen, next))

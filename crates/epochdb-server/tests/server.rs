@@ -668,6 +668,9 @@ fn bgsave_takes_a_checkpoint_now() {
     }
     assert!(cmd_int(&mut c, &["LASTSAVE"]) >= started);
     assert!(err(&mut c, &["SAVE"]).contains("BGSAVE"));
+    // The mode as --durability spells it.
+    let mode: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("epochdb-durability").query(&mut c).unwrap();
+    assert_eq!(mode, ["epochdb-durability", "log+checkpoint"]);
     assert!(err(&mut c, &["BGSAVE", "NOW"]).contains("syntax error"));
     drop(c);
     server.shutdown();

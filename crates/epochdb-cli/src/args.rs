@@ -187,17 +187,6 @@ impl DurabilityArg {
     }
 }
 
-/// The name a durability mode has on the command line and in reports.
-pub fn durability_name(d: Durability) -> &'static str {
-    match d {
-        Durability::Off => "off",
-        Durability::Log => "log",
-        Durability::LogAndCheckpoint => "log+checkpoint",
-        Durability::Delta => "delta",
-        Durability::DeltaAndCheckpoint => "delta+checkpoint",
-    }
-}
-
 /// The benchmarks' durability options.
 #[derive(Debug, Args)]
 pub struct DurabilityArgs {

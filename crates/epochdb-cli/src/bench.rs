@@ -1,6 +1,6 @@
 //! `epochdb bench ycsb` and `epochdb bench tpcc`.
 
-use crate::args::{durability_name, failed, CliError, CliResult, DurabilityArgs, Output, RunArgs};
+use crate::args::{failed, CliError, CliResult, DurabilityArgs, Output, RunArgs};
 use crate::replicas::{CpuPerLog, Join, LogCpu, ReplicaBenchArgs, Replicas};
 use crate::say;
 use clap::builder::PossibleValuesParser;
@@ -127,7 +127,7 @@ fn durability_report(engine: &EpochDb, m: &driver::Measured, cpu: LogCpu) -> Opt
         c.chain
     );
     Some(DurabilityReport {
-        mode: durability_name(db.options().durability).into(),
+        mode: db.options().durability.name().into(),
         log_bytes: db.log_bytes(),
         log_bytes_per_txn: per_txn,
         durable_latency_us: DurableLatency { p50: q(0.5), p99: q(0.99), p999: q(0.999), count: d.len() },

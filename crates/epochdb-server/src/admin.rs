@@ -860,7 +860,7 @@ fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> 
         ("timeout", "0".into()),
         ("io-threads", cfg.threads.to_string()),
         ("dir", o.data_dir.as_ref().map_or(String::new(), |d| d.display().to_string())),
-        ("epochdb-durability", durability_name(o.durability).into()),
+        ("epochdb-durability", o.durability.name().into()),
         ("epochdb-epoch-interval-ms", o.epoch_interval.as_millis().to_string()),
     ]
 }
@@ -882,19 +882,8 @@ fn bgsave(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
         Ok(()) => c.out().simple("Background saving started"),
         Err(_) => c.out().error(&format!(
             "ERR --durability {} takes no checkpoints: BGSAVE needs log+checkpoint or delta+checkpoint",
-            durability_name(shared.db.options().durability)
+            shared.db.options().durability.name()
         )),
-    }
-}
-
-/// A durability mode as `--durability` spells it.
-fn durability_name(d: Durability) -> &'static str {
-    match d {
-        Durability::Off => "off",
-        Durability::Log => "log",
-        Durability::LogAndCheckpoint => "log+checkpoint",
-        Durability::Delta => "delta",
-        Durability::DeltaAndCheckpoint => "delta+checkpoint",
     }
 }
 

@@ -31,6 +31,22 @@ pub enum Durability {
 }
 
 impl Durability {
+    /// Its name on the `epochdb` command line and in reports and replies
+    /// (`log+checkpoint`, ...).
+    ///
+    /// ```
+    /// assert_eq!(epochdb::Durability::DeltaAndCheckpoint.name(), "delta+checkpoint");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Off => "off",
+            Durability::Log => "log",
+            Durability::LogAndCheckpoint => "log+checkpoint",
+            Durability::Delta => "delta",
+            Durability::DeltaAndCheckpoint => "delta+checkpoint",
+        }
+    }
+
     /// Writes a log (anything but `Off`).
     pub fn logs(self) -> bool {
         self != Durability::Off

@@ -129,6 +129,10 @@ check("CLIENT SETNAME/GETNAME", (r.client_setname("app"), r.client_getname()), (
 # A checkpoint on request; LASTSAVE as the library's datetime.
 check("BGSAVE SCHEDULE", r.bgsave(schedule=True) in (True, "Background saving started", "Background saving scheduled"), True)
 check("LASTSAVE", type(r.lastsave()).__name__, "datetime")
+# SAVE replies once a checkpoint begun after it is installed.
+before = r.info("persistence")["epochdb_checkpoints"]
+check("SAVE", r.save(), True)
+check("SAVE's checkpoint", r.info("persistence")["epochdb_checkpoints"] > before, True)
 
 # A replica: WAIT counts it, it serves the write once replayed, refuses
 # writes with READONLY (the library's ReadOnlyError), and ROLE says so.

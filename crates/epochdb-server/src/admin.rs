@@ -3,7 +3,7 @@
 //! COMMAND, CONFIG, INFO, ACL, SLOWLOG, WAIT and friends.
 
 use crate::commands::Exec;
-use crate::event_loop::{engine_error, printable, write_wait_reply, Blocked, Client, EventLoop};
+use crate::event_loop::{engine_error, printable, write_wait_reply, AckWait, Blocked, Client, EventLoop};
 use crate::glob;
 use crate::keyspace::{Db, Tally};
 use crate::resp::{parse_i64, Args, Out};
@@ -28,6 +28,7 @@ impl EventLoop {
             "flushall" => return self.flushall(t, a),
             "waitaof" => return self.waitaof(t, a),
             "wait" => return self.wait(t, a),
+            "save" => return self.save(t),
             _ => {}
         }
         let shared = self.shared.clone();
@@ -132,10 +133,6 @@ impl EventLoop {
             "slowlog" => slowlog(c, &shared, a),
             "bgsave" => bgsave(c, &shared, a),
             "lastsave" => c.out().int(lastsave(&shared) as i64),
-            "save" => c.out().error(
-                "ERR SAVE would stop the server until the checkpoint is written: epochdb checkpoints in the \
-                 background (BGSAVE, then LASTSAVE)",
-            ),
             _ => c.out().error(&format!("ERR unknown command '{name}'")),
         }
         c.out.get(before) == Some(&b'-')
@@ -355,6 +352,31 @@ impl EventLoop {
         self.block(t, want, timeout, Some(local > 0))
     }
 
+    /// SAVE: a checkpoint begun now, and `+OK` once it is installed.
+    /// Unlike Redis's, only this client waits: the checkpoint is written
+    /// in the background while every other client is served.
+    fn save(&mut self, t: Token) -> bool {
+        if is_replica(&self.shared) {
+            // A replica checkpoints only once replay has something new.
+            return self.reject(
+                t,
+                "ERR SAVE is not possible on a replica: it checkpoints what it replays (BGSAVE asks for one)",
+            );
+        }
+        let db = &self.shared.db;
+        let stats = db.checkpoint_stats();
+        // One under way may have begun before this client's last write:
+        // wait for the one after it.
+        let installed = stats.installed + 1 + u64::from(stats.in_progress);
+        if db.request_checkpoint().is_err() {
+            return self.reject(t, &no_checkpoints(&self.shared, "SAVE"));
+        }
+        let Some(c) = self.client(t) else { return true };
+        c.blocked = Some(Blocked::Save { installed });
+        self.blocked.push(t);
+        false
+    }
+
     fn reject(&mut self, t: Token, error: &str) -> bool {
         if let Some(c) = self.client(t) {
             c.out().error(error);
@@ -371,12 +393,12 @@ impl EventLoop {
         let (acked, durable, now) = (self.acknowledged(), self.durable_here(), Instant::now());
         let Some(c) = self.client(t) else { return true };
         let deadline = (timeout > 0).then(|| now + Duration::from_millis(timeout as u64));
-        let b = Blocked { epoch: c.last_write_epoch, replicas: want.max(0) as usize, deadline, local };
+        let b = AckWait { epoch: c.last_write_epoch, replicas: want.max(0) as usize, deadline, local };
         if let Some(reply) = b.answer(acked.as_deref(), durable, now) {
             write_wait_reply(&mut c.out(), reply);
             return false;
         }
-        c.blocked = Some(b);
+        c.blocked = Some(Blocked::Acks(b));
         if local == Some(true) {
             self.shared.db.hasten_durable(b.epoch);
         }
@@ -880,11 +902,14 @@ fn bgsave(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
     match shared.db.request_checkpoint() {
         Ok(()) if busy => c.out().simple("Background saving scheduled"),
         Ok(()) => c.out().simple("Background saving started"),
-        Err(_) => c.out().error(&format!(
-            "ERR --durability {} takes no checkpoints: BGSAVE needs log+checkpoint or delta+checkpoint",
-            shared.db.options().durability.name()
-        )),
+        Err(_) => c.out().error(&no_checkpoints(shared, "BGSAVE")),
     }
+}
+
+/// SAVE's and BGSAVE's error when the durability mode takes no checkpoints.
+fn no_checkpoints(shared: &crate::server::Shared, command: &str) -> String {
+    let mode = shared.db.options().durability.name();
+    format!("ERR --durability {mode} takes no checkpoints: {command} needs log+checkpoint or delta+checkpoint")
 }
 
 /// LASTSAVE: the Unix time the last checkpoint was installed, or the

@@ -157,11 +157,22 @@ pub struct Client {
     writable: bool,
 }
 
+/// What a blocked client's reply waits for; its later input waits behind
+/// it, as in Redis.
+#[derive(Debug, Clone, Copy)]
+pub enum Blocked {
+    /// WAIT or WAITAOF.
+    Acks(AckWait),
+    /// SAVE: until the database has installed this many checkpoints since
+    /// it opened (one that began after SAVE arrived).
+    Save { installed: u64 },
+}
+
 /// A client in WAIT or WAITAOF: it wants `replicas` backups to have
 /// acknowledged `epoch` (its last write), until `deadline` (`None`: no
 /// limit).
 #[derive(Debug, Clone, Copy)]
-pub struct Blocked {
+pub struct AckWait {
     pub epoch: u64,
     pub replicas: usize,
     pub deadline: Option<Instant>,
@@ -170,7 +181,7 @@ pub struct Blocked {
     pub local: Option<bool>,
 }
 
-impl Blocked {
+impl AckWait {
     /// The reply if the wait is over (enough acknowledgements, or the
     /// deadline passed), else `None`. `acked`: each backup's acknowledged
     /// epoch (`None`: no replication, so none will come); `durable`: the
@@ -743,20 +754,37 @@ impl EventLoop {
     }
 
     /// Answers the clients in WAIT whose backups have acknowledged, or
-    /// whose time is up, and runs the input they sent meanwhile.
+    /// whose time is up, and those in SAVE whose checkpoint is installed,
+    /// and runs the input they sent meanwhile.
     fn unblock(&mut self) {
         let acked = self.acknowledged();
         let durable = self.durable_here();
         let now = Instant::now();
+        let shared = self.shared.clone();
+        let db = &shared.db;
+        let installed = db.checkpoint_stats().installed;
         for t in std::mem::take(&mut self.blocked) {
             let Some(c) = self.clients.get_mut(&t) else { continue };
             let Some(b) = c.blocked else { continue };
-            let Some(reply) = b.answer(acked.as_deref(), durable, now) else {
-                self.blocked.push(t);
-                continue;
-            };
+            match b {
+                Blocked::Acks(w) => match w.answer(acked.as_deref(), durable, now) {
+                    Some(reply) => write_wait_reply(&mut c.out(), reply),
+                    None => {
+                        self.blocked.push(t);
+                        continue;
+                    }
+                },
+                // A failed checkpoint fails the database: no other will come.
+                Blocked::Save { installed: want } => match db.is_durable(0) {
+                    Err(e) => c.out().error(&engine_error(&e)),
+                    Ok(_) if installed >= want => c.out().ok(),
+                    Ok(_) => {
+                        self.blocked.push(t);
+                        continue;
+                    }
+                },
+            }
             c.blocked = None;
-            write_wait_reply(&mut c.out(), reply);
             self.process(t);
             self.flush(t);
         }

@@ -374,6 +374,7 @@ impl EventLoop {
         let Some(c) = self.client(t) else { return true };
         c.blocked = Some(Blocked::Save { installed });
         self.blocked.push(t);
+        self.count_blocked();
         false
     }
 
@@ -403,6 +404,7 @@ impl EventLoop {
             self.shared.db.hasten_durable(b.epoch);
         }
         self.blocked.push(t);
+        self.count_blocked();
         false
     }
 }
@@ -1049,9 +1051,10 @@ pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate
     if want("clients") {
         let _ = write!(
             out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
             shared.connected.load(Ordering::Relaxed),
-            shared.settings.maxclients.load(Ordering::Relaxed)
+            shared.settings.maxclients.load(Ordering::Relaxed),
+            sum(&|s| s.blocked.load(Ordering::Relaxed)),
         );
     }
     if want("memory") {

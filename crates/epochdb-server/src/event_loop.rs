@@ -788,6 +788,14 @@ impl EventLoop {
             self.process(t);
             self.flush(t);
         }
+        self.count_blocked();
+    }
+
+    /// Publishes how many of this loop's clients are blocked (INFO's
+    /// `blocked_clients`). A closed client leaves the list at the next
+    /// `unblock`.
+    pub(crate) fn count_blocked(&self) {
+        self.stats.blocked.store(self.blocked.len() as u64, Ordering::Relaxed);
     }
 
     /// The epoch durable on this server's own disk; `None` without logging.

@@ -48,6 +48,8 @@ pub struct ThreadStats {
     pub net_output: AtomicU64,
     pub expired: AtomicU64,
     pub aborts: AtomicU64,
+    /// Clients of the loop blocked in WAIT, WAITAOF or SAVE.
+    pub blocked: AtomicU64,
 }
 
 impl Default for ThreadStats {
@@ -66,6 +68,7 @@ impl ThreadStats {
             net_output: AtomicU64::new(0),
             expired: AtomicU64::new(0),
             aborts: AtomicU64::new(0),
+            blocked: AtomicU64::new(0),
         }
     }
 

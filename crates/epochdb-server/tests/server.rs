@@ -549,6 +549,21 @@ fn wait_counts_the_backups_that_acknowledged_the_last_write() {
     let t = Instant::now();
     assert_eq!(cmd(&mut c, &["WAIT", "1", "150"]).unwrap(), Value::Int(0), "no backup yet");
     assert!(t.elapsed() >= Duration::from_millis(150), "WAIT gave up after {:?}", t.elapsed());
+    // INFO counts a client blocked in WAIT while it waits.
+    let blocked = |c: &mut Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("clients").query(c).unwrap();
+        info.lines().find_map(|l| l.strip_prefix("blocked_clients:")).unwrap().trim().parse().unwrap()
+    };
+    assert_eq!(blocked(&mut c), 0);
+    let mut waiter = connect(&server);
+    let waiting = std::thread::spawn(move || cmd(&mut waiter, &["WAIT", "1", "2000"]).unwrap());
+    let deadline = Instant::now() + Duration::from_millis(1800);
+    while blocked(&mut c) != 1 {
+        assert!(Instant::now() < deadline, "INFO never counted the blocked client");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(waiting.join().unwrap(), Value::Int(0));
+    assert_eq!(blocked(&mut c), 0, "the client is counted after WAIT returned");
     let backup = Backup::start(BackupOptions::new(base.join("b"), listen.to_string())).expect("a backup");
     let _: () = c.set("k", "2").unwrap();
     assert_eq!(cmd(&mut c, &["WAIT", "1", "0"]).unwrap(), Value::Int(1), "the backup acknowledges in time");

@@ -4,7 +4,8 @@
 # TPC-C primary on CPU 0, one sync backup with one replay thread on
 # CPU 1, 10 s after a 5 s warm-up), each build in turn, the order
 # reversed every other round. Prints each run (build, txn/s, backup CPU
-# per MB of log in ms, primary CPU per MB in ms, their ratio), then the
+# per MB of log in ms, primary CPU per MB in ms, their ratio, and the
+# primary's replication threads' CPU per MB in ms: its shipping), then the
 # medians per build. DURABILITY=delta for a delta-logging primary (default
 # log).
 # Usage: [DURABILITY=log|delta] scripts/backup-cpu-ab.sh REPS BIN... (e.g. two copies of
@@ -29,16 +30,17 @@ for rep in $(seq "$reps"); do
 import json, sys
 r = json.load(open(sys.argv[2]))
 b, p = r["replication"]["backup_ms_per_log_mb"], r["durability"]["cpu_ms_per_log_mb"]
-print(sys.argv[1], round(r["throughput"]), "%.2f" % b, "%.2f" % p, "%.3f" % (b / p))
+s = r["replication"]["shipping_ms_per_log_mb"]
+print(sys.argv[1], round(r["throughput"]), "%.2f" % b, "%.2f" % p, "%.3f" % (b / p), "%.3f" % s)
 EOF
     rm -rf "$scratch"/db*
   done
 done
-echo "medians: build, txn/s, backup ms/MB, primary ms/MB, backup / primary"
+echo "medians: build, txn/s, backup ms/MB, primary ms/MB, backup / primary, shipping ms/MB"
 python3 - "$runs" "$@" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 for bin in sys.argv[2:]:
     mine = [r for r in rows if r[0] == bin]
-    print(bin, *("%g" % statistics.median(float(r[i]) for r in mine) for i in range(1, 5)))
+    print(bin, *("%g" % statistics.median(float(r[i]) for r in mine) for i in range(1, 6)))
 EOF

@@ -439,6 +439,34 @@ pub fn strlen(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     Ok(())
 }
 
+/// MEMORY USAGE key [SAMPLES count]: the bytes the engine holds for the
+/// key (`Db::footprint`), or nil. Every field of a hash is counted, so
+/// SAMPLES (how many Redis looks at) is checked and changes nothing.
+/// MEMORY HELP lists the subcommands.
+pub fn memory(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    let sub = a.get(1).to_ascii_uppercase();
+    if &sub[..] == b"HELP" && a.len() == 2 {
+        x.out.array(2);
+        x.out.simple("MEMORY USAGE <key> [SAMPLES <count>]");
+        x.out.simple("    Return memory in bytes used by <key> and its value.");
+        return Ok(());
+    }
+    if &sub[..] != b"USAGE" || !matches!(a.len(), 3 | 5) {
+        let name = String::from_utf8_lossy(a.get(1));
+        x.out.error(&format!("ERR unknown subcommand or wrong number of arguments for '{name}'. Try MEMORY HELP."));
+        return Ok(());
+    }
+    if a.len() == 5 && !(a.get(3).eq_ignore_ascii_case(b"SAMPLES") && parse_i64(a.get(4)).is_some_and(|n| n >= 0)) {
+        x.out.error("ERR syntax error");
+        return Ok(());
+    }
+    match x.db.footprint(txn, a.get(2))? {
+        Some(bytes) => x.out.int(bytes as i64),
+        None => x.out.null(),
+    }
+    Ok(())
+}
+
 pub fn getrange(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     let (Some(start), Some(end)) = (parse_i64(a.get(2)), parse_i64(a.get(3))) else {
         x.out.error(NOT_INT);

@@ -363,6 +363,32 @@ impl Db {
         txn.delete(self.table, &self.key)
     }
 
+    /// The engine's bytes for live `key` (MEMORY USAGE): its head, its
+    /// expiry index entry, and every field of a hash, each at
+    /// [`epochdb::row_footprint`]; `None` if the key is missing.
+    pub fn footprint(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<u64>> {
+        let row = |k: usize, v: usize| epochdb::row_footprint(k, v).unwrap_or(k + v) as u64;
+        let (head, payload) = match self.find(txn, key)? {
+            Found::Live(h, v) => (h, v.len()),
+            Found::Missing(_) => return Ok(None),
+        };
+        head_key(key, &mut self.key);
+        let mut bytes = row(self.key.len(), HEAD + payload);
+        if head.expire_at != 0 {
+            bytes += row(expiry_key(head.expire_at, key).len(), 0);
+        }
+        if head.kind == Kind::Hash {
+            field_prefix(key, &mut self.key);
+            let hi = prefix_end(&self.key);
+            let range = (Bound::Included(&self.key[..]), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
+            txn.scan(self.table, range, usize::MAX, |k, v| {
+                bytes += row(k.len(), v.len());
+                true
+            })?;
+        }
+        Ok(Some(bytes))
+    }
+
     /// Visits live keys from `start` (inclusive) in order with their
     /// heads, at most `limit`, while `visit` returns true. Returns the
     /// key after the last one visited, if the scan stopped early.

@@ -162,6 +162,7 @@ pub static COMMANDS: &[Command] = cmds! {
     "incrbyfloat" 3 true W (1 1 1) Run::Data(c::incrbyfloat);
     "append" 3 true W (1 1 1) Run::Data(c::append);
     "strlen" 2 false R (1 1 1) Run::Data(c::strlen);
+    "memory" -2 false RS (2 2 1) Run::Data(c::memory);
     "getrange" 4 false RS (1 1 1) Run::Data(c::getrange);
     "setrange" 4 true WS (1 1 1) Run::Data(c::setrange);
     // keyspace

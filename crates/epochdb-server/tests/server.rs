@@ -154,6 +154,32 @@ fn keyspace_hashes_and_types() {
     assert_eq!(cmd(&mut c, &["DBSIZE"]).unwrap(), Value::Int(0));
 }
 
+/// MEMORY USAGE counts every row a key has (FORMAT.md, "Redis
+/// keyspace"), each at `epochdb::row_footprint`; nil for a missing key.
+#[test]
+fn memory_usage_counts_each_row_of_a_key() {
+    let server = start(Config::default());
+    let mut c = connect(&server);
+    let row = |k: usize, v: usize| epochdb::row_footprint(k, v).unwrap() as i64;
+    let usage = |c: &mut Connection, args: &[&str]| cmd_int(c, &[&["MEMORY", "USAGE"][..], args].concat());
+    let _: () = c.set("s", "x".repeat(300)).unwrap();
+    // The head: tag and key; type, expiry and the string.
+    assert_eq!(usage(&mut c, &["s"]), row(2, 9 + 300));
+    let _: () = c.expire("s", 100).unwrap();
+    // The expiry index entry: tag, time and key.
+    assert_eq!(usage(&mut c, &["s"]), row(2, 9 + 300) + row(10, 0));
+    let _: () = c.hset_multiple("h", &[("f1", "a"), ("f22", "bb")]).unwrap();
+    // Each field: tag, key length, key and field; its value.
+    let fields = row(1 + 2 + 1 + 2, 1) + row(1 + 2 + 1 + 3, 2);
+    assert_eq!(usage(&mut c, &["h"]), row(2, 9) + fields);
+    assert_eq!(usage(&mut c, &["h", "SAMPLES", "0"]), row(2, 9) + fields);
+    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "nope"]).unwrap(), Value::Nil);
+    assert!(err(&mut c, &["MEMORY", "USAGE", "h", "SAMPLES", "-1"]).contains("syntax error"));
+    assert!(err(&mut c, &["MEMORY", "USAGE"]).contains("Try MEMORY HELP"));
+    assert!(err(&mut c, &["MEMORY", "DOCTOR"]).contains("Try MEMORY HELP"));
+    assert!(matches!(cmd(&mut c, &["MEMORY", "HELP"]).unwrap(), Value::Array(v) if v.len() == 2));
+}
+
 #[test]
 fn keys_expire_lazily_and_by_the_sweep() {
     let server = start(Config::default());

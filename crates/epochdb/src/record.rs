@@ -84,6 +84,12 @@ fn layout(key_len: usize, cap: usize) -> Layout {
     Layout::from_size_align(size, WORD).unwrap_or_else(|_| unreachable!("record layout"))
 }
 
+/// The bytes [`Record::alloc`] takes for a key and a value of these
+/// lengths (`None` for a value no record can hold).
+pub(crate) fn footprint(key_len: usize, value_len: usize) -> Option<usize> {
+    cap_code(value_len).map(|(cap, _)| layout(key_len, cap).size())
+}
+
 impl Record {
     /// Allocates a record holding `key` and `value`, with TID word `word`
     /// and previous version `prev`. The data capacity is `value.len()`

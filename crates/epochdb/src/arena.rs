@@ -506,11 +506,11 @@ mod tests {
         }
     }
 
-    /// This thread's counter ([`bytes_in_use`] sums them; other tests
-    /// allocate in parallel, so only a thread's own is exact here).
-    /// This thread's count. Its counter is taken first if it has none
-    /// yet: one taken over from an exited thread comes with that thread's
-    /// count, which a difference across the first block would include.
+    /// This thread's count ([`bytes_in_use`] sums them; other tests
+    /// allocate in parallel, so only a thread's own is exact here). Its
+    /// counter is taken first if it has none yet: one taken over from an
+    /// exited thread comes with that thread's count, which a difference
+    /// across the first block would include.
     fn counted_here() -> i64 {
         LOCAL.with(|l| {
             // SAFETY: this thread's own cell, used between calls.

@@ -92,7 +92,7 @@ pub fn recover(a: RecoverArgs) -> CliResult<ExitCode> {
     if !t.dirs.data_dir.join("manifest").is_file() {
         return Err(failed(Error::NotADatabase(t.dirs.data_dir.clone())));
     }
-    run(&t, Options { salvage: a.salvage, ..t.options() }, "recovered")
+    run(&t, Options { salvage: a.salvage, ..t.options() }, "recovered", true)
 }
 
 /// `epochdb verify`: reads every checkpoint and log block (checksums and
@@ -105,13 +105,15 @@ pub fn verify(a: VerifyArgs) -> CliResult<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     // Each round drops its database before the next opens: its records and
     // nodes go back to the arena, which never unmaps, for the next to reuse.
-    for _ in 0..a.rounds {
-        code = run(&t, Options { read_only: true, ..t.options() }, "verified")?;
+    for round in 1..=a.rounds {
+        code = run(&t, Options { read_only: true, ..t.options() }, "verified", round == a.rounds)?;
     }
     Ok(code)
 }
 
-fn run(t: &Target, options: Options, verb: &str) -> CliResult<ExitCode> {
+/// Opens (recovers) and reports; `last`: the process exits after this
+/// open, so the database's memory is left to the exit, not freed.
+fn run(t: &Target, options: Options, verb: &str, last: bool) -> CliResult<ExitCode> {
     crate::report_to(t.json.as_ref());
     let template = "{msg:<10} [{bar:40}] {percent:>3}% of {total_bytes} {bytes_per_sec}";
     let bar = epochdb_workloads::progress::bar(!t.quiet, 0, template);
@@ -123,6 +125,9 @@ fn run(t: &Target, options: Options, verb: &str) -> CliResult<ExitCode> {
     let opened = EpochDb::open_with_progress(Variant::MemSilo, options, &progress);
     bar.finish_and_clear();
     let engine = opened.map_err(failed)?;
+    if last {
+        engine.database().skip_freeing_at_close();
+    }
     let r = engine.database().recovery_report().cloned().unwrap_or_default();
     let gb = (r.checkpoint_bytes + r.log_bytes) as f64 / 1e9;
     say!(

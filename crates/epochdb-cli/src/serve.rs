@@ -237,6 +237,8 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
         return crate::cluster::serve(a.node, config, replication_secret, stop);
     }
     let server = Server::start(config).map_err(|e| failed(e.to_string()))?;
+    // The process exits once the server stops: its rows need not be freed.
+    server.database().skip_freeing_at_close();
     let stopper = server.stopper();
     stop.arm(move || stopper.stop());
     crate::say!("epochdb serve: listening on {} (redis-cli -p {})", server.local_addr(), server.local_addr().port());

@@ -334,17 +334,29 @@ impl Db {
 
     /// Up to `limit` fields of hash `key` as `(field, value)`, in order.
     pub fn fields(&mut self, txn: &mut Txn<'_>, key: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        field_prefix(key, &mut self.key);
-        let lo = self.key.clone();
-        let hi = prefix_end(&lo);
-        let skip = lo.len();
         let mut rows = Vec::new();
-        let range = (Bound::Included(&lo[..]), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
+        self.scan_fields(txn, key, limit, |_, field, v| rows.push((field.to_vec(), v.to_vec())))?;
+        Ok(rows)
+    }
+
+    /// Calls `f` with up to `limit` fields of hash `key`, in order, each
+    /// as `(row key, field, value)`: the rows under its field prefix.
+    fn scan_fields(
+        &mut self,
+        txn: &mut Txn<'_>,
+        key: &[u8],
+        limit: usize,
+        mut f: impl FnMut(&[u8], &[u8], &[u8]),
+    ) -> Result<()> {
+        field_prefix(key, &mut self.key);
+        let (lo, skip) = (&self.key[..], self.key.len());
+        let hi = prefix_end(lo);
+        let range = (Bound::Included(lo), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
         txn.scan(self.table, range, limit, |k, v| {
-            rows.push((k[skip..].to_vec(), v.to_vec()));
+            f(k, &k[skip..], v);
             true
         })?;
-        Ok(rows)
+        Ok(())
     }
 
     /// Field `field` of hash `key`.
@@ -378,13 +390,7 @@ impl Db {
             bytes += row(expiry_key(head.expire_at, key).len(), 0);
         }
         if head.kind == Kind::Hash {
-            field_prefix(key, &mut self.key);
-            let hi = prefix_end(&self.key);
-            let range = (Bound::Included(&self.key[..]), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
-            txn.scan(self.table, range, usize::MAX, |k, v| {
-                bytes += row(k.len(), v.len());
-                true
-            })?;
+            self.scan_fields(txn, key, usize::MAX, |k, _, v| bytes += row(k.len(), v.len()))?;
         }
         Ok(Some(bytes))
     }

@@ -316,3 +316,25 @@ fn a_database_is_set_aside_whole_and_only_when_it_is_closed_and_ours() {
     assert!(!epochdb::set_aside(&options, &aside).expect("nothing there"), "a missing directory is nothing to move");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// `skip_freeing_at_close` leaves only memory behind: the close still
+/// makes every commit durable (writes not waited for included) and
+/// releases the directory, so a reopen in the same process finds them.
+#[test]
+fn a_close_that_skips_freeing_still_flushes_and_unlocks() {
+    let dir = temp_dir("safety-skip-freeing");
+    let options = || durable_options(&dir, Durability::Log);
+    let mut model = BTreeMap::new();
+    {
+        let db = Database::open(options()).expect("open");
+        let t = db.create_table("t", TableOptions::new()).expect("table");
+        let mut w = db.worker().expect("worker");
+        for i in 0..500u32 {
+            let (k, v) = (format!("k{i:04}").into_bytes(), format!("value {i}").into_bytes());
+            w.run(|txn| txn.put(t, &k, &v)).expect("put"); // not waited for
+            model.insert(k, v);
+        }
+        db.skip_freeing_at_close();
+    }
+    check_rows(&dir, options(), &model);
+}

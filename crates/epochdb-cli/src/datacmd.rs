@@ -5,7 +5,7 @@
 use crate::args::{failed, output, CliResult, DataDirArgs, Output};
 use crate::say;
 use clap::{Args, ValueEnum};
-use epochdb::{Durability, Error, Options};
+use epochdb::{Durability, Error, LogReplay, Options};
 use epochdb_workloads::engine::{EpochDb, Variant};
 use epochdb_workloads::report::{Provenance, RecoverReport};
 use epochdb_workloads::{tpcc, ycsb};
@@ -39,6 +39,18 @@ pub struct Target {
     /// No progress bar
     #[arg(long)]
     quiet: bool,
+    /// How to replay the log onto the checkpoint: `merge` sorts each table's entries and merges them with the
+    /// checkpoint's rows (faster; maps the log files and holds 32 bytes per entry), `lookup` installs each entry
+    /// after a tree lookup. Same result
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = Replay::Merge)]
+    replay: Replay,
+}
+
+/// `--replay`: [`LogReplay`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Replay {
+    Merge,
+    Lookup,
 }
 
 /// `epochdb recover`.
@@ -78,6 +90,10 @@ impl Target {
             data_dir: Some(self.dirs.data_dir.clone()),
             log_dirs: self.dirs.log_dirs.clone(),
             recovery_threads: self.threads.map_or(0, |t| t as usize),
+            log_replay: match self.replay {
+                Replay::Merge => LogReplay::Merge,
+                Replay::Lookup => LogReplay::Lookup,
+            },
             ..Options::default()
         }
     }

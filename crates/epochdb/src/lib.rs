@@ -54,7 +54,7 @@ pub use durability::inspect::{inspect, CheckpointSummary, FileSummary, Inspectio
 pub use durability::lease::Lease;
 pub use durability::recovery::{Phase, Progress, RecoveryReport};
 pub use error::{AbortReason, Error, Result};
-pub use options::{Durability, Options, MAX_KEY_LEN};
+pub use options::{Durability, LogReplay, Options, MAX_KEY_LEN};
 pub use replication::rules as replication_rules;
 pub use replication::{
     Backup, BackupOptions, BackupState, Freshness, Membership, PrimaryOptions, ReplicationStatus, Safety, StandbyStatus,

@@ -30,6 +30,23 @@ pub enum Durability {
     DeltaAndCheckpoint,
 }
 
+/// How recovery replays the log onto the base checkpoint. Both give the
+/// same state; they differ in speed and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogReplay {
+    /// Gather the log's entries, sort each table's by key and merge them
+    /// with the checkpoint's rows, then build each tree bottom up: no tree
+    /// lookup per entry. It maps the log files (the page cache shows in
+    /// the process's resident size while it runs) and holds 32 bytes per
+    /// entry until the merge. Used when the checkpoint chain has no
+    /// incremental link; otherwise recovery replays by lookup.
+    #[default]
+    Merge,
+    /// Install each entry after a lookup in the tree, as it is read: less
+    /// memory, slower.
+    Lookup,
+}
+
 impl Durability {
     /// Its name on the `epochdb` command line and in reports and replies
     /// (`log+checkpoint`, ...).
@@ -127,6 +144,8 @@ pub struct Options {
     /// also the threads that replay what it receives. 0: one per CPU it
     /// may run on.
     pub recovery_threads: usize,
+    /// How recovery replays the log ([`LogReplay`]; default: by merge).
+    pub log_replay: LogReplay,
     /// Recover what is valid past damage, instead of stopping with
     /// [`Error::Corrupt`]: skip damaged blocks, cut the recovered state back
     /// to the last epoch before the first damaged log block (so it stays a
@@ -182,6 +201,7 @@ impl Default for Options {
             log_buffer_size: 512 << 10,
             log_buffers: 4,
             recovery_threads: 0,
+            log_replay: LogReplay::Merge,
             salvage: false,
             read_only: false,
             primary: None,

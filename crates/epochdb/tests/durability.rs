@@ -611,3 +611,106 @@ fn durability_calls_on_an_in_memory_database_are_errors() {
     let e = Database::open(Options { durability: Durability::Log, ..Options::default() }).expect_err("no dir");
     assert!(matches!(e, Error::InvalidOptions(_)), "{e}");
 }
+
+/// A key from a small pool, so that keys repeat: short ones, ones that end
+/// in zero bytes (zero padding must not make two keys one), and long ones
+/// that share their first 8 bytes (the merge compares those first).
+fn pool_key(rng: &mut common::Rng) -> Vec<u8> {
+    let i = rng.below(150);
+    match i % 3 {
+        0 => format!("k{i}").into_bytes(),
+        1 => {
+            let mut k = vec![b'z', (i / 3) as u8];
+            k.resize(2 + (i as usize / 3) % 9, 0);
+            k
+        }
+        _ => format!("shared__{:0w$}", i, w = 1 + (i as usize % 13)).into_bytes(),
+    }
+}
+
+/// Recovery by sort and merge (`LogReplay::Merge`, the default) recovers
+/// exactly what recovery by lookup does: a full checkpoint, then a log of
+/// inserts, overwrites, deletes, re-inserts and (with delta logging)
+/// updates of some columns, keys repeating many times across files, with
+/// 2 recovery threads. In debug builds the merge gathers entries in small
+/// chunks, so many sorted chunks are merged.
+#[test]
+fn merge_replay_recovers_what_lookup_replay_does() {
+    for durability in [Durability::LogAndCheckpoint, Durability::DeltaAndCheckpoint] {
+        let dir = temp_dir(&format!("merge-replay-{durability:?}"));
+        let options = Options {
+            checkpoint_interval: Duration::from_secs(3600),
+            recovery_threads: 2,
+            ..durable_options(&dir, durability)
+        };
+        let s = schema();
+        let random_row =
+            |rng: &mut common::Rng| row(rng.next(), &"t".repeat(rng.below(40) as usize), rng.next() as u32);
+        {
+            let db = Database::open(options.clone()).expect("open");
+            let rows = db.create_table("rows", TableOptions::new().schema(schema())).expect("table");
+            let plain = db.create_table("plain", TableOptions::new()).expect("table");
+            let mut w = db.worker().expect("worker");
+            let mut rng = common::Rng(0x05EE_D0F3_E26E);
+            for i in 0..4000 {
+                if i == 1500 {
+                    db.request_checkpoint().expect("checkpoint");
+                    while db.checkpoint_stats().installed == 0 {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                let mut ops: Vec<(bool, Vec<u8>, u64, Vec<u8>)> = (0..1 + rng.below(4))
+                    .map(|_| (rng.below(2) == 0, pool_key(&mut rng), rng.below(10), random_row(&mut rng)))
+                    .collect();
+                // Rows the log only updates a few columns of, so that the
+                // merge must fold deltas onto checkpoint rows.
+                let only_deltas = format!("only-deltas-{}", rng.below(20)).into_bytes();
+                ops.push((true, only_deltas, if i < 1500 { 9 } else { 1 + rng.below(4) }, random_row(&mut rng)));
+                w.run(|txn| {
+                    for (in_rows, key, what, value) in &ops {
+                        let t = if *in_rows { rows } else { plain };
+                        match (what, txn.get(t, key)?) {
+                            (0, _) => {
+                                txn.delete(t, key)?;
+                            }
+                            // An update of some columns of the row there:
+                            // the first, or the first and the last.
+                            (1..=4, Some(old)) if *in_rows => {
+                                let mut cols: Vec<Vec<u8>> = (0..s.columns().len())
+                                    .map(|c| s.column(old, c).expect("column").to_vec())
+                                    .collect();
+                                let new: Vec<Vec<u8>> = (0..s.columns().len())
+                                    .map(|c| s.column(value, c).expect("column").to_vec())
+                                    .collect();
+                                cols[0] = new[0].clone();
+                                if *what > 2 {
+                                    let last = cols.len() - 1;
+                                    cols[last] = new[last].clone();
+                                }
+                                let updated = s.encode(&cols.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+                                txn.put(t, key, &updated)?;
+                            }
+                            _ => txn.put(t, key, value)?,
+                        }
+                    }
+                    Ok(())
+                })
+                .expect("transaction");
+            }
+            assert_eq!(db.checkpoint_stats().chain, 1, "one full checkpoint, which the merge builds on");
+        }
+        let mut got = Vec::new();
+        for log_replay in [epochdb::LogReplay::Merge, epochdb::LogReplay::Lookup] {
+            let db = Database::open(Options { read_only: true, log_replay, ..options.clone() }).expect("reopen");
+            let report = db.recovery_report().expect("recovered").clone();
+            assert!(report.log_bytes > 0 && report.checkpoint_bytes > 0);
+            let tables: Vec<_> = ["rows", "plain"].iter().map(|n| db.table(n).expect("table")).collect();
+            got.push((report.records, tables.iter().map(|&t| contents(&db, t)).collect::<Vec<_>>()));
+        }
+        assert_eq!(got[0].0, got[1].0, "{durability:?}: records");
+        assert!(got[1].1.iter().all(|t| t.len() > 20), "{durability:?}: a state worth comparing");
+        for (m, l) in got[0].1.iter().zip(&got[1].1) {
+            assert_same(m, l, &format!("{durability:?}: merge against lookup"));
+        }
+    }
+}

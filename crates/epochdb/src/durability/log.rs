@@ -173,6 +173,17 @@ pub struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
+    /// Columns that `decode` found whole before (`merge.rs` keeps only
+    /// their bytes and encoding).
+    pub(crate) fn checked(bytes: &'a [u8], varint: bool) -> Self {
+        Columns { bytes, varint }
+    }
+
+    /// Whether the column headers are varints.
+    pub(crate) fn varint(&self) -> bool {
+        self.varint
+    }
+
     /// The encoded columns (the bytes an iteration walks).
     pub fn payload(&self) -> &'a [u8] {
         self.bytes

@@ -32,6 +32,7 @@ pub(crate) mod lease;
 pub(crate) mod log;
 pub(crate) mod logger;
 pub(crate) mod manifest;
+pub(crate) mod merge;
 pub(crate) mod recovery;
 
 use crate::catalog::{Table, Tables};

@@ -49,11 +49,12 @@ use super::fsio::{Context, Io};
 use super::log::{self, lock, Entry, Write};
 use super::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
 use super::manifest::Manifest;
+use super::merge::{self, Gathered, Mapped};
 use crate::catalog::{Schema, Table, TableId};
 use crate::error::{Error, Result};
 use crate::gc::Retired;
 use crate::index::{Insert, Leaf, Lookup, SortedRun, Tree, PREFETCH_BATCH};
-use crate::options::Options;
+use crate::options::{LogReplay, Options};
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
 use std::path::{Path, PathBuf};
@@ -156,8 +157,8 @@ enum Kind {
 }
 
 /// Shared by the recovery threads.
-struct Ctx<'a> {
-    tables: &'a [Table],
+pub(super) struct Ctx<'a> {
+    pub(super) tables: &'a [Table],
     manifest: &'a Manifest,
     e_l: u64,
     /// The largest `e_h` of the checkpoints loaded: the log must reach it
@@ -173,6 +174,10 @@ struct Ctx<'a> {
     /// runs (`pack`) for `Tree::load`, not installed key by key.
     bulk: bool,
     dropped: Mutex<Vec<String>>,
+    /// The log files mapped, when the log is replayed by sort and merge
+    /// (`merge.rs`): the log's workers gather entries instead of
+    /// installing them.
+    maps: Option<&'a [Option<Mapped>]>,
     /// With salvage: the epoch to cut the state back to.
     cut: Mutex<Option<u64>>,
     consistent: AtomicBool,
@@ -180,12 +185,12 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Where an entry of `table` (a table the manifest has) goes.
-    fn target(&self, table: u32) -> Target<'_> {
+    pub(super) fn target(&self, table: u32) -> Target<'_> {
         Target { table, tree: &self.tables[table as usize].tree, schema: self.schema(table) }
     }
 
     /// The schema of `table`, if it has one.
-    fn schema(&self, table: u32) -> Option<&Schema> {
+    pub(super) fn schema(&self, table: u32) -> Option<&Schema> {
         self.manifest.tables.get(table as usize).and_then(|t| t.schema.as_ref())
     }
 
@@ -394,6 +399,10 @@ fn replay_all(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Run> {
     let tables = tables_of(manifest, tag);
+    // Sort and merge the log (`merge.rs`) unless incremental checkpoints
+    // are on the chain: their rows go into built trees before the log.
+    let merging = options.log_replay == LogReplay::Merge && manifest.checkpoints().count() <= 1;
+    let maps: Option<Vec<Option<Mapped>>> = merging.then(|| logs.iter().map(|f| Mapped::open(&f.path)).collect());
     let mut ctx = Ctx {
         tables: &tables,
         manifest,
@@ -407,6 +416,7 @@ fn replay_all(
         progress,
         bulk: false,
         dropped: Mutex::new(Vec::new()),
+        maps: maps.as_deref(),
         cut: Mutex::new(None),
         consistent: AtomicBool::new(true),
     };
@@ -449,7 +459,9 @@ fn replay_all(
     ctx.bulk = true;
     let (_, mut left) = replay_files(&ctx, threads, base, CHECKPOINT_MAGIC)?;
     ctx.bulk = false;
-    let loaded = load_runs(&ctx, &mut left).and_then(|()| match chain.is_empty() {
+    // With the merge, the runs wait for the log's entries.
+    let runs = if ctx.maps.is_some() { Ok(()) } else { load_runs(&ctx, &mut left) };
+    let loaded = runs.and_then(|()| match chain.is_empty() {
         true => Ok(()),
         false => replay_files(&ctx, threads, chain, CHECKPOINT_MAGIC).map(|(_, l)| left.absorb(l)),
     });
@@ -481,6 +493,14 @@ fn replay_all(
             return Err(e);
         }
     };
+    if ctx.maps.is_some() {
+        // SAFETY: `maps`, which the gathered entries point into, lives
+        // until this function returns.
+        if let Err(e) = unsafe { merge::merge(&ctx, threads, &mut left) } {
+            left.discard(&ctx);
+            return Err(e);
+        }
+    }
     let complete = check_complete(&ctx, threads, &mut left);
     let records = complete.map(|()| remove_tombstones(&tables, threads, &mut left));
     left.discard(&ctx);
@@ -928,6 +948,15 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
             Err(what) => return Err(corrupt(what)),
         }
     }
+    if let Some(mapped) = ctx.maps.filter(|_| ctx.phase == Phase::Log).and_then(|m| m[b.file].as_ref()) {
+        // The same bytes as the block just read and checked: nothing
+        // writes a log file while recovery holds the directory's lock.
+        let at = b.at + super::frame::BLOCK_HEADER_LEN as u64;
+        if let Some(block) = mapped.get(at, payload.len()) {
+            debug_assert!(block == payload, "a log file changed during recovery");
+            return gather(ctx, b, block, left).map_err(corrupt);
+        }
+    }
     let mut failure = None;
     let mut scratch = Scratch::default();
     let mut window: Vec<Entry<'_>> = Vec::with_capacity(PREFETCH_BATCH);
@@ -978,6 +1007,30 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
     }
 }
 
+/// Gathers the writes of a log block, decoded from its mapped file, for
+/// the merge (`merge.rs`), filtered as [`replay`] filters them.
+fn gather(ctx: &Ctx<'_>, b: &Claimed, block: &[u8], left: &mut Leftovers) -> Result<(), String> {
+    let mine = &mut left.gathered;
+    if mine.is_empty() {
+        mine.extend(ctx.tables.iter().map(|_| vec![Vec::new()]));
+    }
+    let mut failure = None;
+    log::decode(block, |e| {
+        let epoch = e.tid.epoch();
+        if failure.is_none() {
+            failure = outside(b, epoch);
+        }
+        if failure.is_some() || epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch) {
+            return;
+        }
+        match mine.get_mut(e.table as usize) {
+            Some(chunks) => merge::push(chunks, Gathered::of(&e)),
+            None => failure = Some(format!("a record of table {}, which the manifest lacks", e.table)),
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
+}
+
 /// A record of `epoch` in block `b` that does not fit the block's epochs.
 fn outside(b: &Claimed, epoch: u64) -> Option<String> {
     (!(b.lo..=b.hi).contains(&epoch))
@@ -1014,7 +1067,8 @@ fn pack(ctx: &Ctx<'_>, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Res
             },
             _ => rec,
         };
-        let mut run = SortedRun::default();
+        // With the merge to come, the rows will be taken back out.
+        let mut run = if ctx.maps.is_some() { SortedRun::flat() } else { SortedRun::default() };
         let pushed = run.push(rec);
         debug_assert!(pushed.is_ok(), "an empty run takes any key");
         runs.push((e.table, run));
@@ -1073,9 +1127,9 @@ fn load_runs(ctx: &Ctx<'_>, left: &mut Leftovers) -> Result<()> {
 }
 
 /// Where an entry goes: its table (index, tree and schema).
-struct Target<'a> {
+pub(super) struct Target<'a> {
     table: u32,
-    tree: &'a Tree,
+    pub(super) tree: &'a Tree,
     schema: Option<&'a Schema>,
 }
 
@@ -1083,7 +1137,7 @@ struct Target<'a> {
 /// thread inserted into last: the version its lookups saw and the one its
 /// inserts left.
 #[derive(Default)]
-struct Scratch {
+pub(super) struct Scratch {
     own_inserts: Option<(*const Leaf, u64, u64)>,
     old: Vec<u8>,
     row: Vec<u8>,
@@ -1101,7 +1155,7 @@ fn word_of(v: &[u64]) -> u64 {
 /// any entry for a row that a delta touched, is merged column by column
 /// (`columns::merge`). Deletes leave absent records (tombstones).
 #[allow(clippy::too_many_arguments)]
-fn install(
+pub(super) fn install(
     t: &Target<'_>,
     key: &[u8],
     tid: Tid,
@@ -1361,28 +1415,38 @@ fn take_versions(
 /// replaced (freed once every thread is done), the keys it deleted (where
 /// tombstones may remain), and how many records it added.
 #[derive(Default)]
-struct Leftovers {
-    retired: Vec<Retired>,
+pub(super) struct Leftovers {
+    pub(super) retired: Vec<Retired>,
     /// Table and key of every delete replayed, and of every row salvage
     /// dropped: only these can end as tombstones.
     deleted: Vec<(u32, Box<[u8]>)>,
-    created: u64,
+    pub(super) created: u64,
     /// Table and address of every record given a version vector (in its
     /// `prev` field, `columns::take`). Each is in its index or in
     /// `retired` (a grown row's old copy, whose vector moved), so none is
     /// freed before `take_versions`.
     versioned: Vec<(u32, usize)>,
     /// Runs of the base checkpoint's rows, by table, for `load_runs`.
-    runs: Vec<(u32, SortedRun)>,
+    pub(super) runs: Vec<(u32, SortedRun)>,
+    /// Log entries gathered for the merge, by table, in chunks
+    /// (`merge.rs`).
+    pub(super) gathered: Vec<Vec<Vec<Gathered>>>,
 }
 
 impl Leftovers {
-    fn absorb(&mut self, other: Leftovers) {
+    pub(super) fn absorb(&mut self, other: Leftovers) {
         self.retired.extend(other.retired);
         self.deleted.extend(other.deleted);
         self.created += other.created;
         self.versioned.extend(other.versioned);
         self.runs.extend(other.runs);
+        if self.gathered.is_empty() {
+            self.gathered = other.gathered;
+        } else {
+            for (mine, theirs) in self.gathered.iter_mut().zip(other.gathered) {
+                mine.extend(theirs);
+            }
+        }
     }
 
     /// Ends a run: takes back the version vectors left (after a failure)
@@ -1527,6 +1591,7 @@ mod tests {
             progress: &progress,
             bulk: false,
             dropped: Mutex::new(Vec::new()),
+            maps: None,
             cut: Mutex::new(None),
             consistent: AtomicBool::new(true),
         };
@@ -1599,6 +1664,7 @@ mod tests {
             progress: &progress,
             bulk: true,
             dropped: Mutex::new(Vec::new()),
+            maps: None,
             cut: Mutex::new(None),
             consistent: AtomicBool::new(true),
         };

@@ -38,6 +38,8 @@ pub struct SortedRun {
     first: Option<NonNull<Record>>,
     last: Option<NonNull<Record>>,
     len: u64,
+    /// Leaves are packed only when the tree takes the run ([`SortedRun::flat`]).
+    flat: bool,
 }
 
 // SAFETY: a run owns its records, leaves and separators exclusively
@@ -46,6 +48,15 @@ pub struct SortedRun {
 unsafe impl Send for SortedRun {}
 
 impl SortedRun {
+    /// A run that keeps its records unpacked until [`Tree::load`] takes
+    /// it: for one whose records will likely be taken back
+    /// ([`SortedRun::into_records`]), which then builds no leaves.
+    pub fn flat() -> SortedRun {
+        let mut run = SortedRun::default();
+        run.flat = true;
+        run
+    }
+
     /// Appends `rec` (owned by the caller until then) if its key is above
     /// every key in the run; otherwise gives it back.
     pub fn push(&mut self, rec: NonNull<Record>) -> Result<(), NonNull<Record>> {
@@ -59,7 +70,7 @@ impl SortedRun {
         self.last = Some(rec);
         self.len += 1;
         self.pending.push(rec.as_ptr());
-        if self.pending.len() == LEAF_WIDTH {
+        if self.pending.len() == LEAF_WIDTH && !self.flat {
             self.seal();
         }
         Ok(())
@@ -86,17 +97,17 @@ impl SortedRun {
         self.last.map_or(&[], |r| unsafe { &*r.as_ptr() }.key())
     }
 
-    /// Packs the pending records into a leaf of their own.
+    /// Packs the pending records into leaves of their own (full ones but
+    /// the last).
     fn seal(&mut self) {
-        if self.pending.is_empty() {
-            return;
+        for group in self.pending.chunks(LEAF_WIDTH) {
+            let leaf = Leaf::new_boxed();
+            // SAFETY: a fresh leaf, ours; the records are live and ascending.
+            unsafe { &*leaf }.fill(group);
+            // SAFETY: live, as above.
+            let sep = new_sep_key(unsafe { &*group[0] }.key());
+            self.leaves.push((leaf, sep));
         }
-        let leaf = Leaf::new_boxed();
-        // SAFETY: a fresh leaf, ours; the records are live and ascending.
-        unsafe { &*leaf }.fill(&self.pending);
-        // SAFETY: live, as above.
-        let sep = new_sep_key(unsafe { &*self.pending[0] }.key());
-        self.leaves.push((leaf, sep));
         self.pending.clear();
     }
 
@@ -133,6 +144,14 @@ impl Drop for SortedRun {
 }
 
 impl Tree {
+    /// Whether the tree holds no key. Only meaningful while no other thread
+    /// writes it (recovery, between its phases).
+    pub fn is_empty(&self) -> bool {
+        let root = self.root.load(Ordering::Acquire);
+        // SAFETY: the root is live; `is_leaf` never changes.
+        unsafe { (*root).is_leaf && (*(root as *const Leaf)).count() == 0 }
+    }
+
     /// Makes this empty tree hold the records of `runs`, which must be
     /// disjoint: after sorting them by first key, each run's last key lies
     /// below the next run's first. Returns how many records it loaded, or

@@ -23,7 +23,7 @@ mod node;
 mod node_version;
 
 pub use load::SortedRun;
-pub use node::{prefetch, Inner as InnerNode, Leaf, LEAF_WIDTH};
+pub use node::{prefetch, slice_at, Inner as InnerNode, Leaf, LEAF_WIDTH};
 pub use node_version::Restart;
 
 use crate::arena;

@@ -8,23 +8,30 @@
 //! with the memory already touched (README, "Recovery"). Here the log's
 //! workers only gather each entry (its key's first bytes, TID and where
 //! its bytes lie), and once every log block is read, each table's entries
-//! are sorted and merged with the checkpoint's rows, key by key, into one
-//! sorted run, from which its tree is built like the checkpoint's was.
+//! are sorted and merged with the checkpoint's rows, key by key, into
+//! sorted runs, from which its tree is built like the checkpoint's was.
 //!
 //! - The log files are mapped read-only ([`Mapped`]), so a gathered entry
 //!   points into the page cache instead of a copy of the log: the blocks
 //!   are still read, checked and filtered by the reader as before, and
 //!   decoded from the mapping at the same offsets.
+//! - Entries are gathered per table in chunks of [`CHUNK`], which are
+//!   sorted on their own, `n` threads at a time. Each table is then cut
+//!   into key ranges ([`Part`]), each merged by one thread: a k-way merge
+//!   of its slices of the chunks (a heap, [`Head`]) with its checkpoint
+//!   rows, into one run. The parts let one big table (YCSB's) use every
+//!   thread.
 //! - Per key the entry with the largest TID wins, as `install` decides
 //!   (checkpoint rows are older than every log entry replayed). A delete
-//!   that wins leaves no row, so no tombstone.
-//! - A key with a delta among its entries is not merged: its checkpoint
-//!   row goes into the run as it is, and after the tree is built its
-//!   entries go through `install`, version vectors and all. So is every
-//!   entry of a table whose checkpoint rows could not be loaded as runs
-//!   (overlapping runs, or rows installed one by one). `install` does not
-//!   depend on the order, so the result is what replaying every entry
-//!   would give.
+//!   that wins leaves no row, so no tombstone. A key with deltas among its
+//!   entries gets what `install` would give it: all of them folded onto
+//!   its checkpoint row column by column ([`fold`], `columns::merge`,
+//!   which does not depend on the order).
+//! - What the merge cannot decide goes through `install` after the tree
+//!   is built, as replay by lookup would have done it (so its reports are
+//!   the same): a folded row that would miss a column, a delta that does
+//!   not fit the schema, and every entry and row of a table whose
+//!   checkpoint runs overlap or whose tree already holds rows.
 //!
 //! Used when no incremental checkpoint is on the chain (its rows are
 //! installed into built trees before the log).
@@ -37,9 +44,9 @@ use crate::index::{slice_at, SortedRun};
 use crate::record::Record;
 use crate::tid::{Tid, LATEST_BIT};
 use std::cmp::Ordering as Cmp;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
 use std::path::Path;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// A file mapped read-only, for as long as entries point into it.
@@ -175,7 +182,14 @@ unsafe fn cmp_keys(a: &Gathered, b: &Gathered) -> Cmp {
 /// As for [`Gathered::key`]; `rec` is live.
 unsafe fn cmp_record(rec: NonNull<Record>, g: &Gathered) -> Cmp {
     // SAFETY: per the contract.
-    let key = unsafe { rec.as_ref() }.key();
+    unsafe { cmp_key(rec.as_ref().key(), g) }
+}
+
+/// `key` against `g`'s key.
+///
+/// # Safety
+/// As for [`Gathered::key`].
+unsafe fn cmp_key(key: &[u8], g: &Gathered) -> Cmp {
     slice_at(key, 0).cmp(&g.slice).then_with(|| {
         if key.len() <= 8 || g.key_len <= 8 {
             key.len().cmp(&(g.key_len as usize))
@@ -220,93 +234,285 @@ pub(super) fn push(chunks: &mut Vec<Vec<Gathered>>, g: Gathered) {
     }
 }
 
-/// One table's work: its gathered entries (sorted chunks) and the
-/// checkpoint's runs of it.
-struct Task {
+/// A key range of one table, for one thread to merge: the part of each of
+/// the table's sorted chunks in it, and its checkpoint rows in it (owned).
+struct Part<'c> {
     table: u32,
-    gathered: Vec<Vec<Gathered>>,
-    runs: Vec<SortedRun>,
+    chunks: Vec<&'c [Gathered]>,
+    rows: Vec<NonNull<Record>>,
 }
 
-impl Task {
-    fn entries(&self) -> usize {
-        self.gathered.iter().map(Vec::len).sum()
+impl Part<'_> {
+    fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.len()).sum::<usize>() + self.rows.len()
     }
 }
 
+// SAFETY: the rows are records only this part holds; the chunks point
+// into mappings any thread may read.
+unsafe impl Send for Part<'_> {}
+
+/// A table's rows (owned) and entries to install one by one.
+struct Unmerged {
+    table: u32,
+    rows: Vec<NonNull<Record>>,
+    entries: Vec<Gathered>,
+}
+
+// SAFETY: the rows are records only this holds.
+unsafe impl Send for Unmerged {}
+
+/// Keys a part holds at least, when a table is split into parts (debug
+/// builds split small tables too, so that the tests merge parts).
+const PART_MIN: usize = if cfg!(debug_assertions) { 1 << 6 } else { 1 << 16 };
+
+/// Runs `f` on `threads` threads (scoped), each with its own `Leftovers`,
+/// which end in `left`.
+fn in_threads(threads: usize, left: &mut Leftovers, f: impl Fn(&mut Leftovers) + Sync) {
+    let out = Mutex::new(Leftovers::default());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                let mut mine = Leftovers::default();
+                f(&mut mine);
+                super::log::lock(&out).absorb(mine);
+            });
+        }
+    });
+    left.absorb(out.into_inner().unwrap_or_else(|e| e.into_inner()));
+}
+
 /// Merges each table's gathered entries with its checkpoint runs and
-/// builds its tree, `threads` tables at a time (largest first).
+/// builds its tree: the chunks are sorted `threads` at a time, each table
+/// is cut into key ranges ([`Part`]) merged `threads` at a time (largest
+/// first), and each tree is built from its parts' runs.
 ///
 /// # Safety
 /// The mappings the entries point into outlive this call.
 pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) -> Result<()> {
-    let mut tasks: Vec<Task> =
-        (0..ctx.tables.len() as u32).map(|table| Task { table, gathered: Vec::new(), runs: Vec::new() }).collect();
-    for (t, chunks) in std::mem::take(&mut left.gathered).into_iter().enumerate() {
-        tasks[t].gathered.extend(chunks.into_iter().filter(|c| !c.is_empty()));
+    let started = std::time::Instant::now();
+    let tables = ctx.tables.len();
+    let mut chunks: Vec<Vec<Vec<Gathered>>> = (0..tables).map(|_| Vec::new()).collect();
+    for (t, c) in std::mem::take(&mut left.gathered).into_iter().enumerate() {
+        chunks[t].extend(c.into_iter().filter(|c| !c.is_empty()));
     }
+    let mut runs: Vec<Vec<SortedRun>> = (0..tables).map(|_| Vec::new()).collect();
     for (t, run) in std::mem::take(&mut left.runs) {
-        tasks[t as usize].runs.push(run);
+        runs[t as usize].push(run);
     }
-    tasks.sort_by_key(|t| std::cmp::Reverse(t.entries() + t.runs.iter().map(|r| r.len() as usize).sum::<usize>()));
-    let tasks: Vec<Mutex<Option<Task>>> = tasks.into_iter().map(|t| Mutex::new(Some(t))).collect();
-    let next = AtomicUsize::new(0);
-    let out = Mutex::new((Leftovers::default(), None));
-    std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(|| {
-                let mut left = Leftovers::default();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(task) = tasks.get(i).and_then(|t| super::log::lock(t).take()) else { break };
-                    let name = &ctx.tables[task.table as usize].name;
-                    // SAFETY: per our contract.
-                    if let Err(what) = unsafe { merge_table(ctx, task, &mut left) } {
-                        super::log::lock(&out).1.get_or_insert(Error::Corrupt {
-                            what: format!("the log, table {name:?}: {what}"),
-                            salvage: None,
-                        });
-                        break;
-                    }
+    let entries: usize = chunks.iter().flatten().map(Vec::len).sum();
+    {
+        let queue = Mutex::new(chunks.iter_mut().flatten().collect::<Vec<_>>());
+        in_threads(threads, left, |_| {
+            loop {
+                let next = super::log::lock(&queue).pop(); // not held while sorting
+                let Some(c) = next else { break };
+                // SAFETY: per our contract.
+                c.sort_unstable_by(|a, b| unsafe { cmp_keys(a, b) });
+            }
+        });
+    }
+    let sorted = started.elapsed().as_secs_f64();
+    // Each table's parts; a table whose checkpoint runs overlap, or whose
+    // tree already holds rows, is installed entry by entry instead.
+    let mut parts: Vec<Part<'_>> = Vec::new();
+    let mut whole: Vec<(u32, Vec<NonNull<Record>>)> = Vec::new();
+    for (t, mut runs) in runs.into_iter().enumerate() {
+        let table = t as u32;
+        runs.sort_unstable_by(|a, b| a.first_key().cmp(b.first_key()));
+        let disjoint = runs.windows(2).all(|w| w[0].last_key() < w[1].first_key());
+        let mut rows = Vec::with_capacity(runs.iter().map(|r| r.len() as usize).sum());
+        for run in runs {
+            run.append_records(&mut rows);
+        }
+        if !(disjoint && ctx.tables[t].tree.is_empty()) {
+            whole.push((table, rows));
+            continue;
+        }
+        // SAFETY: per our contract; the rows are live.
+        parts.extend(unsafe { split(table, &chunks[t], rows, threads) });
+    }
+    parts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    let queue = Mutex::new(parts.into_iter().rev().collect::<Vec<_>>());
+    let built = Mutex::new((0..tables).map(|_| Vec::new()).collect::<Vec<Vec<SortedRun>>>());
+    let slow = Mutex::new((0..tables).map(|_| Vec::new()).collect::<Vec<Vec<Gathered>>>());
+    let failure = Mutex::new(None);
+    in_threads(threads, left, |_| {
+        let mut folding = Folding::default();
+        loop {
+            let next = super::log::lock(&queue).pop(); // not held while merging
+            let Some(part) = next else { break };
+            let table = part.table;
+            let mut set_aside = Vec::new();
+            // SAFETY: per our contract.
+            match unsafe { merge_part(ctx, part, &mut set_aside, &mut folding) } {
+                Ok(run) => {
+                    super::log::lock(&built)[table as usize].push(run);
+                    super::log::lock(&slow)[table as usize].extend(set_aside);
                 }
-                super::log::lock(&out).0.absorb(left);
-            });
+                Err(what) => {
+                    let name = &ctx.tables[table as usize].name;
+                    let what = format!("the log, table {name:?}: {what}");
+                    super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
+                    super::log::lock(&queue).clear(); // the rows of the parts left are freed
+                }
+            }
         }
     });
-    let (l, err) = out.into_inner().unwrap_or_else(|e| e.into_inner());
-    left.absorb(l);
-    err.map_or(Ok(()), Err)
+    if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        for (_, rows) in whole {
+            for r in rows {
+                // SAFETY: never installed: ours.
+                unsafe { Record::free(r) };
+            }
+        }
+        return Err(e);
+    }
+    let built = built.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut slow = slow.into_inner().unwrap_or_else(|e| e.into_inner());
+    for (t, runs) in built.into_iter().enumerate() {
+        let n: u64 = runs.iter().map(SortedRun::len).sum();
+        if let Err(runs) = ctx.tables[t].tree.load(runs, &mut left.retired) {
+            drop(runs); // frees their records: only a bug gets here
+            let name = &ctx.tables[t].name;
+            return Err(Error::Corrupt {
+                what: format!("the log, table {name:?}: merged runs that overlap"),
+                salvage: None,
+            });
+        }
+        left.created += n;
+    }
+    // What could not be merged, installed entry by entry, a table per thread.
+    let queue = Mutex::new(
+        whole
+            .into_iter()
+            .map(|(t, rows)| Unmerged {
+                table: t,
+                rows,
+                entries: chunks[t as usize].iter().flatten().copied().collect(),
+            })
+            .chain(slow.iter_mut().enumerate().filter(|s| !s.1.is_empty()).map(|(t, s)| Unmerged {
+                table: t as u32,
+                rows: Vec::new(),
+                entries: std::mem::take(s),
+            }))
+            .collect::<Vec<_>>(),
+    );
+    let failure = Mutex::new(None);
+    in_threads(threads, left, |left| {
+        loop {
+            let next = super::log::lock(&queue).pop(); // not held while installing
+            let Some(Unmerged { table, rows, entries }) = next else { break };
+            // SAFETY: the rows are ours; entries per our contract.
+            if let Err(what) = unsafe { install_all(ctx, table, rows, entries.into_iter(), left) } {
+                let name = &ctx.tables[table as usize].name;
+                let what = format!("the log, table {name:?}: {what}");
+                super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
+            }
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    ::log::debug!(
+        "recovery: merged {entries} log entries into {tables} tables in {:.3} s ({sorted:.3} s sorting)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
-/// One table: sort, merge, build; then `install` what was set aside.
+/// Cuts a table's sorted `chunks` and `rows` into about `threads * 2` key
+/// ranges of at least [`PART_MIN`] keys, at keys taken evenly from the
+/// largest chunk (or the rows, if more): each part holds the entries and
+/// rows from its split key up to the next one.
+///
+/// # Safety
+/// As for [`merge`]; the rows are live.
+unsafe fn split(table: u32, chunks: &[Vec<Gathered>], mut rows: Vec<NonNull<Record>>, threads: usize) -> Vec<Part<'_>> {
+    let n = chunks.iter().map(Vec::len).sum::<usize>() + rows.len();
+    let want = (n / PART_MIN).clamp(1, threads.max(1) * 2);
+    let largest = chunks.iter().max_by_key(|c| c.len()).map_or(&[][..], |c| c.as_slice());
+    let mut keys: Vec<Vec<u8>> = (1..want)
+        .map(|i| {
+            if rows.len() > largest.len() {
+                // SAFETY: live rows.
+                unsafe { rows[i * rows.len() / want].as_ref() }.key().to_vec()
+            } else {
+                // SAFETY: per our contract.
+                unsafe { largest[i * largest.len() / want].key() }.to_vec()
+            }
+        })
+        .collect();
+    keys.dedup();
+    let mut parts = Vec::with_capacity(keys.len() + 1);
+    let mut rest: Vec<&[Gathered]> = chunks.iter().map(|c| c.as_slice()).collect();
+    // From the last split key down: each part takes what lies at or above it.
+    for key in keys.iter().rev() {
+        let mut mine = Vec::with_capacity(rest.len());
+        for c in &mut rest {
+            // SAFETY: per our contract.
+            let at = c.partition_point(|g| unsafe { cmp_key(key, g) } == Cmp::Greater);
+            mine.push(&c[at..]);
+            *c = &c[..at];
+        }
+        // SAFETY: live rows.
+        let at = rows.partition_point(|r| unsafe { r.as_ref() }.key() < key.as_slice());
+        parts.push(Part { table, chunks: mine, rows: rows.split_off(at) });
+    }
+    parts.push(Part { table, chunks: rest, rows });
+    parts
+}
+
+/// A sorted chunk's next entry and the rest of it, in a heap whose top is
+/// the smallest next key (so the k-way merge costs about log2 k
+/// comparisons per entry, not k).
+struct Head<'c> {
+    next: Gathered,
+    rest: std::slice::Iter<'c, Gathered>,
+}
+
+impl Ord for Head<'_> {
+    fn cmp(&self, other: &Self) -> Cmp {
+        // SAFETY: heads exist only inside `merge_part`, whose callers keep
+        // the mappings alive. Reversed: `BinaryHeap` keeps the largest on top.
+        unsafe { cmp_keys(&other.next, &self.next) }
+    }
+}
+
+impl PartialOrd for Head<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Cmp> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Head<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Cmp::Equal
+    }
+}
+
+impl Eq for Head<'_> {}
+
+/// One part: its entries and rows merged in key order into a run; what
+/// cannot be merged goes to `slow`, for `install`.
 ///
 /// # Safety
 /// As for [`merge`].
-unsafe fn merge_table(ctx: &Ctx<'_>, task: Task, left: &mut Leftovers) -> Result<(), String> {
-    let Task { table, mut gathered, runs } = task;
-    let tree = &ctx.tables[table as usize].tree;
-    for g in &mut gathered {
-        // SAFETY: per our contract.
-        g.sort_unstable_by(|a, b| unsafe { cmp_keys(a, b) });
-    }
-    // The checkpoint's rows in key order, if its runs are disjoint and the
-    // tree is still empty; otherwise every row and entry is installed.
-    let mut runs = runs;
-    runs.sort_unstable_by(|a, b| a.first_key().cmp(b.first_key()));
-    let disjoint = runs.windows(2).all(|w| w[0].last_key() < w[1].first_key());
-    let empty = tree.is_empty();
-    let rows: Vec<NonNull<Record>> = runs.into_iter().flat_map(SortedRun::into_records).collect();
-    let mut slow: Vec<Gathered> = Vec::new();
-    if !(disjoint && empty) {
-        // SAFETY: the rows are ours; entries per our contract.
-        return unsafe { install_all(ctx, table, rows, gathered.into_iter().flatten(), left) };
-    }
+unsafe fn merge_part(
+    ctx: &Ctx<'_>,
+    part: Part<'_>,
+    slow: &mut Vec<Gathered>,
+    folding: &mut Folding,
+) -> Result<SortedRun, String> {
     let mut run = SortedRun::flat();
+    run.reserve(part.len());
+    let Part { table, chunks, rows } = part;
     let mut rows = rows.into_iter().peekable();
-    let mut heads: Vec<std::iter::Peekable<std::vec::IntoIter<Gathered>>> =
-        gathered.into_iter().map(|g| g.into_iter().peekable()).collect();
+    let mut heads: BinaryHeap<Head<'_>> = chunks
+        .into_iter()
+        .filter_map(|c| c.split_first().map(|(next, rest)| Head { next: *next, rest: rest.iter() }))
+        .collect();
     let mut group: Vec<Gathered> = Vec::new();
-    let mut folding = Folding::default();
     let push = |run: &mut SortedRun, rec: NonNull<Record>| {
         run.push(rec).map_err(|rec| {
             // SAFETY: ours, never linked.
@@ -314,77 +520,76 @@ unsafe fn merge_table(ctx: &Ctx<'_>, task: Task, left: &mut Leftovers) -> Result
             "keys out of order in the merge".to_string()
         })
     };
-    loop {
-        // The smallest key among the threads' next entries, and all of its
-        // entries.
-        group.clear();
-        let mut least: Option<Gathered> = None;
-        for h in &mut heads {
-            if let Some(g) = h.peek() {
+    let result = (|| {
+        loop {
+            // The smallest key among the chunks' next entries, and all of
+            // its entries.
+            group.clear();
+            let Some(least) = heads.peek().map(|h| h.next) else { break };
+            while let Some(mut h) = heads.peek_mut() {
                 // SAFETY: per our contract.
-                if least.is_none_or(|l| unsafe { cmp_keys(g, &l) } == Cmp::Less) {
-                    least = Some(*g);
+                if unsafe { cmp_keys(&h.next, &least) } != Cmp::Equal {
+                    break;
+                }
+                group.push(h.next);
+                match h.rest.next() {
+                    Some(next) => h.next = *next, // sifted down when `h` drops
+                    None => drop(PeekMut::pop(h)),
                 }
             }
-        }
-        let Some(least) = least else { break };
-        for h in &mut heads {
+            // Checkpoint rows before it, and its own.
+            // SAFETY: rows are live; entries per our contract.
+            while let Some(r) = rows.next_if(|&r| unsafe { cmp_record(r, &least) } == Cmp::Less) {
+                push(&mut run, r)?;
+            }
+            // SAFETY: as above.
+            let row = rows.next_if(|&r| unsafe { cmp_record(r, &least) } == Cmp::Equal);
+            if group.iter().any(|g| g.kind >= DELTA) {
+                // SAFETY: the row is ours; entries per our contract.
+                match unsafe { fold(ctx, table, row, &group, folding) } {
+                    Some(Some(rec)) => push(&mut run, rec)?,
+                    Some(None) => {} // deleted
+                    None => {
+                        if let Some(r) = row {
+                            push(&mut run, r)?;
+                        }
+                        slow.extend_from_slice(&group);
+                    }
+                }
+                continue;
+            }
+            let newest = group.iter().max_by_key(|g| g.tid).expect("a group has an entry");
+            // SAFETY: a row is ours alone until the tree takes it.
+            let row_tid = row.map(|r| Tid::of_word(unsafe { r.as_ref() }.tid.load()).raw());
+            if row_tid.is_some_and(|t| t >= newest.tid) {
+                push(&mut run, row.expect("checked"))?;
+                continue;
+            }
+            if let Some(r) = row {
+                // SAFETY: ours, never linked: replaced by a newer entry.
+                unsafe { Record::free(r) };
+            }
             // SAFETY: per our contract.
-            while let Some(g) = h.next_if(|g| unsafe { cmp_keys(g, &least) } == Cmp::Equal) {
-                group.push(g);
+            match unsafe { newest.write() } {
+                Write::Value(v) => {
+                    // SAFETY: per our contract.
+                    let key = unsafe { newest.key() };
+                    push(&mut run, Record::alloc(key, v, 0, newest.tid().raw() | LATEST_BIT, std::ptr::null_mut()))?;
+                }
+                Write::Delete => {} // the row is gone: nothing to keep
+                Write::Delta(_) => unreachable!("groups with deltas are folded or set aside"),
             }
         }
-        // Checkpoint rows before it, and its own.
-        // SAFETY: rows are live; entries per our contract.
-        while let Some(r) = rows.next_if(|&r| unsafe { cmp_record(r, &least) } == Cmp::Less) {
+        for r in rows.by_ref() {
             push(&mut run, r)?;
         }
-        // SAFETY: as above.
-        let row = rows.next_if(|&r| unsafe { cmp_record(r, &least) } == Cmp::Equal);
-        if group.iter().any(|g| g.kind >= DELTA) {
-            // SAFETY: the row is ours; entries per our contract.
-            match unsafe { fold(ctx, table, row, &group, &mut folding) } {
-                Some(Some(rec)) => push(&mut run, rec)?,
-                Some(None) => {} // deleted
-                None => {
-                    if let Some(r) = row {
-                        push(&mut run, r)?;
-                    }
-                    slow.extend_from_slice(&group);
-                }
-            }
-            continue;
-        }
-        let newest = group.iter().max_by_key(|g| g.tid).expect("a group has an entry");
-        // SAFETY: a row is ours alone until the tree takes it.
-        let row_tid = row.map(|r| Tid::of_word(unsafe { r.as_ref() }.tid.load()).raw());
-        if row_tid.is_some_and(|t| t >= newest.tid) {
-            push(&mut run, row.expect("checked"))?;
-            continue;
-        }
-        if let Some(r) = row {
-            // SAFETY: ours, never linked: replaced by a newer entry.
-            unsafe { Record::free(r) };
-        }
-        // SAFETY: per our contract.
-        match unsafe { newest.write() } {
-            Write::Value(v) => {
-                // SAFETY: per our contract.
-                let key = unsafe { newest.key() };
-                push(&mut run, Record::alloc(key, v, 0, newest.tid().raw() | LATEST_BIT, std::ptr::null_mut()))?;
-            }
-            Write::Delete => {} // the row is gone: nothing to keep
-            Write::Delta(_) => unreachable!("groups with deltas are set aside"),
-        }
-    }
+        Ok(())
+    })();
     for r in rows {
-        push(&mut run, r)?;
+        // SAFETY: not merged after a failure: still ours.
+        unsafe { Record::free(r) };
     }
-    let n = run.len();
-    tree.load(vec![run], &mut left.retired).map_err(|_| "the merged run did not load".to_string())?;
-    left.created += n;
-    // SAFETY: per our contract.
-    unsafe { install_all(ctx, table, Vec::new(), slow.into_iter(), left) }
+    result.map(|()| run)
 }
 
 /// Buffers [`fold`] reuses.

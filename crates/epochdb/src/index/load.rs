@@ -117,8 +117,27 @@ impl SortedRun {
         self.take_records()
     }
 
+    /// Like [`SortedRun::into_records`], appending them to `out`.
+    pub fn append_records(mut self, out: &mut Vec<NonNull<Record>>) {
+        self.take_records_into(out);
+    }
+
+    /// Room for `n` more records without growing (a flat run's are kept
+    /// in one vector until it is loaded).
+    pub fn reserve(&mut self, n: usize) {
+        if self.flat {
+            self.pending.reserve(n);
+        }
+    }
+
     fn take_records(&mut self) -> Vec<NonNull<Record>> {
         let mut out = Vec::with_capacity(self.len as usize);
+        self.take_records_into(&mut out);
+        out
+    }
+
+    fn take_records_into(&mut self, out: &mut Vec<NonNull<Record>>) {
+        out.reserve(self.len as usize);
         for (leaf, sep) in self.leaves.drain(..) {
             // SAFETY: the run's own leaf and separator, freed once here.
             unsafe {
@@ -130,7 +149,6 @@ impl SortedRun {
         }
         out.extend(self.pending.drain(..).filter_map(NonNull::new));
         (self.first, self.last, self.len) = (None, None, 0);
-        out
     }
 }
 

@@ -1,41 +1,45 @@
 #!/usr/bin/env bash
-# Log replay side by side (issue #20): `epochdb verify --replay WAY
-# --data-dir DIR --threads T --rounds 3 --quiet` for each variant in turn,
-# 3 s apart, PAIRS times. Round 1 is a new process's first recovery (with
-# this machine's cost of fresh memory); rounds 2-3 fill memory round 1
-# touched. Prints, per run, each round's seconds and CPU seconds, then
-# per variant the medians of round 1 and of rounds 2-3. DIR is a data
-# directory (e.g. scripts/recovery-figures.sh's log.orig); verify writes
-# nothing to it.
-#
-# Usage: scripts/replay-ab.sh DIR PAIRS THREADS BIN:WAY [BIN:WAY...]
-#   WAY is merge or lookup.
-# e.g.:  scripts/replay-ab.sh /tmp/recfig/log.orig 3 2 target/release/epochdb:merge target/release/epochdb:lookup
+# Standby replay of two or more builds side by side (issue #18): durable
+# TPC-C (value log) with one `epochdb replica` under `sync`, each build
+# in turn, REPS rounds, in two placements:
+#   shared   2 worker threads, 2 warehouses; the backup on any CPU
+#   pinned   1 worker thread on CPU 0 (taskset), the backup on CPU 1
+# Prints, per build and placement, the medians of throughput, the
+# backup's read-view lag (p50/p99, epochs of 40 ms), the CPU it used and,
+# with READERS=N, the read-only TPC-C transactions per second that N
+# reader threads in the backup ran at its read view (--replica-readers).
+# Usage: [READERS=N] scripts/replay-ab.sh REPS SECONDS BIN...
 set -euo pipefail
-dir=$1 pairs=$2 threads=$3
-shift 3
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-for _ in $(seq "$pairs"); do
-  for v in "$@"; do
-    sleep 3
-    "${v%:*}" verify --replay "${v##*:}" --data-dir "$dir" --threads "$threads" --rounds 3 --quiet 2>&1 |
-      awk -v v="$v" '/^verified/ {for (i = 1; i <= NF; i++) {if ($i == "in" && $(i + 2) == "s") w = $(i + 1); if ($i == "(CPU") c = $(i + 1)}
-        printf "%s %s %s ", (n++ == 0 ? v : ""), w, c} END {print ""}' | tee -a "$out"
+cd "$(dirname "$0")/.."
+reps=$1 secs=$2
+shift 2
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+for rep in $(seq "$reps"); do
+  i=0
+  for bin in "$@"; do
+    for p in shared pinned; do
+      pre=() extra=() threads=2
+      [ "${READERS:-0}" = 0 ] || extra=(--replica-readers "$READERS")
+      [ $p = pinned ] && pre=(taskset -c 0) extra+=(--replica-cpu 1) threads=1
+      "${pre[@]}" "$bin" bench tpcc --threads $threads --duration "$secs" --warmup 1 --durability log \
+        --data-dir "$scratch/db" --replicas 1 --safety sync "${extra[@]}" --json "$scratch/$i-$p-$rep.json" \
+        >/dev/null 2>&1
+    done
+    i=$((i + 1))
   done
 done
-python3 - "$out" <<'PY'
-import sys, statistics
-runs = {}
-for line in open(sys.argv[1]):
-    f = line.split()
-    if len(f) < 7:
-        continue
-    r = runs.setdefault(f[0], ([], []))
-    r[0].append(float(f[1]))
-    r[1].extend([float(f[3]), float(f[5])])
-print("variant: round 1 median (runs), rounds 2-3 median (range), seconds")
-for v, (first, warm) in runs.items():
-    print(f"{v}: {statistics.median(first):.2f} ({', '.join(f'{x:.2f}' for x in first)}), "
-          f"{statistics.median(warm):.2f} ({min(warm):.2f}-{max(warm):.2f})")
-PY
+med() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+get() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); x=r.get('replication') or {}; print($1)" "$2"; }
+echo "| build | placement | txn/s | read-view lag p50 | p99 | backup cores | backup read-only txn/s |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+i=0
+for bin in "$@"; do
+  for p in shared pinned; do
+    col() { for r in $(seq "$reps"); do get "$1" "$scratch/$i-$p-$r.json"; done | med; }
+    printf '| %s | %s | %.0f | %s | %s | %.2f | %.0f |\n' "$bin" $p "$(col "r['throughput']")" \
+      "$(col "x['replay_lag_epochs']['p50']")" "$(col "x['replay_lag_epochs']['p99']")" "$(col "x['backup_cores']")" \
+      "$(col "x.get('backup_reads_per_s', 0)")"
+  done
+  i=$((i + 1))
+done

@@ -79,7 +79,19 @@ pub fn is_live(v: &[u64]) -> bool {
 /// The columns of a live row that are not newer than its newest delete (or
 /// were never written): its insert is missing.
 pub fn missing(v: &[u64]) -> Vec<usize> {
-    (1..v.len()).filter(|&c| v[c] <= v[0]).map(|c| c - 1).collect()
+    (1..v.len()).filter(|&c| lost(v, c)).map(|c| c - 1).collect()
+}
+
+/// Whether every column has been written since the newest delete: no
+/// [`missing`] column, without listing them.
+pub fn complete(v: &[u64]) -> bool {
+    !(1..v.len()).any(|c| lost(v, c))
+}
+
+/// Whether entry `c` of `v` (a column's version) is no newer than the
+/// newest delete.
+fn lost(v: &[u64], c: usize) -> bool {
+    v[c] <= v[0]
 }
 
 /// Buffers `merge` reuses.

@@ -38,7 +38,7 @@
 
 use super::columns;
 use super::log::{Columns, Entry, Write};
-use super::recovery::{Ctx, Leftovers, Scratch};
+use super::recovery::{in_threads, install, install_rows, word_of, Ctx, Leftovers, Scratch};
 use crate::error::{Error, Result};
 use crate::index::{slice_at, SortedRun};
 use crate::record::Record;
@@ -166,14 +166,8 @@ impl Gathered {
 /// # Safety
 /// As for [`Gathered::key`].
 unsafe fn cmp_keys(a: &Gathered, b: &Gathered) -> Cmp {
-    a.slice.cmp(&b.slice).then_with(|| {
-        if a.key_len <= 8 || b.key_len <= 8 {
-            a.key_len.cmp(&b.key_len)
-        } else {
-            // SAFETY: per the contract.
-            unsafe { cmp_tails(a.key(), b.key()) }
-        }
-    })
+    // SAFETY: per the contract.
+    unsafe { cmp_split(a.slice, a.key_len as usize, || a.key(), b) }
 }
 
 /// `rec`'s key against `g`'s.
@@ -190,12 +184,22 @@ unsafe fn cmp_record(rec: NonNull<Record>, g: &Gathered) -> Cmp {
 /// # Safety
 /// As for [`Gathered::key`].
 unsafe fn cmp_key(key: &[u8], g: &Gathered) -> Cmp {
-    slice_at(key, 0).cmp(&g.slice).then_with(|| {
-        if key.len() <= 8 || g.key_len <= 8 {
-            key.len().cmp(&(g.key_len as usize))
+    // SAFETY: per the contract.
+    unsafe { cmp_split(slice_at(key, 0), key.len(), || key, g) }
+}
+
+/// A key given as its first 8 bytes `slice`, its length and (read only
+/// if those do not decide) its bytes, against `g`'s key.
+///
+/// # Safety
+/// As for [`Gathered::key`].
+unsafe fn cmp_split<'k>(slice: u64, len: usize, key: impl FnOnce() -> &'k [u8], g: &Gathered) -> Cmp {
+    slice.cmp(&g.slice).then_with(|| {
+        if len <= 8 || g.key_len <= 8 {
+            len.cmp(&(g.key_len as usize))
         } else {
             // SAFETY: per the contract.
-            cmp_tails(key, unsafe { g.key() })
+            cmp_tails(key(), unsafe { g.key() })
         }
     })
 }
@@ -265,22 +269,6 @@ unsafe impl Send for Unmerged {}
 /// Keys a part holds at least, when a table is split into parts (debug
 /// builds split small tables too, so that the tests merge parts).
 const PART_MIN: usize = if cfg!(debug_assertions) { 1 << 6 } else { 1 << 16 };
-
-/// Runs `f` on `threads` threads (scoped), each with its own `Leftovers`,
-/// which end in `left`.
-fn in_threads(threads: usize, left: &mut Leftovers, f: impl Fn(&mut Leftovers) + Sync) {
-    let out = Mutex::new(Leftovers::default());
-    std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(|| {
-                let mut mine = Leftovers::default();
-                f(&mut mine);
-                super::log::lock(&out).absorb(mine);
-            });
-        }
-    });
-    left.absorb(out.into_inner().unwrap_or_else(|e| e.into_inner()));
-}
 
 /// Merges each table's gathered entries with its checkpoint runs and
 /// builds its tree: the chunks are sorted `threads` at a time, each table
@@ -636,7 +624,7 @@ unsafe fn fold(
         std::mem::swap(&mut f.row, &mut f.out);
     }
     let live = columns::is_live(&f.versions);
-    if live && f.versions[1..].iter().any(|&c| c <= f.versions[0]) {
+    if live && !columns::complete(&f.versions) {
         return None;
     }
     if let Some(r) = row {
@@ -646,7 +634,7 @@ unsafe fn fold(
     if !live {
         return Some(None);
     }
-    let word = Tid::from_raw(columns::newest(&f.versions)).raw() | LATEST_BIT;
+    let word = word_of(&f.versions);
     // SAFETY: per our contract.
     Some(Some(Record::alloc(unsafe { group[0].key() }, &f.row, 0, word, std::ptr::null_mut())))
 }
@@ -665,38 +653,13 @@ unsafe fn install_all(
     left: &mut Leftovers,
 ) -> Result<(), String> {
     let target = ctx.target(table);
-    let (mut scratch, mut value) = (Scratch::default(), Vec::new());
-    let mut rows = rows.into_iter();
-    let result = (|| {
-        for rec in rows.by_ref() {
-            // SAFETY: a record the run owned, now ours alone; freed here.
-            let (key, tid) = unsafe {
-                let r = rec.as_ref();
-                r.copy_value(&mut value);
-                let kt = (r.key().to_vec(), Tid::of_word(r.tid.load()));
-                Record::free(rec);
-                kt
-            };
-            super::recovery::install(
-                &target,
-                &key,
-                tid,
-                Write::Value(&value),
-                target.tree.lookup(&key),
-                &mut scratch,
-                left,
-            )?;
-        }
-        for g in entries {
-            // SAFETY: per our contract.
-            let (key, write) = unsafe { (g.key(), g.write()) };
-            super::recovery::install(&target, key, g.tid(), write, target.tree.lookup(key), &mut scratch, left)?;
-        }
-        Ok(())
-    })();
-    for rec in rows {
-        // SAFETY: not installed after a failure: still ours.
-        unsafe { Record::free(rec) };
+    let mut scratch = Scratch::default();
+    // SAFETY: the rows are ours, per our contract.
+    unsafe { install_rows(&target, rows, &mut scratch, left) }?;
+    for g in entries {
+        // SAFETY: per our contract.
+        let (key, write) = unsafe { (g.key(), g.write()) };
+        install(&target, key, g.tid(), write, target.tree.lookup(key), &mut scratch, left)?;
     }
-    result
+    Ok(())
 }

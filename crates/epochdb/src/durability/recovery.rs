@@ -58,6 +58,7 @@ use crate::options::{LogReplay, Options};
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Mutex;
@@ -986,13 +987,7 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
         window.clear();
     };
     let decoded = log::decode(payload, |e| {
-        let epoch = e.tid.epoch();
-        if failure.is_none() {
-            failure = outside(b, epoch);
-        }
-        // Checkpoint records are all below e_l; log records are filtered.
-        let log = ctx.phase == Phase::Log;
-        if failure.is_some() || (log && (epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch))) {
+        if !wanted(ctx, b, e.tid.epoch(), &mut failure) {
             return;
         }
         window.push(e);
@@ -1016,11 +1011,7 @@ fn gather(ctx: &Ctx<'_>, b: &Claimed, block: &[u8], left: &mut Leftovers) -> Res
     }
     let mut failure = None;
     log::decode(block, |e| {
-        let epoch = e.tid.epoch();
-        if failure.is_none() {
-            failure = outside(b, epoch);
-        }
-        if failure.is_some() || epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch) {
+        if !wanted(ctx, b, e.tid.epoch(), &mut failure) {
             return;
         }
         match mine.get_mut(e.table as usize) {
@@ -1029,6 +1020,18 @@ fn gather(ctx: &Ctx<'_>, b: &Claimed, block: &[u8], left: &mut Leftovers) -> Res
         }
     })?;
     failure.map_or(Ok(()), Err)
+}
+
+/// Whether to replay a record of `epoch` in block `b`: not after a
+/// failure (a record outside the block's epochs is one, recorded in
+/// `failure`), and in the log phase only in `e_l..=pepoch` outside void
+/// ranges (checkpoint records are all below `e_l`).
+fn wanted(ctx: &Ctx<'_>, b: &Claimed, epoch: u64, failure: &mut Option<String>) -> bool {
+    if failure.is_none() {
+        *failure = outside(b, epoch);
+    }
+    let log = ctx.phase == Phase::Log;
+    failure.is_none() && !(log && (epoch < ctx.e_l || epoch > ctx.pepoch || ctx.manifest.is_void(epoch)))
 }
 
 /// A record of `epoch` in block `b` that does not fit the block's epochs.
@@ -1101,29 +1104,46 @@ fn load_runs(ctx: &Ctx<'_>, left: &mut Leftovers) -> Result<()> {
             }
             Err(runs) => runs,
         };
-        let target = ctx.target(i as u32);
-        let (mut scratch, mut value) = (Scratch::default(), Vec::new());
-        for rec in runs.into_iter().flat_map(SortedRun::into_records) {
-            // SAFETY: a record the run owned, now ours alone; freed here.
-            let (key, tid) = unsafe {
-                let r = rec.as_ref();
-                r.copy_value(&mut value);
-                let kt = (r.key().to_vec(), Tid::of_word(r.tid.load()));
-                Record::free(rec);
-                kt
-            };
-            if failure.is_none() {
-                let hint = t.tree.lookup(&key);
-                if let Err(what) = install(&target, &key, tid, Write::Value(&value), hint, &mut scratch, left) {
-                    failure = Some(format!("table {:?}: {what}", t.name));
-                }
-            }
+        let rows = runs.into_iter().flat_map(SortedRun::into_records);
+        // SAFETY: the runs' records, ours alone now.
+        if let Err(what) = unsafe { install_rows(&ctx.target(i as u32), rows, &mut Scratch::default(), left) } {
+            failure.get_or_insert(format!("table {:?}: {what}", t.name));
         }
     }
     match failure {
         None => Ok(()),
         Some(what) => Err(Error::Corrupt { what: format!("the checkpoint: {what}"), salvage: None }),
     }
+}
+
+/// Installs `rows`, records of a checkpoint that could not be loaded as
+/// runs, one by one after a lookup each (largest TID winning), freeing
+/// each: all of them, past a failure too, which is returned.
+///
+/// # Safety
+/// The records are the caller's alone, and linked nowhere.
+pub(super) unsafe fn install_rows(
+    target: &Target<'_>,
+    rows: impl IntoIterator<Item = NonNull<Record>>,
+    scratch: &mut Scratch,
+    left: &mut Leftovers,
+) -> Result<(), String> {
+    let (mut value, mut result) = (Vec::new(), Ok(()));
+    for rec in rows {
+        // SAFETY: per the contract; freed once, here.
+        let (key, tid) = unsafe {
+            let r = rec.as_ref();
+            r.copy_value(&mut value);
+            let kt = (r.key().to_vec(), Tid::of_word(r.tid.load()));
+            Record::free(rec);
+            kt
+        };
+        if result.is_ok() {
+            let hint = target.tree.lookup(&key);
+            result = install(target, &key, tid, Write::Value(&value), hint, scratch, left);
+        }
+    }
+    result
 }
 
 /// Where an entry goes: its table (index, tree and schema).
@@ -1145,7 +1165,7 @@ pub(super) struct Scratch {
 }
 
 /// The TID word of a row with versions `v`.
-fn word_of(v: &[u64]) -> u64 {
+pub(super) fn word_of(v: &[u64]) -> u64 {
     Tid::from_raw(columns::newest(v)).raw() | LATEST_BIT | if columns::is_live(v) { 0 } else { ABSENT_BIT }
 }
 
@@ -1364,29 +1384,29 @@ fn check_complete(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) -> Result
 /// replay: on one thread it was 7% of a 2-thread delta recovery.
 fn in_slices<T: Sync>(threads: usize, items: &[T], left: &mut Leftovers, f: impl Fn(&[T], &mut Leftovers) + Sync) {
     let per = items.len().div_ceil(threads.max(1)).max(1);
-    let mut slices = items.chunks(per);
-    let first = slices.next().unwrap_or(&[]);
-    let outs: Vec<Leftovers> = std::thread::scope(|s| {
-        let f = &f;
-        let spawned: Vec<_> = slices
-            .map(|slice| {
-                s.spawn(move || {
-                    let mut mine = Leftovers::default();
-                    f(slice, &mut mine);
-                    mine
-                })
-            })
-            .collect();
-        let mut mine = Leftovers::default();
-        f(first, &mut mine);
-        // A panic in a slice's thread ends recovery as one in a replay worker does.
-        std::iter::once(mine)
-            .chain(spawned.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
-            .collect()
+    let slices = Mutex::new(items.chunks(per).collect::<Vec<_>>());
+    in_threads(threads, left, |mine| loop {
+        let next = lock(&slices).pop(); // not held while `f` runs
+        let Some(slice) = next else { break };
+        f(slice, mine);
     });
-    for mine in outs {
-        left.absorb(mine);
-    }
+}
+
+/// Runs `f` on `threads` scoped threads, each with its own `Leftovers`,
+/// which end in `left` (a panic in one ends recovery as one in a replay
+/// worker does).
+pub(super) fn in_threads(threads: usize, left: &mut Leftovers, f: impl Fn(&mut Leftovers) + Sync) {
+    let out = Mutex::new(Leftovers::default());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                let mut mine = Leftovers::default();
+                f(&mut mine);
+                lock(&out).absorb(mine);
+            });
+        }
+    });
+    left.absorb(out.into_inner().unwrap_or_else(|e| e.into_inner()));
 }
 
 /// Takes back the version vectors of `versioned` (see

@@ -106,6 +106,12 @@ pub fn newest(v: &[u64]) -> u64 {
     v.iter().copied().max().unwrap_or(0)
 }
 
+/// Whether [`patch`] can apply `d` to a row of `len` bytes.
+pub fn patchable(schema: &Schema, len: usize, d: Columns<'_>) -> bool {
+    d.into_iter()
+        .all(|(c, bytes)| schema.fixed_place(c as usize).is_some_and(|at| at.end <= len && at.len() == bytes.len()))
+}
+
 /// Applies the delta `d` at `tid` straight into `rec` (under its lock),
 /// whose vector is `v`: what [`merge`] gives, without copying the row out
 /// and back, when every column `d` holds is fixed-width and lies at a
@@ -113,13 +119,15 @@ pub fn newest(v: &[u64]) -> u64 {
 /// within the row. Returns false, doing nothing, otherwise (`merge` then
 /// handles it, and reports a delta that does not fit).
 pub fn patch(schema: &Schema, rec: &Record, v: &mut [u64], tid: u64, d: Columns<'_>) -> bool {
-    let len = rec.value_len();
-    let fits = |(c, bytes): (u16, &[u8])| {
-        schema.fixed_place(c as usize).is_some_and(|at| at.end <= len && at.len() == bytes.len())
-    };
-    if !d.into_iter().all(fits) {
+    if !patchable(schema, rec.value_len(), d) {
         return false;
     }
+    patch_unchecked(schema, rec, v, tid, d);
+    true
+}
+
+/// [`patch`], for a delta [`patchable`] accepted.
+pub fn patch_unchecked(schema: &Schema, rec: &Record, v: &mut [u64], tid: u64, d: Columns<'_>) {
     for (c, bytes) in d {
         let (c, at) = (c as usize, schema.fixed_place(c as usize).map_or(0, |at| at.start));
         if tid > v[c + 1] {
@@ -127,7 +135,6 @@ pub fn patch(schema: &Schema, rec: &Record, v: &mut [u64], tid: u64, d: Columns<
             v[c + 1] = tid;
         }
     }
-    true
 }
 
 /// Applies `write` at `tid` to the row `row` with versions `v`, writing

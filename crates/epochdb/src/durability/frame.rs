@@ -289,6 +289,17 @@ enum Bad {
     Invalid(String, Option<(u64, u64)>),
 }
 
+/// Where a block's payload is checked.
+enum Payload<'p> {
+    /// Not checked (unless empty): only the header.
+    Skip,
+    /// Read into the buffer, then checked.
+    Read(&'p mut Vec<u8>),
+    /// Checked in place in the file's mapping (its bytes from offset 0)
+    /// where it covers the block; otherwise read as by `Read`.
+    Mapped(&'p [u8], &'p mut Vec<u8>),
+}
+
 /// Reads the blocks of one file in order.
 pub struct BlockReader {
     file: File,
@@ -329,7 +340,20 @@ impl BlockReader {
     /// The next block; `Ok(None)` at a clean end; `Err` at a bad block (the
     /// reader then stands at the bad block; see [`BlockReader::skip_to_next_valid`]).
     pub fn next_block(&mut self, payload: &mut Vec<u8>) -> Result<Option<(u64, u64, u64)>, Damage> {
-        Ok(self.next(Some(payload))?.map(|(at, lo, hi, _)| (at, lo, hi)))
+        Ok(self.next(Payload::Read(payload))?.map(|(at, lo, hi, _)| (at, lo, hi)))
+    }
+
+    /// Like [`BlockReader::next_block`] for a file also mapped whole
+    /// (`mapped`, its bytes from offset 0): the payload is checked where it
+    /// lies in the mapping, not copied, and `payload` is left empty; only a
+    /// block the mapping does not cover is read into `payload`. Returns
+    /// `(offset, lo, hi, payload length)`; the same damage as `next_block`.
+    pub fn next_block_in(
+        &mut self,
+        mapped: &[u8],
+        payload: &mut Vec<u8>,
+    ) -> Result<Option<(u64, u64, u64, usize)>, Damage> {
+        self.next(Payload::Mapped(mapped, payload))
     }
 
     /// Like [`BlockReader::next_block`], but checks only the next block's
@@ -338,11 +362,11 @@ impl BlockReader {
     /// damaged payload goes unnoticed; callers check the blocks that matter
     /// with `next_block` after [`BlockReader::seek`].
     pub fn next_header(&mut self) -> Result<Option<(u64, u64, u64, usize)>, Damage> {
-        self.next(None)
+        self.next(Payload::Skip)
     }
 
-    /// The next block, its payload read into `payload` if given.
-    fn next(&mut self, payload: Option<&mut Vec<u8>>) -> Result<Option<(u64, u64, u64, usize)>, Damage> {
+    /// The next block, its payload checked as `payload` says.
+    fn next(&mut self, payload: Payload<'_>) -> Result<Option<(u64, u64, u64, usize)>, Damage> {
         self.skip_padding();
         if self.offset + BLOCK_HEADER_LEN as u64 > self.len {
             if self.offset == self.len {
@@ -403,9 +427,9 @@ impl BlockReader {
         }
     }
 
-    /// Checks the block at `at` and reads its payload into `payload` (if
-    /// given; else only an empty payload is checked): `(lo, hi, length)`.
-    fn try_read(&mut self, at: u64, payload: Option<&mut Vec<u8>>) -> Result<(u64, u64, usize), Bad> {
+    /// Checks the block at `at` and its payload as `payload` says:
+    /// `(lo, hi, length)`.
+    fn try_read(&mut self, at: u64, payload: Payload<'_>) -> Result<(u64, u64, usize), Bad> {
         let io = |e: io::Error| Bad::Invalid(format!("read failed: {e}"), None);
         self.file.read_exact_at(&mut self.header, at).map_err(io)?;
         let (len, lo, hi) = check_header(&self.header, self.version)?;
@@ -413,16 +437,25 @@ impl BlockReader {
         if at + (BLOCK_HEADER_LEN + len) as u64 > self.len {
             return Err(Bad::Invalid(format!("block length {len} runs past the end of the file"), epochs));
         }
-        match payload {
-            Some(payload) => {
-                payload.clear();
-                payload.resize(len, 0);
-                self.file.read_exact_at(payload, at + BLOCK_HEADER_LEN as u64).map_err(io)?;
-                check_payload(&self.header, payload, epochs)?;
+        let start = at + BLOCK_HEADER_LEN as u64;
+        let (payload, in_map) = match payload {
+            Payload::Skip if len == 0 => return check_payload(&self.header, &[], epochs).map(|()| (lo, hi, len)),
+            Payload::Skip => return Ok((lo, hi, len)),
+            Payload::Read(payload) => (payload, None),
+            Payload::Mapped(m, payload) => {
+                (payload, usize::try_from(start).ok().and_then(|s| m.get(s..s.checked_add(len)?)))
             }
-            None if len == 0 => check_payload(&self.header, &[], epochs)?,
-            None => {}
-        }
+        };
+        payload.clear();
+        let bytes = match in_map {
+            Some(bytes) => bytes,
+            None => {
+                payload.resize(len, 0);
+                self.file.read_exact_at(payload, start).map_err(io)?;
+                payload
+            }
+        };
+        check_payload(&self.header, bytes, epochs)?;
         Ok((lo, hi, len))
     }
 
@@ -448,7 +481,7 @@ impl BlockReader {
             self.file.read_exact_at(&mut window, start).ok()?;
             for i in 0..len.saturating_sub(3) {
                 let at = start + i as u64;
-                if window[i..i + 4] == BLOCK_MAGIC && probe.try_read(at, Some(&mut scratch)).is_ok() {
+                if window[i..i + 4] == BLOCK_MAGIC && probe.try_read(at, Payload::Read(&mut scratch)).is_ok() {
                     return Some(at);
                 }
             }
@@ -530,6 +563,53 @@ mod tests {
                 Err(d) => return (out, Some(d)),
             }
         }
+    }
+
+    /// [`read_all`] by `next_block_in`, over the file's first `cut` bytes
+    /// as its mapping (the rest read from the file).
+    fn read_all_mapped(path: &Path, cut: usize) -> (Vec<Vec<u8>>, Option<Damage>) {
+        let bytes = std::fs::read(path).expect("read");
+        let map = &bytes[..cut.min(bytes.len())];
+        let mut r = BlockReader::open(path, b"EPOCHTST").expect("open");
+        let (mut out, mut p) = (Vec::new(), Vec::new());
+        loop {
+            match r.next_block_in(map, &mut p) {
+                Ok(Some((at, _, _, len))) => {
+                    let start = at as usize + BLOCK_HEADER_LEN;
+                    out.push(map.get(start..start + len).map_or_else(|| p.clone(), <[u8]>::to_vec));
+                }
+                Ok(None) => return (out, None),
+                Err(d) => return (out, Some(d)),
+            }
+        }
+    }
+
+    /// Checking a block's payload where it lies in a mapping finds the
+    /// blocks and the damage that reading it finds, and where the mapping
+    /// is short, reads the rest.
+    #[test]
+    fn checking_blocks_in_a_mapping_finds_what_reading_them_does() {
+        let damaged = |change: &dyn Fn(&mut Vec<u8>, &[u64])| {
+            let (path, offs) = file_with(&[b"one", b"two", b"three"], &[0; 100]);
+            let mut bytes = std::fs::read(&path).expect("read");
+            change(&mut bytes, &offs);
+            std::fs::write(&path, &bytes).expect("write");
+            (path, offs)
+        };
+        let files = [
+            damaged(&|_, _| {}),
+            damaged(&|b, offs| b.truncate(offs[2] as usize + BLOCK_HEADER_LEN + 2)),
+            damaged(&|b, offs| b[offs[1] as usize + BLOCK_HEADER_LEN] ^= 1),
+        ];
+        for (path, offs) in &files {
+            let read = read_all(path);
+            for cut in [usize::MAX, offs[1] as usize + BLOCK_HEADER_LEN + 1, 0] {
+                assert_eq!(read_all_mapped(path, cut), read, "mapping cut at {cut}");
+            }
+        }
+        assert_eq!(read_all(&files[0].0).0.len(), 3);
+        assert!(read_all(&files[1].0).1.is_some_and(|d| d.at_tail));
+        assert!(read_all(&files[2].0).1.is_some_and(|d| !d.at_tail));
     }
 
     /// A file cut at a block boundary through another handle reads short;

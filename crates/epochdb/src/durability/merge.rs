@@ -40,7 +40,7 @@ use super::columns;
 use super::log::{Columns, Entry, Write};
 use super::recovery::{in_threads, install, install_rows, word_of, Ctx, Leftovers, Scratch};
 use crate::error::{Error, Result};
-use crate::index::{slice_at, SortedRun};
+use crate::index::{prefetch, slice_at, SortedRun};
 use crate::record::Record;
 use crate::tid::{Tid, LATEST_BIT};
 use std::cmp::Ordering as Cmp;
@@ -76,12 +76,16 @@ impl Mapped {
         (ptr != libc::MAP_FAILED).then_some(Mapped { ptr, len })
     }
 
+    /// The file's bytes.
+    pub(super) fn bytes(&self) -> &[u8] {
+        // SAFETY: the whole mapping, which lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+
     /// Bytes `at..at + len` of the file, if it is that long.
     pub(super) fn get(&self, at: u64, len: usize) -> Option<&[u8]> {
         let at = usize::try_from(at).ok()?;
-        (at.checked_add(len)? <= self.len)
-            // SAFETY: inside the mapping, which lives as long as `self`.
-            .then(|| unsafe { std::slice::from_raw_parts((self.ptr as *const u8).add(at), len) })
+        self.bytes().get(at..at.checked_add(len)?)
     }
 }
 
@@ -157,6 +161,12 @@ impl Gathered {
 
     fn tid(&self) -> Tid {
         Tid::from_raw(self.tid)
+    }
+
+    /// Starts loading the key and the first bytes of the write into the
+    /// cache (a prefetch never faults, so the mapping need not be alive).
+    fn prefetch(&self) {
+        prefetch(self.key, 64);
     }
 }
 
@@ -451,6 +461,13 @@ unsafe fn split(table: u32, chunks: &[Vec<Gathered>], mut rows: Vec<NonNull<Reco
     parts
 }
 
+/// How far ahead in a chunk the merge prefetches entries' bytes: they lie
+/// in the mapped log in the order it was written, not in key order, so
+/// each is a cache miss (in a delta log's profile, the first byte read of
+/// an entry took 15% of the time), and a chunk's head moves only when its
+/// entries are the least of all the chunks'.
+const AHEAD: usize = 2;
+
 /// A sorted chunk's next entry and the rest of it, in a heap whose top is
 /// the smallest next key (so the k-way merge costs about log2 k
 /// comparisons per entry, not k).
@@ -521,7 +538,12 @@ unsafe fn merge_part(
                 }
                 group.push(h.next);
                 match h.rest.next() {
-                    Some(next) => h.next = *next, // sifted down when `h` drops
+                    Some(next) => {
+                        h.next = *next; // sifted down when `h` drops
+                        if let Some(ahead) = h.rest.as_slice().get(AHEAD) {
+                            ahead.prefetch();
+                        }
+                    }
                     None => drop(PeekMut::pop(h)),
                 }
             }
@@ -613,9 +635,30 @@ unsafe fn fold(
     if let Some(r) = row {
         // SAFETY: ours, live.
         let r = unsafe { r.as_ref() };
-        r.copy_value(&mut f.row);
         let tid = Tid::of_word(r.tid.load()).raw();
         f.versions[1..].fill(tid);
+        // Deltas of fixed columns at fixed places (most of TPC-C's) go
+        // straight into the row, which keeps its place and length: no new
+        // record, no copy. All or none, so the row is still whole for the
+        // general way below.
+        let delta = |g: &Gathered| {
+            // SAFETY: per our contract.
+            match unsafe { g.write() } {
+                Write::Delta(d) => Some(d),
+                _ => None,
+            }
+        };
+        if group.iter().all(|g| delta(g).is_some_and(|d| columns::patchable(schema, r.value_len(), d))) {
+            r.tid.lock(); // ours alone, but writes to a record go under its lock
+            for g in group {
+                if let Some(d) = delta(g) {
+                    columns::patch_unchecked(schema, r, &mut f.versions, g.tid, d);
+                }
+            }
+            r.tid.unlock_to(word_of(&f.versions));
+            return Some(row);
+        }
+        r.copy_value(&mut f.row);
     }
     for g in group {
         // SAFETY: per our contract.

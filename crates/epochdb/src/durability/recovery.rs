@@ -44,7 +44,7 @@
 
 use super::columns;
 use super::datadir::{Dirs, CHECKPOINT_MAGIC};
-use super::frame::{BlockReader, Damage};
+use super::frame::{BlockReader, Damage, BLOCK_HEADER_LEN};
 use super::fsio::{Context, Io};
 use super::log::{self, lock, Entry, Write};
 use super::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
@@ -458,13 +458,19 @@ fn replay_all(
     let loading = Instant::now();
     let (base, chain) = checkpoint_files.split_at(base_files.unwrap_or(0));
     ctx.bulk = true;
-    let (_, mut left) = replay_files(&ctx, threads, base, CHECKPOINT_MAGIC)?;
+    // When merging, the base checkpoint's files are mapped too, so that
+    // its blocks are not copied out before they are packed (a copy, not a
+    // reference: the mappings end with this phase).
+    let base_maps: Option<Vec<Option<Mapped>>> = ctx.maps.map(|_| base.iter().map(|f| Mapped::open(&f.path)).collect());
+    let base_left = replay_files(&ctx, threads, base, CHECKPOINT_MAGIC, base_maps.as_deref());
+    drop(base_maps);
+    let (_, mut left) = base_left?;
     ctx.bulk = false;
     // With the merge, the runs wait for the log's entries.
     let runs = if ctx.maps.is_some() { Ok(()) } else { load_runs(&ctx, &mut left) };
     let loaded = runs.and_then(|()| match chain.is_empty() {
         true => Ok(()),
-        false => replay_files(&ctx, threads, chain, CHECKPOINT_MAGIC).map(|(_, l)| left.absorb(l)),
+        false => replay_files(&ctx, threads, chain, CHECKPOINT_MAGIC, None).map(|(_, l)| left.absorb(l)),
     });
     if let Err(e) = loaded {
         left.discard(&ctx);
@@ -483,7 +489,7 @@ fn replay_all(
         logs.len(),
         log_bytes as f64 / 1e6
     );
-    let replayed = replay_files(&ctx, threads, logs, LOG_MAGIC);
+    let replayed = replay_files(&ctx, threads, logs, LOG_MAGIC, ctx.maps);
     let ends = match replayed {
         Ok((ends, log_left)) => {
             left.absorb(log_left);
@@ -687,6 +693,9 @@ struct FileEnd {
 struct Blocks<'a> {
     files: &'a [Source],
     magic: &'a [u8; 8],
+    /// The files mapped (by index), if they are: a mapped file's blocks
+    /// are checked and replayed where they lie, not copied out.
+    maps: Option<&'a [Option<Mapped>]>,
     /// A thread failed: the others stop.
     failed: AtomicBool,
 }
@@ -706,17 +715,33 @@ struct FileState {
     keep_whole: bool,
 }
 
-/// A block a thread took: its file (index), offset and epoch range.
+/// A block a thread took: its file (index), offset, epoch range and
+/// payload length.
 struct Claimed {
     file: usize,
     at: u64,
     lo: u64,
     hi: u64,
+    len: usize,
 }
 
 impl Blocks<'_> {
-    /// Reads the next block of file `i` into `payload`, or `None` when the
-    /// file is done.
+    /// File `i`'s mapping, if it is mapped.
+    fn mapped(&self, i: usize) -> Option<&Mapped> {
+        self.maps.and_then(|m| m[i].as_ref())
+    }
+
+    /// A claimed block's payload: in its file's mapping, or (`false`) in
+    /// `payload`, where `next_in` read it if the mapping does not cover it.
+    fn payload<'p>(&'p self, b: &Claimed, payload: &'p [u8]) -> (&'p [u8], bool) {
+        match self.mapped(b.file).and_then(|m| m.get(b.at + BLOCK_HEADER_LEN as u64, b.len)) {
+            Some(block) => (block, true),
+            None => (payload, false),
+        }
+    }
+
+    /// Reads the next block of file `i` (into `payload` unless the file is
+    /// mapped), or `None` when the file is done.
     fn next_in(&self, i: usize, s: &mut FileState, ctx: &Ctx<'_>, payload: &mut Vec<u8>) -> Result<Option<Claimed>> {
         let file = &self.files[i];
         let current = file.kind == Kind::Log { current: true };
@@ -734,8 +759,12 @@ impl Blocks<'_> {
                 }
                 continue;
             };
-            match reader.next_block(payload) {
-                Ok(Some((at, lo, hi))) => {
+            let next = match self.mapped(i) {
+                Some(m) => reader.next_block_in(m.bytes(), payload),
+                None => reader.next_block(payload).map(|b| b.map(|(at, lo, hi)| (at, lo, hi, payload.len()))),
+            };
+            match next {
+                Ok(Some((at, lo, hi, len))) => {
                     let offset = reader.offset();
                     ctx.advance(offset - s.read_to);
                     s.read_to = offset;
@@ -770,7 +799,7 @@ impl Blocks<'_> {
                             });
                         }
                     }
-                    return Ok(Some(Claimed { file: i, at, lo, hi }));
+                    return Ok(Some(Claimed { file: i, at, lo, hi, len }));
                 }
                 Ok(None) => {
                     if s.torn.is_none() && !s.keep_whole {
@@ -866,7 +895,8 @@ impl Blocks<'_> {
                     Err(TrySendError::Disconnected(_)) => return Ok(()), // the workers are gone
                 },
             };
-            replay(ctx, &self.files[b.file].path, &b, &payload, left)?;
+            let (block, mapped) = self.payload(&b, &payload);
+            replay(ctx, &self.files[b.file].path, &b, block, mapped, left)?;
             spare = Some(payload);
         }
     }
@@ -877,13 +907,20 @@ type Job = (Claimed, Vec<u8>);
 
 /// Replays every block of `files` with `threads` threads. Returns what each
 /// file held, and what the threads left for the end.
-fn replay_files(ctx: &Ctx<'_>, threads: usize, files: &[Source], magic: &[u8; 8]) -> Result<(Vec<FileEnd>, Leftovers)> {
-    let blocks = Blocks { files, magic, failed: AtomicBool::new(false) };
+fn replay_files(
+    ctx: &Ctx<'_>,
+    threads: usize,
+    files: &[Source],
+    magic: &[u8; 8],
+    maps: Option<&[Option<Mapped>]>,
+) -> Result<(Vec<FileEnd>, Leftovers)> {
+    let blocks = Blocks { files, magic, maps, failed: AtomicBool::new(false) };
     let mut states: Vec<FileState> = files.iter().map(|_| FileState::default()).collect();
     // `threads` in all: the reader and `threads - 1` workers.
     let (threads, workers) = (threads.max(1), threads.max(1) - 1);
     // A few blocks in flight per worker keep them busy while the reader
-    // (a page-cache copy and a CRC per block, far faster than replay)
+    // (a CRC per block, and a copy out of the page cache unless the file
+    // is mapped: far faster than replay)
     // runs ahead; the buffers circulate back to it.
     let (to_workers, jobs) = std::sync::mpsc::sync_channel::<Job>(2 * workers.max(1));
     let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
@@ -914,7 +951,8 @@ fn replay_files(ctx: &Ctx<'_>, threads: usize, files: &[Source], magic: &[u8; 8]
                     let job = lock(jobs).recv(); // the guard ends here, not after replay
                     let Ok((b, payload)) = job else { break };
                     if !blocks.failed.load(Ordering::Relaxed) {
-                        if let Err(e) = replay(ctx, &blocks.files[b.file].path, &b, &payload, &mut left) {
+                        let (block, mapped) = blocks.payload(&b, &payload);
+                        if let Err(e) = replay(ctx, &blocks.files[b.file].path, &b, block, mapped, &mut left) {
                             fail(e);
                         }
                     }
@@ -938,8 +976,9 @@ fn replay_files(ctx: &Ctx<'_>, threads: usize, files: &[Source], magic: &[u8; 8]
 /// descents overlap. A record outside the block's epoch range means the
 /// block misstates its epochs, which filtering trusts. A block of the
 /// base checkpoint (`ctx.bulk`) holding whole rows alone is packed into
-/// sorted runs instead ([`pack`]).
-fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Result<()> {
+/// sorted runs instead ([`pack`]); a log block in its mapped file
+/// (`mapped`), when the log is merged, is gathered ([`gather`]).
+fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], mapped: bool, left: &mut Leftovers) -> Result<()> {
     let corrupt =
         |what: String| Error::Corrupt { what: format!("{} at offset {}: {what}", path.display(), b.at), salvage: None };
     if ctx.bulk {
@@ -949,14 +988,10 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], left: &mut Le
             Err(what) => return Err(corrupt(what)),
         }
     }
-    if let Some(mapped) = ctx.maps.filter(|_| ctx.phase == Phase::Log).and_then(|m| m[b.file].as_ref()) {
-        // The same bytes as the block just read and checked: nothing
-        // writes a log file while recovery holds the directory's lock.
-        let at = b.at + super::frame::BLOCK_HEADER_LEN as u64;
-        if let Some(block) = mapped.get(at, payload.len()) {
-            debug_assert!(block == payload, "a log file changed during recovery");
-            return gather(ctx, b, block, left).map_err(corrupt);
-        }
+    if mapped && ctx.maps.is_some() && ctx.phase == Phase::Log {
+        // Entries may point into the block: the mapping lives until the
+        // merge is done.
+        return gather(ctx, b, payload, left).map_err(corrupt);
     }
     let mut failure = None;
     let mut scratch = Scratch::default();
@@ -1641,8 +1676,8 @@ mod tests {
             (7, b"d", Some(Write::Value(&c_row))),
         ]);
         let mut left = Leftovers::default();
-        let claimed = Claimed { file: 0, at: 0, lo: 1, hi: 9 };
-        replay(&ctx, Path::new("test"), &claimed, &block, &mut left).expect("replay");
+        let claimed = Claimed { file: 0, at: 0, lo: 1, hi: 9, len: block.len() };
+        replay(&ctx, Path::new("test"), &claimed, &block, false, &mut left).expect("replay");
         assert_eq!(left.versioned.len(), 3, "a, b, and b's grown copy");
         let complete = check_complete(&ctx, 2, &mut left);
         let records = complete.map(|()| remove_tombstones(&tables, 2, &mut left));
@@ -1697,7 +1732,6 @@ mod tests {
             }
             out
         };
-        let claimed = Claimed { file: 0, at: 0, lo: 1, hi: 9 };
         let mut left = Leftovers::default();
         let blocks = [
             // Table 0: disjoint runs, the later keys first.
@@ -1712,7 +1746,8 @@ mod tests {
             in_table(2, &[(7, b"a", Some(b"a7")), (6, b"y", Some(b"y6"))]),
         ];
         for block in &blocks {
-            replay(&ctx, Path::new("test"), &claimed, block, &mut left).expect("replay");
+            let claimed = Claimed { file: 0, at: 0, lo: 1, hi: 9, len: block.len() };
+            replay(&ctx, Path::new("test"), &claimed, block, false, &mut left).expect("replay");
         }
         assert_eq!(left.runs.len(), 5, "the block with a delete was installed at once");
         assert_eq!(left.deleted.len(), 1);

@@ -12,9 +12,11 @@
 //! sorted runs, from which its tree is built like the checkpoint's was.
 //!
 //! - The log files are mapped read-only ([`Mapped`]), so a gathered entry
-//!   points into the page cache instead of a copy of the log: the blocks
-//!   are still read, checked and filtered by the reader as before, and
-//!   decoded from the mapping at the same offsets.
+//!   points into the page cache instead of a copy of the log: the reader
+//!   checks each block's CRC on the mapped bytes and filters blocks as
+//!   before, and the workers decode them there (the base checkpoint's
+//!   files are mapped too, for its phase only, so that no block is copied
+//!   out of the page cache).
 //! - Entries are gathered per table in chunks of [`CHUNK`], which are
 //!   sorted on their own, `n` threads at a time. Each table is then cut
 //!   into key ranges ([`Part`]), each merged by one thread: a k-way merge
@@ -26,7 +28,10 @@
 //!   that wins leaves no row, so no tombstone. A key with deltas among its
 //!   entries gets what `install` would give it: all of them folded onto
 //!   its checkpoint row column by column ([`fold`], `columns::merge`,
-//!   which does not depend on the order).
+//!   which does not depend on the order), or, when all of them are deltas
+//!   of fixed columns at fixed places, patched into that row in place.
+//! - The merge reads entries in key order, which is random in the mapped
+//!   log: it prefetches each chunk's entries [`AHEAD`] of its head.
 //! - What the merge cannot decide goes through `install` after the tree
 //!   is built, as replay by lookup would have done it (so its reports are
 //!   the same): a folded row that would miss a column, a delta that does

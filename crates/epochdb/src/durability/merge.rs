@@ -87,6 +87,21 @@ impl Mapped {
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
 
+    /// Lets the kernel drop the pages wholly inside bytes `at..at + len`
+    /// from this mapping (they stay in the page cache), so that bytes
+    /// nothing will read again stop counting in the resident size.
+    /// Nothing may point into them.
+    pub(super) fn release(&self, at: u64, len: usize) {
+        const PAGE: usize = 4096;
+        let Ok(at) = usize::try_from(at) else { return };
+        let (lo, hi) = (at.next_multiple_of(PAGE), at.saturating_add(len).min(self.len) / PAGE * PAGE);
+        if lo < hi {
+            // SAFETY: inside our own read-only file mapping, which is only
+            // read; a later read faults the page in again from the file.
+            unsafe { libc::madvise((self.ptr as *mut u8).add(lo) as *mut libc::c_void, hi - lo, libc::MADV_DONTNEED) };
+        }
+    }
+
     /// Bytes `at..at + len` of the file, if it is that long.
     pub(super) fn get(&self, at: u64, len: usize) -> Option<&[u8]> {
         let at = usize::try_from(at).ok()?;

@@ -884,6 +884,10 @@ impl Blocks<'_> {
             // Checkpoint blocks are all loaded; log blocks are wanted if
             // they overlap [e_l, pepoch].
             if ctx.phase == Phase::Log && (b.hi < ctx.e_l || b.lo > ctx.pepoch) {
+                // Checked, never decoded: its mapped pages need not stay.
+                if let Some(m) = self.mapped(b.file) {
+                    m.release(b.at, BLOCK_HEADER_LEN + b.len);
+                }
                 spare = Some(payload);
                 continue;
             }

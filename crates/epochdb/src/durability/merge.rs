@@ -43,7 +43,7 @@
 
 use super::columns;
 use super::log::{Columns, Entry, Write};
-use super::recovery::{in_threads, install, install_rows, word_of, Ctx, Leftovers, Scratch};
+use super::recovery::{in_queue, install, install_rows, word_of, Ctx, Leftovers, Scratch};
 use crate::error::{Error, Result};
 use crate::index::{prefetch, slice_at, SortedRun};
 use crate::record::Record;
@@ -286,6 +286,16 @@ impl Part<'_> {
 // into mappings any thread may read.
 unsafe impl Send for Part<'_> {}
 
+impl Drop for Part<'_> {
+    fn drop(&mut self) {
+        for r in self.rows.drain(..) {
+            // SAFETY: ours, never linked (`merge_part` takes the rows it
+            // merges out first).
+            unsafe { Record::free(r) };
+        }
+    }
+}
+
 /// A table's rows (owned) and entries to install one by one.
 struct Unmerged {
     table: u32,
@@ -319,17 +329,11 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
         runs[t as usize].push(run);
     }
     let entries: usize = chunks.iter().flatten().map(Vec::len).sum();
-    {
-        let queue = Mutex::new(chunks.iter_mut().flatten().collect::<Vec<_>>());
-        in_threads(threads, left, |_| {
-            loop {
-                let next = super::log::lock(&queue).pop(); // not held while sorting
-                let Some(c) = next else { break };
-                // SAFETY: per our contract.
-                c.sort_unstable_by(|a, b| unsafe { cmp_keys(a, b) });
-            }
-        });
-    }
+    in_queue(threads, chunks.iter_mut().flatten().collect(), left, |c, _| {
+        // SAFETY: per our contract.
+        c.sort_unstable_by(|a, b| unsafe { cmp_keys(a, b) });
+        true
+    });
     let sorted = started.elapsed().as_secs_f64();
     // Each table's parts; a table whose checkpoint runs overlap, or whose
     // tree already holds rows, is installed entry by entry instead.
@@ -351,29 +355,26 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
         parts.extend(unsafe { split(table, &chunks[t], rows, threads) });
     }
     parts.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    let queue = Mutex::new(parts.into_iter().rev().collect::<Vec<_>>());
     let built = Mutex::new((0..tables).map(|_| Vec::new()).collect::<Vec<Vec<SortedRun>>>());
     let slow = Mutex::new((0..tables).map(|_| Vec::new()).collect::<Vec<Vec<Gathered>>>());
     let failure = Mutex::new(None);
-    in_threads(threads, left, |_| {
-        let mut folding = Folding::default();
-        loop {
-            let next = super::log::lock(&queue).pop(); // not held while merging
-            let Some(part) = next else { break };
-            let table = part.table;
-            let mut set_aside = Vec::new();
-            // SAFETY: per our contract.
-            match unsafe { merge_part(ctx, part, &mut set_aside, &mut folding) } {
-                Ok(run) => {
-                    super::log::lock(&built)[table as usize].push(run);
-                    super::log::lock(&slow)[table as usize].extend(set_aside);
-                }
-                Err(what) => {
-                    let name = &ctx.tables[table as usize].name;
-                    let what = format!("the log, table {name:?}: {what}");
-                    super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
-                    super::log::lock(&queue).clear(); // the rows of the parts left are freed
-                }
+    // Largest first; after a failure the parts left are dropped, which
+    // frees their rows.
+    in_queue(threads, parts, left, |part, _| {
+        let table = part.table;
+        let mut set_aside = Vec::new();
+        // SAFETY: per our contract.
+        match unsafe { merge_part(ctx, part, &mut set_aside, &mut Folding::default()) } {
+            Ok(run) => {
+                super::log::lock(&built)[table as usize].push(run);
+                super::log::lock(&slow)[table as usize].extend(set_aside);
+                true
+            }
+            Err(what) => {
+                let name = &ctx.tables[table as usize].name;
+                let what = format!("the log, table {name:?}: {what}");
+                super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
+                false
             }
         }
     });
@@ -401,33 +402,24 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
         left.created += n;
     }
     // What could not be merged, installed entry by entry, a table per thread.
-    let queue = Mutex::new(
-        whole
-            .into_iter()
-            .map(|(t, rows)| Unmerged {
-                table: t,
-                rows,
-                entries: chunks[t as usize].iter().flatten().copied().collect(),
-            })
-            .chain(slow.iter_mut().enumerate().filter(|s| !s.1.is_empty()).map(|(t, s)| Unmerged {
-                table: t as u32,
-                rows: Vec::new(),
-                entries: std::mem::take(s),
-            }))
-            .collect::<Vec<_>>(),
-    );
+    let unmerged = whole
+        .into_iter()
+        .map(|(t, rows)| Unmerged { table: t, rows, entries: chunks[t as usize].iter().flatten().copied().collect() })
+        .chain(slow.iter_mut().enumerate().filter(|s| !s.1.is_empty()).map(|(t, s)| Unmerged {
+            table: t as u32,
+            rows: Vec::new(),
+            entries: std::mem::take(s),
+        }))
+        .collect();
     let failure = Mutex::new(None);
-    in_threads(threads, left, |left| {
-        loop {
-            let next = super::log::lock(&queue).pop(); // not held while installing
-            let Some(Unmerged { table, rows, entries }) = next else { break };
-            // SAFETY: the rows are ours; entries per our contract.
-            if let Err(what) = unsafe { install_all(ctx, table, rows, entries.into_iter(), left) } {
-                let name = &ctx.tables[table as usize].name;
-                let what = format!("the log, table {name:?}: {what}");
-                super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
-            }
+    in_queue(threads, unmerged, left, |Unmerged { table, rows, entries }, left| {
+        // SAFETY: the rows are ours; entries per our contract.
+        if let Err(what) = unsafe { install_all(ctx, table, rows, entries.into_iter(), left) } {
+            let name = &ctx.tables[table as usize].name;
+            let what = format!("the log, table {name:?}: {what}");
+            super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
         }
+        true
     });
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
@@ -525,14 +517,14 @@ impl Eq for Head<'_> {}
 /// As for [`merge`].
 unsafe fn merge_part(
     ctx: &Ctx<'_>,
-    part: Part<'_>,
+    mut part: Part<'_>,
     slow: &mut Vec<Gathered>,
     folding: &mut Folding,
 ) -> Result<SortedRun, String> {
     let mut run = SortedRun::flat();
     run.reserve(part.len());
-    let Part { table, chunks, rows } = part;
-    let mut rows = rows.into_iter().peekable();
+    let (table, chunks) = (part.table, std::mem::take(&mut part.chunks));
+    let mut rows = std::mem::take(&mut part.rows).into_iter().peekable();
     let mut heads: BinaryHeap<Head<'_>> = chunks
         .into_iter()
         .filter_map(|c| c.split_first().map(|(next, rest)| Head { next: *next, rest: rest.iter() }))

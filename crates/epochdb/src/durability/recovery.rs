@@ -924,8 +924,8 @@ fn replay_files(
     let (threads, workers) = (threads.max(1), threads.max(1) - 1);
     // A few blocks in flight per worker keep them busy while the reader
     // (a CRC per block, and a copy out of the page cache unless the file
-    // is mapped: far faster than replay)
-    // runs ahead; the buffers circulate back to it.
+    // is mapped: far faster than replay) runs ahead; the buffers
+    // circulate back to it.
     let (to_workers, jobs) = std::sync::mpsc::sync_channel::<Job>(2 * workers.max(1));
     let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     let jobs = Mutex::new(jobs);
@@ -1423,11 +1423,29 @@ fn check_complete(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) -> Result
 /// replay: on one thread it was 7% of a 2-thread delta recovery.
 fn in_slices<T: Sync>(threads: usize, items: &[T], left: &mut Leftovers, f: impl Fn(&[T], &mut Leftovers) + Sync) {
     let per = items.len().div_ceil(threads.max(1)).max(1);
-    let slices = Mutex::new(items.chunks(per).collect::<Vec<_>>());
-    in_threads(threads, left, |mine| loop {
-        let next = lock(&slices).pop(); // not held while `f` runs
-        let Some(slice) = next else { break };
+    in_queue(threads, items.chunks(per).collect(), left, |slice, mine| {
         f(slice, mine);
+        true
+    });
+}
+
+/// Runs `f` on each of `items`, in their order, taken one at a time by
+/// `threads` scoped threads (as [`in_threads`]). When `f` returns false,
+/// no thread takes another item: the items left are dropped.
+pub(super) fn in_queue<T: Send>(
+    threads: usize,
+    mut items: Vec<T>,
+    left: &mut Leftovers,
+    f: impl Fn(T, &mut Leftovers) -> bool + Sync,
+) {
+    items.reverse(); // taken from the end
+    let queue = Mutex::new(items);
+    in_threads(threads, left, |mine| loop {
+        let next = lock(&queue).pop(); // not held while `f` runs
+        let Some(item) = next else { break };
+        if !f(item, mine) {
+            lock(&queue).clear();
+        }
     });
 }
 

@@ -11,7 +11,14 @@
 # `checkpoint_seconds` or `cpu_seconds` report field). On a machine of C
 # CPUs, a run that keeps them all busy is as fast as that much work can
 # go: the most n threads can gain over 1 is then (1-thread seconds) /
-# (1-thread CPU seconds / min(n, C)).
+# (1-thread CPU seconds / min(n, C)). It also prints the CPU seconds
+# spent in the kernel, mostly zeroing the pages the rows fill: on a
+# virtual machine whose host takes freed memory back (free page
+# reporting), a page new to the process is often new to the host too,
+# and its first touch costs many times what it does on a machine of its
+# own. WARM=1 has a process fill and free 3 GB just before each
+# recovery, so that the pages recovery gets are ones the host still
+# backs: the figures then show recovery's own cost without the host's.
 #
 # Usage: scripts/recovery-figures.sh DATA_DIR REPS BIN [BIN...]
 #   DATA_DIR is a scratch directory the script owns (~20 GB): it keeps
@@ -40,28 +47,30 @@ for run in $(seq "$reps"); do
         cp -r "$dir/$mode.orig" "$dir/copy"
         sync
         find "$dir/copy" -type f -exec cat {} + > /dev/null
+        [ "${WARM:-0}" = 0 ] || python3 -c "bytearray(b'\x01') * (3 << 30)"
         "$bin" recover --data-dir "$dir/copy" --threads "$t" --quiet --json "$dir/r.json" 2>/dev/null > /dev/null
         line=$(python3 -c "
 import json; r = json.load(open('$dir/r.json'))
 print(r['seconds'], r['checkpoint_bytes'] + r['log_bytes'], r['records'], r.get('checkpoint_seconds', 'nan'),
-      r.get('cpu_seconds', float('nan')) / r['seconds'])")
+      r.get('cpu_seconds', float('nan')) / r['seconds'], r.get('system_seconds', float('nan')))")
         echo "$mode $t $bin $line" | tee -a "$results"
       done
     done
   done
 done
 rm -rf "$dir/copy" "$dir/r.json"
-echo "medians (mode, threads, binary: seconds, MB/s of checkpoint + log, records, seconds loading the checkpoint, CPUs busy):"
+echo "medians (mode, threads, binary: seconds, MB/s of checkpoint + log, records, seconds loading the checkpoint, CPUs busy, CPU seconds in the kernel):"
 python3 - "$results" <<'PY'
 import sys, statistics
 runs = {}
 for line in open(sys.argv[1]):
-    mode, t, b, s, n, recs, ck, busy = line.split()
-    runs.setdefault((mode, t, b), []).append((float(s), int(n), int(recs), float(ck), float(busy)))
+    mode, t, b, s, n, recs, ck, busy, *sys_s = line.split()
+    runs.setdefault((mode, t, b), []).append((float(s), int(n), int(recs), float(ck), float(busy), float((sys_s or ['nan'])[0])))
 for (mode, t, b), rs in runs.items():
     s = statistics.median(r[0] for r in rs)
     n = rs[0][1]
     ck = statistics.median(r[3] for r in rs)
     busy = statistics.median(r[4] for r in rs)
-    print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records, checkpoint {ck:.2f} s, {busy:.2f} CPUs busy")
+    kernel = statistics.median(r[5] for r in rs)
+    print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records, checkpoint {ck:.2f} s, {busy:.2f} CPUs busy, {kernel:.2f} CPU s in the kernel")
 PY

@@ -270,6 +270,9 @@ pub struct RecoverReport {
     pub checkpoint_seconds: f64,
     /// CPU seconds the process used over `seconds` (workers, reader and the kernel's zeroing of new memory; over `seconds`: CPUs kept busy).
     pub cpu_seconds: f64,
+    /// Of `cpu_seconds`, those in the kernel (mostly page faults zeroing the memory the rows fill; on a VM whose host takes freed memory back, far costlier than on a machine of its own).
+    #[serde(default)]
+    pub system_seconds: f64,
     /// Seconds per GB of checkpoint and log.
     pub seconds_per_gb: f64,
     /// What recovery dropped: torn tails, void epochs, salvaged damage.
@@ -549,6 +552,7 @@ mod tests {
             seconds: 0.0,
             checkpoint_seconds: 0.0,
             cpu_seconds: 0.0,
+            system_seconds: 0.0,
             seconds_per_gb: 0.0,
             dropped: vec![],
             consistent: true,

@@ -392,7 +392,7 @@ impl Tpcc {
                     data: a_string(rng, 12, 24),
                 };
                 h.encode_as(self.schema, &mut v);
-                l.add(t.history, &history_key(w, d, 0, cid), &v)?;
+                l.add(t.history, &history_key(w, 0, history_load_seq(d, cid)), &v)?;
             }
             // Orders go to a random permutation of the customers.
             let mut perm: Vec<u32> = (1..=CUSTOMERS).collect();
@@ -434,11 +434,15 @@ impl Tpcc {
 
     /// A terminal for worker thread `thread`, with home warehouse
     /// `thread % warehouses + 1`.
+    ///
+    /// # Panics
+    /// If `thread` is 65 535 or more (a terminal's number is 2 bytes of
+    /// its history keys).
     pub fn client(&self, thread: usize, seed: u64) -> Client<'_> {
         Client {
             tpcc: self,
             home: thread as u32 % self.warehouses + 1,
-            tag: thread as u32 + 1,
+            tag: u16::try_from(thread + 1).expect("at most 65 535 terminals"),
             history_seq: 0,
             rng: Rng::new(seed),
             buf: Vec::new(),
@@ -507,7 +511,7 @@ impl InputStats {
 pub struct Client<'t> {
     tpcc: &'t Tpcc,
     home: u32,
-    tag: u32,
+    tag: u16,
     history_seq: u32,
     rng: Rng,
     buf: Vec<u8>,
@@ -714,7 +718,7 @@ impl Client<'_> {
         }
         let amount = self.rng.range(100, 500_000) as i64;
         self.history_seq += 1;
-        let hkey = history_key(w, d, self.tag, self.history_seq);
+        let hkey = history_key(w, self.tag, self.history_seq);
         let (buf, row) = (&mut self.buf, &mut self.row);
         let now = now();
         worker.run(TxnKind::ReadWrite, &mut |txn| {

@@ -408,9 +408,21 @@ pub fn order_line_key(w: u32, d: u32, o: u32, n: u32) -> [u8; W + D + O + L] {
     pack(&[(w, W), (d, D), (o, O), (n, L)])
 }
 
-/// HISTORY: w, d, terminal, sequence (at the load: w, d, 0, c).
-pub fn history_key(w: u32, d: u32, terminal: u32, seq: u32) -> [u8; W + D + 4 + 4] {
-    pack(&[(w, W), (d, D), (terminal, 4), (seq, 4)])
+/// HISTORY (no key in the specification; any unique one will do): w,
+/// terminal, the terminal's sequence number (at the load: w, 0, d << 16 |
+/// c). Eight bytes, one key slice: with the district and a 4-byte terminal
+/// (11 bytes) a terminal's keys shared their first eight bytes by the
+/// million, so sorting them for recovery read every key's tail from the
+/// log (8% of a recovery's samples), and each row held 8 more key bytes.
+pub fn history_key(w: u32, terminal: u16, seq: u32) -> [u8; W + 2 + 4] {
+    pack(&[(w, W), (terminal as u32, 2), (seq, 4)])
+}
+
+/// The sequence number of the load's history row of customer `c` of
+/// district `d`.
+pub fn history_load_seq(d: u32, c: u32) -> u32 {
+    debug_assert!(c < 1 << 16);
+    d << 16 | c
 }
 
 /// ITEM: i.
@@ -568,5 +580,9 @@ mod tests {
         assert!(order_line_key(1, 2, 255, 15) < order_line_key(1, 2, 256, 0));
         assert!(order_line_key(1, 10, u32::MAX, 15) < order_line_key(1, 11, 0, 0));
         assert!(stock_key(300, 100_000) < stock_key(301, 1));
+        // The load adds a warehouse's history rows by district, then customer.
+        assert!(history_key(1, 0, history_load_seq(1, 3000)) < history_key(1, 0, history_load_seq(2, 1)));
+        assert!(history_key(1, 0, history_load_seq(10, 3000)) < history_key(1, 1, 1));
+        assert_eq!(history_key(7, 9, 1).len(), 8, "one key slice");
     }
 }

@@ -233,6 +233,37 @@ pub struct Entry<'a> {
     pub table: u32,
     pub key: &'a [u8],
     pub write: Write<'a>,
+    /// Whether its record's counts and lengths are varints (format 6), not
+    /// fixed (versions 1 to 5): how [`write_len_before`] reads its header.
+    pub varint: bool,
+}
+
+/// The length of the write after an entry's key, read back from the
+/// entry's header, which ends where the key starts: in a varint record
+/// the value word (`length << 2 | kind`, whose last byte is the only one
+/// below 0x80, as the key length's varint before it ends with one), in a
+/// fixed one the 4-byte value length.
+///
+/// # Safety
+/// `key` is the start of the key of an [`Entry`] that [`decode`] gave,
+/// whose payload is still alive, and `varint` is that entry's.
+pub(crate) unsafe fn write_len_before(key: *const u8, varint: bool) -> usize {
+    if !varint {
+        // SAFETY: per the contract: the 4-byte value length ends at `key`.
+        let vlen = u32::from_le_bytes(unsafe { key.sub(4).cast::<[u8; 4]>().read_unaligned() });
+        return if vlen == DELETE { 0 } else { (vlen & !DELTA_BIT) as usize };
+    }
+    // SAFETY: per the contract: the value word's bytes end at `key`, the
+    // key length's varint ends before them, and a varint is at most 10
+    // bytes; `decode_txn` took them, so they lie in the payload.
+    unsafe {
+        let mut start = key.sub(1);
+        while *start.sub(1) >= 0x80 {
+            start = start.sub(1);
+        }
+        let mut word = std::slice::from_raw_parts(start, key.offset_from(start) as usize);
+        (take_varint(&mut word).unwrap_or(0) >> 2) as usize
+    }
 }
 
 /// Decodes a block payload of log records, calling `f` for each write.
@@ -277,7 +308,7 @@ fn decode_txn<'a>(p: &mut &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<Tid
             KIND_DELETE if len == 0 => Write::Delete,
             _ => return Err(format!("a log entry with value word {word:#x}")),
         };
-        f(Entry { tid, table, key, write });
+        f(Entry { tid, table, key, write, varint: true });
     }
     Ok(tid)
 }
@@ -307,7 +338,7 @@ fn decode_fixed<'a>(p: &mut &'a [u8], tid: Tid, f: &mut impl FnMut(Entry<'a>)) -
             }
             v => Write::Value(take(p, v as usize)?),
         };
-        f(Entry { tid, table, key, write });
+        f(Entry { tid, table, key, write, varint: false });
     }
     Ok(tid)
 }
@@ -452,8 +483,15 @@ mod tests {
         let tid = Tid::new(5, 9);
         type Write<'a> = (u32, &'a [u8], Option<&'a [u8]>);
         let long = vec![7u8; 300];
-        let writes: [Write<'_>; 4] =
-            [(1, b"k1", Some(b"v1")), (2, b"", Some(b"")), (u32::MAX, b"gone", None), (200, b"long", Some(&long))];
+        // 32 bytes: a value word (32 << 2) whose first varint byte is 0x80.
+        let round = [8u8; 32];
+        let writes: [Write<'_>; 5] = [
+            (1, b"k1", Some(b"v1")),
+            (2, b"", Some(b"")),
+            (u32::MAX, b"gone", None),
+            (200, b"long", Some(&long)),
+            (3, b"k3", Some(&round)),
+        ];
         encode_txn(&mut out, tid, writes.len() as u32);
         for (t, k, v) in writes {
             encode_entry(&mut out, t, k, v);
@@ -465,9 +503,25 @@ mod tests {
             .expect("decode");
         let want: Vec<_> = writes.iter().map(|(t, k, v)| (tid, *t, k.to_vec(), v.map(<[u8]>::to_vec))).collect();
         assert_eq!(got, want);
+        lengths_read_back(&out);
         for cut in 0..out.len() {
             assert!(decode(&out[..cut], |_| {}).is_err() || cut == 0, "cut at {cut}");
         }
+    }
+
+    /// `write_len_before` reads each entry's write length back from its
+    /// header, as the merge does (`merge::Gathered`).
+    fn lengths_read_back(payload: &[u8]) {
+        decode(payload, |e| {
+            let len = match e.write {
+                Write::Value(v) => v.len(),
+                Write::Delete => 0,
+                Write::Delta(c) => c.payload().len(),
+            };
+            // SAFETY: `e` was just decoded from `payload`, which is alive.
+            assert_eq!(unsafe { write_len_before(e.key.as_ptr(), e.varint) }, len, "{e:?}");
+        })
+        .expect("decode");
     }
 
     /// A record in the fixed layout of format versions 1 to 5 (bit 0 of
@@ -500,6 +554,7 @@ mod tests {
         let mut got = Vec::new();
         decode(&payload, |e| got.push((e.tid, e.table, e.key.to_vec(), e.write))).expect("decode");
         assert_eq!(got.len(), 4);
+        lengths_read_back(&payload);
         assert_eq!(got[0], (Tid::new(4, 2), 1, b"k".to_vec(), Write::Value(b"v1")));
         assert_eq!(got[1], (Tid::new(4, 2), 2, b"d".to_vec(), Write::Delete));
         for (tid, i) in [(Tid::new(4, 2), 2), (Tid::new(5, 1), 3)] {

@@ -42,7 +42,7 @@
 //! installed into built trees before the log).
 
 use super::columns;
-use super::log::{Columns, Entry, Write};
+use super::log::{self, Columns, Entry, Write};
 use super::recovery::{in_queue, install, install_rows, word_of, Ctx, Leftovers, Scratch};
 use crate::error::{Error, Result};
 use crate::index::{prefetch, slice_at, SortedRun};
@@ -78,7 +78,12 @@ impl Mapped {
         // is closed.
         let ptr =
             unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
-        (ptr != libc::MAP_FAILED).then_some(Mapped { ptr, len })
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        let mapped = Mapped { ptr, len };
+        // Entries pointing into it keep 48 bits of address (`Gathered`).
+        (ptr as usize).checked_add(len).is_some_and(|end| end <= ADDRESS_LIMIT).then_some(mapped)
     }
 
     /// The file's bytes.
@@ -117,21 +122,33 @@ impl Drop for Mapped {
     }
 }
 
-/// A log entry gathered for the merge: 32 bytes, where the entry it
-/// stands for is 56 (and a 2-warehouse TPC-C log has 16M of them).
+/// A log entry gathered for the merge: 24 bytes, where the entry it
+/// stands for is 56 (and a 2-warehouse TPC-C log has 16M of them: the
+/// gathered entries are most of the memory recovery needs besides the
+/// rows, and on a virtual machine every new page of it is costly).
 #[derive(Clone, Copy)]
 pub(super) struct Gathered {
     /// The key's first 8 bytes, big-endian, zero padded: most comparisons
     /// end here.
     slice: u64,
     tid: u64,
-    /// The key, in a mapped log file, followed by the write's bytes.
-    key: *const u8,
-    /// The write's bytes.
-    len: u32,
-    key_len: u16,
-    kind: u8,
+    /// Where the key lies in a mapped log file (bits 0-47; the write's
+    /// bytes follow it), the key's length (bits 48-58), the write's kind
+    /// (bits 59-60) and whether the entry's record has varint lengths
+    /// (bit 61). The write's length is read back from the entry's header
+    /// (`log::write_len_before`) when the write is.
+    at: u64,
 }
+
+const _: () = assert!(std::mem::size_of::<Gathered>() == 24);
+
+/// Addresses below this fit a [`Gathered`]: a mapping that ends above it
+/// is refused ([`Mapped::open`]), and its file replayed entry by entry.
+const ADDRESS_LIMIT: usize = 1 << 48;
+const KEY_LEN_SHIFT: u32 = 48;
+const KIND_SHIFT: u32 = 59;
+const VARINT_BIT: u64 = 1 << 61;
+const _: () = assert!(crate::MAX_KEY_LEN < 1 << (KIND_SHIFT - KEY_LEN_SHIFT));
 
 const VALUE: u8 = 0;
 const DELETE: u8 = 1;
@@ -150,29 +167,54 @@ impl Gathered {
             Write::Delta(c) => (if c.varint() { DELTA_VARINT } else { DELTA }, c.payload()),
         };
         debug_assert!(bytes.is_empty() || std::ptr::eq(bytes.as_ptr(), e.key.as_ptr_range().end));
-        Gathered {
+        // Exposed, so that `key_ptr` may make a pointer of it again.
+        let addr = e.key.as_ptr().expose_provenance();
+        debug_assert!(addr < ADDRESS_LIMIT, "mappings end below ADDRESS_LIMIT");
+        let g = Gathered {
             slice: slice_at(e.key, 0),
             tid: e.tid.raw(),
-            key: e.key.as_ptr(),
-            len: bytes.len() as u32,
-            key_len: e.key.len() as u16,
-            kind,
-        }
+            at: addr as u64
+                | (e.key.len() as u64) << KEY_LEN_SHIFT
+                | (kind as u64) << KIND_SHIFT
+                | if e.varint { VARINT_BIT } else { 0 },
+        };
+        debug_assert_eq!(
+            // SAFETY: `e` was just decoded from a live payload.
+            unsafe { log::write_len_before(g.key_ptr(), e.varint) },
+            bytes.len()
+        );
+        g
+    }
+
+    fn key_ptr(&self) -> *const u8 {
+        std::ptr::with_exposed_provenance((self.at & (ADDRESS_LIMIT as u64 - 1)) as usize)
+    }
+
+    fn key_len(&self) -> usize {
+        (self.at >> KEY_LEN_SHIFT) as usize & ((1 << (KIND_SHIFT - KEY_LEN_SHIFT)) - 1)
+    }
+
+    fn kind(&self) -> u8 {
+        (self.at >> KIND_SHIFT) as u8 & 3
     }
 
     /// # Safety
     /// The mapping it was gathered from is alive.
     unsafe fn key<'a>(&self) -> &'a [u8] {
         // SAFETY: per the contract; `of` took these from a slice of it.
-        unsafe { std::slice::from_raw_parts(self.key, self.key_len as usize) }
+        unsafe { std::slice::from_raw_parts(self.key_ptr(), self.key_len()) }
     }
 
     /// # Safety
     /// As for [`Gathered::key`].
     unsafe fn write<'a>(&self) -> Write<'a> {
-        // SAFETY: per the contract: the write's bytes follow the key.
-        let bytes = unsafe { std::slice::from_raw_parts(self.key.add(self.key_len as usize), self.len as usize) };
-        match self.kind {
+        // SAFETY: per the contract: the entry's header ends at the key,
+        // and the write's bytes follow it.
+        let bytes = unsafe {
+            let len = log::write_len_before(self.key_ptr(), self.at & VARINT_BIT != 0);
+            std::slice::from_raw_parts(self.key_ptr().add(self.key_len()), len)
+        };
+        match self.kind() {
             VALUE => Write::Value(bytes),
             DELETE => Write::Delete,
             k => Write::Delta(Columns::checked(bytes, k == DELTA_VARINT)),
@@ -186,7 +228,7 @@ impl Gathered {
     /// Starts loading the key and the first bytes of the write into the
     /// cache (a prefetch never faults, so the mapping need not be alive).
     fn prefetch(&self) {
-        prefetch(self.key, 64);
+        prefetch(self.key_ptr(), 64);
     }
 }
 
@@ -197,7 +239,7 @@ impl Gathered {
 /// As for [`Gathered::key`].
 unsafe fn cmp_keys(a: &Gathered, b: &Gathered) -> Cmp {
     // SAFETY: per the contract.
-    unsafe { cmp_split(a.slice, a.key_len as usize, || a.key(), b) }
+    unsafe { cmp_split(a.slice, a.key_len(), || a.key(), b) }
 }
 
 /// `rec`'s key against `g`'s.
@@ -225,8 +267,8 @@ unsafe fn cmp_key(key: &[u8], g: &Gathered) -> Cmp {
 /// As for [`Gathered::key`].
 unsafe fn cmp_split<'k>(slice: u64, len: usize, key: impl FnOnce() -> &'k [u8], g: &Gathered) -> Cmp {
     slice.cmp(&g.slice).then_with(|| {
-        if len <= 8 || g.key_len <= 8 {
-            len.cmp(&(g.key_len as usize))
+        if len <= 8 || g.key_len() <= 8 {
+            len.cmp(&g.key_len())
         } else {
             // SAFETY: per the contract.
             cmp_tails(key(), unsafe { g.key() })
@@ -366,14 +408,14 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
         // SAFETY: per our contract.
         match unsafe { merge_part(ctx, part, &mut set_aside, &mut Folding::default()) } {
             Ok(run) => {
-                super::log::lock(&built)[table as usize].push(run);
-                super::log::lock(&slow)[table as usize].extend(set_aside);
+                log::lock(&built)[table as usize].push(run);
+                log::lock(&slow)[table as usize].extend(set_aside);
                 true
             }
             Err(what) => {
                 let name = &ctx.tables[table as usize].name;
                 let what = format!("the log, table {name:?}: {what}");
-                super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
+                log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
                 false
             }
         }
@@ -417,7 +459,7 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
         if let Err(what) = unsafe { install_all(ctx, table, rows, entries.into_iter(), left) } {
             let name = &ctx.tables[table as usize].name;
             let what = format!("the log, table {name:?}: {what}");
-            super::log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
+            log::lock(&failure).get_or_insert(Error::Corrupt { what, salvage: None });
         }
         true
     });
@@ -566,7 +608,7 @@ unsafe fn merge_part(
             }
             // SAFETY: as above.
             let row = rows.next_if(|&r| unsafe { cmp_record(r, &least) } == Cmp::Equal);
-            if group.iter().any(|g| g.kind >= DELTA) {
+            if group.iter().any(|g| g.kind() >= DELTA) {
                 // SAFETY: the row is ours; entries per our contract.
                 match unsafe { fold(ctx, table, row, &group, folding) } {
                     Some(Some(rec)) => push(&mut run, rec)?,

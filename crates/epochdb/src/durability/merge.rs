@@ -431,20 +431,13 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
     }
     let built = built.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut slow = slow.into_inner().unwrap_or_else(|e| e.into_inner());
-    for (t, runs) in built.into_iter().enumerate() {
-        let n: u64 = runs.iter().map(SortedRun::len).sum();
-        if let Err(runs) = ctx.tables[t].tree.load(runs, &mut left.retired) {
-            drop(runs); // frees their records: only a bug gets here
-            let name = &ctx.tables[t].name;
-            return Err(Error::Corrupt {
-                what: format!("the log, table {name:?}: merged runs that overlap"),
-                salvage: None,
-            });
-        }
-        left.created += n;
-    }
-    // What could not be merged, installed entry by entry, a table per thread.
-    let unmerged = whole
+    // What could not be merged, installed entry by entry after the build,
+    // a table per thread: copied out now, so that the chunks are freed
+    // before the trees' nodes are allocated. The kernel hands out the
+    // pages freed last first, and on a virtual machine whose host takes
+    // free memory back those cost far less than others (README,
+    // "Recovery").
+    let unmerged: Vec<Unmerged> = whole
         .into_iter()
         .map(|(t, rows)| Unmerged { table: t, rows, entries: chunks[t as usize].iter().flatten().copied().collect() })
         .chain(slow.iter_mut().enumerate().filter(|s| !s.1.is_empty()).map(|(t, s)| Unmerged {
@@ -453,6 +446,23 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
             entries: std::mem::take(s),
         }))
         .collect();
+    drop(chunks);
+    for (t, runs) in built.into_iter().enumerate() {
+        let n: u64 = runs.iter().map(SortedRun::len).sum();
+        if let Err(runs) = ctx.tables[t].tree.load(runs, &mut left.retired) {
+            drop(runs); // frees their records: only a bug gets here
+            for r in unmerged.into_iter().flat_map(|u| u.rows) {
+                // SAFETY: never installed: ours.
+                unsafe { Record::free(r) };
+            }
+            let name = &ctx.tables[t].name;
+            return Err(Error::Corrupt {
+                what: format!("the log, table {name:?}: merged runs that overlap"),
+                salvage: None,
+            });
+        }
+        left.created += n;
+    }
     let failure = Mutex::new(None);
     in_queue(threads, unmerged, left, |Unmerged { table, rows, entries }, left| {
         // SAFETY: the rows are ours; entries per our contract.

@@ -770,6 +770,8 @@ impl Client<'_> {
                 last = Some(order_customer_order(k));
                 false
             })?;
+            // The load gives every customer an order, and none is deleted.
+            debug_assert!(last.is_some(), "customer {cid} of district {d} has no order in oorder_c_id_idx");
             let Some(o) = last else { return Ok(()) };
             let _order = get_row(txn, t.order, &order_key(w, d, o), buf, schema, Order::decode_as)?;
             let (lo, hi) = (order_line_key(w, d, o, 0), order_line_key(w, d, o + 1, 0));

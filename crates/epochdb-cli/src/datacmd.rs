@@ -40,7 +40,7 @@ pub struct Target {
     #[arg(long)]
     quiet: bool,
     /// How to replay the log onto the checkpoint: `merge` sorts each table's entries and merges them with the
-    /// checkpoint's rows (faster; maps the log files and holds 32 bytes per entry), `lookup` installs each entry
+    /// checkpoint's rows (faster; maps the log files and holds 24 bytes per entry), `lookup` installs each entry
     /// after a tree lookup. Same result
     #[arg(long, value_enum, value_name = "HOW", default_value_t = Replay::Merge)]
     replay: Replay,

@@ -37,7 +37,7 @@ pub enum LogReplay {
     /// Gather the log's entries, sort each table's by key and merge them
     /// with the checkpoint's rows, then build each tree bottom up: no tree
     /// lookup per entry. It maps the log files (the page cache shows in
-    /// the process's resident size while it runs) and holds 32 bytes per
+    /// the process's resident size while it runs) and holds 24 bytes per
     /// entry until the merge. Used when the checkpoint chain has no
     /// incremental link; otherwise recovery replays by lookup.
     #[default]

@@ -135,7 +135,8 @@ pub(super) struct Gathered {
     /// Where the key lies in a mapped log file (bits 0-47; the write's
     /// bytes follow it), the key's length (bits 48-58), the write's kind
     /// (bits 59-60) and whether the entry's record has varint lengths
-    /// (bit 61). The write's length is read back from the entry's header
+    /// (bit 61; a delta's column headers are varints exactly when they
+    /// are). The write's length is read back from the entry's header
     /// (`log::write_len_before`) when the write is.
     at: u64,
 }
@@ -153,7 +154,6 @@ const _: () = assert!(crate::MAX_KEY_LEN < 1 << (KIND_SHIFT - KEY_LEN_SHIFT));
 const VALUE: u8 = 0;
 const DELETE: u8 = 1;
 const DELTA: u8 = 2;
-const DELTA_VARINT: u8 = 3;
 
 // SAFETY: points into a `Mapped`, which may be read from any thread.
 unsafe impl Send for Gathered {}
@@ -164,8 +164,9 @@ impl Gathered {
         let (kind, bytes) = match e.write {
             Write::Value(v) => (VALUE, v),
             Write::Delete => (DELETE, &[][..]),
-            Write::Delta(c) => (if c.varint() { DELTA_VARINT } else { DELTA }, c.payload()),
+            Write::Delta(c) => (DELTA, c.payload()),
         };
+        debug_assert!(!matches!(e.write, Write::Delta(c) if c.varint() != e.varint));
         debug_assert!(bytes.is_empty() || std::ptr::eq(bytes.as_ptr(), e.key.as_ptr_range().end));
         // Exposed, so that `key_ptr` may make a pointer of it again.
         let addr = e.key.as_ptr().expose_provenance();
@@ -208,16 +209,17 @@ impl Gathered {
     /// # Safety
     /// As for [`Gathered::key`].
     unsafe fn write<'a>(&self) -> Write<'a> {
+        let varint = self.at & VARINT_BIT != 0;
         // SAFETY: per the contract: the entry's header ends at the key,
         // and the write's bytes follow it.
         let bytes = unsafe {
-            let len = log::write_len_before(self.key_ptr(), self.at & VARINT_BIT != 0);
+            let len = log::write_len_before(self.key_ptr(), varint);
             std::slice::from_raw_parts(self.key_ptr().add(self.key_len()), len)
         };
         match self.kind() {
             VALUE => Write::Value(bytes),
             DELETE => Write::Delete,
-            k => Write::Delta(Columns::checked(bytes, k == DELTA_VARINT)),
+            _ => Write::Delta(Columns::checked(bytes, varint)),
         }
     }
 
@@ -618,7 +620,7 @@ unsafe fn merge_part(
             }
             // SAFETY: as above.
             let row = rows.next_if(|&r| unsafe { cmp_record(r, &least) } == Cmp::Equal);
-            if group.iter().any(|g| g.kind() >= DELTA) {
+            if group.iter().any(|g| g.kind() == DELTA) {
                 // SAFETY: the row is ours; entries per our contract.
                 match unsafe { fold(ctx, table, row, &group, folding) } {
                     Some(Some(rec)) => push(&mut run, rec)?,

@@ -1163,10 +1163,11 @@ impl Worker {
 
     /// Copies the locked record's current version (TID word `old`) into a
     /// new immutable record linked as its previous version, for snapshots;
-    /// freed once no snapshot reads below `snap_epoch` (Silo §4.9).
+    /// freed once no snapshot reads below `snap_epoch` (Silo §4.9). `rec`
+    /// is versioned (callers ask [`Record::fits`] first).
     pub(crate) fn keep_old_version(&mut self, rec: &Record, old: u64, snap_epoch: u64) {
         rec.copy_value(&mut self.scratch);
-        let copy = Record::alloc(&[], &self.scratch, 0, old & !(tid::LOCK_BIT | tid::LATEST_BIT), rec.prev());
+        let copy = Record::alloc_linked(&[], &self.scratch, old & !(tid::LOCK_BIT | tid::LATEST_BIT), rec.prev());
         rec.set_prev(copy.as_ptr());
         self.garbage.retire_version(snap_epoch, 0, copy);
     }

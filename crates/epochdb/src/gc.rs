@@ -242,7 +242,7 @@ mod tests {
     use super::*;
 
     fn record() -> NonNull<Record> {
-        Record::alloc(b"k", b"v", 0, 0, std::ptr::null_mut())
+        Record::alloc(b"k", b"v", 0, 0)
     }
 
     /// A worker's lists handed to an empty list move whole; handed to a

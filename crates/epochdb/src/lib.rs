@@ -84,14 +84,14 @@ pub fn memory_in_use() -> u64 {
 }
 
 /// About what one row of a `key_len`-byte key and a `value_len`-byte
-/// value adds to [`memory_in_use`]: its record (a 24-byte header, the key
+/// value adds to [`memory_in_use`]: its record (a 16-byte header, the key
 /// and the value, each rounded up to 8 bytes) and its share of a full
 /// index leaf. Leaves are seldom full and inner nodes are not counted, so
 /// a table takes somewhat more. `None` for a value larger than a record
 /// holds. (The server's MEMORY USAGE.)
 ///
 /// ```
-/// assert_eq!(epochdb::row_footprint(8, 100), Some(24 + 8 + 104 + 17));
+/// assert_eq!(epochdb::row_footprint(8, 100), Some(16 + 8 + 104 + 17));
 /// ```
 pub fn row_footprint(key_len: usize, value_len: usize) -> Option<usize> {
     let entry = std::mem::size_of::<index::Leaf>() / index::LEAF_WIDTH;

@@ -301,13 +301,19 @@ fn snapshots_read_the_past_and_never_abort() {
     let (mut w, mut w2) = (db.worker().expect("worker"), db.worker().expect("worker"));
     // Before anything is old enough, a snapshot is empty.
     assert_eq!(w.snapshot().expect("snapshot").get(t, b"k").expect("get"), None);
-    let (_, first) = w.run_with_info(|txn| txn.put(t, b"k", b"v1").and(txn.put(t, b"gone", b"g"))).expect("put");
+    let (_, first) = w
+        .run_with_info(|txn| txn.put(t, b"k", b"v1").and(txn.put(t, b"gone", b"g")).and(txn.put(t, b"s", b"s")))
+        .expect("put");
     wait_for_snapshot(&db, first.epoch);
     for round in 0..20u32 {
         // Hold a snapshot open while another worker overwrites (in place and
-        // by growing), deletes and inserts; then read through it.
+        // by growing), deletes and inserts; then read through it. The first
+        // overwrite of a record that must keep its version for snapshots
+        // replaces it by one with a link (`Record::fits`); later ones are
+        // in place.
         let mut snap = w.snapshot().expect("snapshot");
         let before = snap.get(t, b"k").expect("get").map(<[u8]>::to_vec);
+        let before_s = snap.get(t, b"s").expect("get").map(<[u8]>::to_vec);
         let mut before_keys = Vec::new();
         snap.scan(t, .., usize::MAX, |k, _| {
             before_keys.push(k.to_vec());
@@ -318,7 +324,9 @@ fn snapshots_read_the_past_and_never_abort() {
         w2.run(|txn| txn.put(t, b"k", &grown)).expect("overwrite");
         w2.run(|txn| txn.put(t, format!("new{round:02}").as_bytes(), b"n")).expect("insert");
         w2.run(|txn| txn.delete(t, b"gone").map(|_| ())).expect("delete");
+        w2.run(|txn| txn.put(t, b"s", format!("s{round}").as_bytes())).expect("same size");
         assert_eq!(snap.get(t, b"k").expect("get").map(<[u8]>::to_vec), before);
+        assert_eq!(snap.get(t, b"s").expect("get").map(<[u8]>::to_vec), before_s, "round {round}");
         let mut keys = Vec::new();
         snap.scan(t, .., usize::MAX, |k, _| {
             keys.push(k.to_vec());
@@ -334,8 +342,9 @@ fn snapshots_read_the_past_and_never_abort() {
     let mut snap = w.snapshot().expect("snapshot");
     assert_eq!(snap.get(t, b"gone").expect("get"), None);
     assert_eq!(snap.get(t, b"k").expect("get"), Some(&[19u8; 800][..]));
+    assert_eq!(snap.get(t, b"s").expect("get"), Some(&b"s19"[..]));
     let n = snap.scan(t, .., usize::MAX, |_, _| true).expect("scan");
-    assert_eq!(n, 22); // k, new00..new19, z
+    assert_eq!(n, 23); // k, new00..new19, s, z
 }
 
 #[test]

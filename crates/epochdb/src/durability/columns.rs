@@ -25,9 +25,10 @@ pub type Versions = Box<[u64]>;
 /// Takes the vector of `rec`, a record of a table with schema `schema`,
 /// leaving it none. Under the record's lock, or before it is published.
 ///
-/// Where vectors live: in their record's `prev` pointer, which no record
+/// Where vectors live: in their record's `prev` slot, which no record
 /// recovery makes uses otherwise (no snapshot exists yet to want an older
-/// version). It lies in the cache line the record's lock has just brought
+/// version); the records of a table with a schema are made versioned for
+/// it ([`row`]). It lies in the cache line the record's lock has just brought
 /// in; a side table keyed by record address, which this replaced, cost
 /// an eighth of delta recovery's time. Recovery takes every vector back
 /// before the database opens (`recovery::Leftovers::versioned`).
@@ -45,11 +46,20 @@ pub fn take(rec: &Record, schema: &Schema) -> Option<Versions> {
     Some(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, len)) })
 }
 
-/// Gives `rec` the vector `v` (see [`take`]); it has none. Under the
-/// record's lock, or before it is published.
+/// Gives `rec` the vector `v` (see [`take`]); it has none, and is
+/// versioned. Under the record's lock, or before it is published.
 pub fn put(rec: &Record, v: Versions) {
     debug_assert!(rec.prev().is_null(), "a record with two vectors");
     rec.set_prev(Box::into_raw(v) as *mut u64 as *mut Record);
+}
+
+/// A record recovery makes for a row of a table with schema `schema`:
+/// versioned if there is a schema, so that a delta may give it a vector.
+pub fn row(schema: Option<&Schema>, key: &[u8], value: &[u8], word: u64) -> std::ptr::NonNull<Record> {
+    match schema {
+        Some(_) => Record::alloc_versioned(key, value, 0, word, ptr::null_mut()),
+        None => Record::alloc(key, value, 0, word),
+    }
 }
 
 /// Starts loading `rec`'s vector, if it has one, into the cache: replay
@@ -311,7 +321,7 @@ mod tests {
         let (mut patched, mut merged) = (0, 0);
         for _ in 0..300 {
             let base = s.encode(&[b"aa", b"bbbb", b"cc", b"d"]).expect("row");
-            let rec = Record::alloc(b"k", &base, 32, crate::tid::LATEST_BIT, std::ptr::null_mut());
+            let rec = Record::alloc(b"k", &base, 32, crate::tid::LATEST_BIT);
             // SAFETY: a fresh record, freed at the end of this iteration.
             let r = unsafe { rec.as_ref() };
             let (mut row, mut v, mut v2) = (base.clone(), uniform(4, 1, false), uniform(4, 1, false));
@@ -353,7 +363,7 @@ mod tests {
         // A fixed column of the wrong size is left to `merge`, which
         // reports it.
         let base = s.encode(&[b"aa", b"bbbb", b"", b"d"]).expect("row");
-        let rec = Record::alloc(b"k", &base, 0, crate::tid::LATEST_BIT, std::ptr::null_mut());
+        let rec = Record::alloc(b"k", &base, 0, crate::tid::LATEST_BIT);
         // SAFETY: a fresh record, freed below.
         let r = unsafe { rec.as_ref() };
         let mut v = uniform(4, 1, false);

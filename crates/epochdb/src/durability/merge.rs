@@ -650,7 +650,7 @@ unsafe fn merge_part(
                 Write::Value(v) => {
                     // SAFETY: per our contract.
                     let key = unsafe { newest.key() };
-                    push(&mut run, Record::alloc(key, v, 0, newest.tid().raw() | LATEST_BIT, std::ptr::null_mut()))?;
+                    push(&mut run, Record::alloc(key, v, 0, newest.tid().raw() | LATEST_BIT))?;
                 }
                 Write::Delete => {} // the row is gone: nothing to keep
                 Write::Delta(_) => unreachable!("groups with deltas are folded or set aside"),
@@ -745,7 +745,7 @@ unsafe fn fold(
     }
     let word = word_of(&f.versions);
     // SAFETY: per our contract.
-    Some(Some(Record::alloc(unsafe { group[0].key() }, &f.row, 0, word, std::ptr::null_mut())))
+    Some(Some(Record::alloc(unsafe { group[0].key() }, &f.row, 0, word)))
 }
 
 /// Installs `rows` (records of the checkpoint, ours, freed here) and then

@@ -1112,7 +1112,7 @@ fn pack(ctx: &Ctx<'_>, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Res
         if failure.is_some() {
             return;
         }
-        let rec = Record::alloc(e.key, value, 0, e.tid.raw() | LATEST_BIT, std::ptr::null_mut());
+        let rec = columns::row(ctx.schema(e.table), e.key, value, e.tid.raw() | LATEST_BIT);
         let rec = match runs.last_mut() {
             Some((t, run)) if *t == e.table => match run.push(rec) {
                 Ok(()) => return,
@@ -1256,7 +1256,7 @@ pub(super) fn install(
                         h.version = now;
                     }
                 }
-                let fresh = Record::alloc(key, value, 0, whole_word, std::ptr::null_mut());
+                let fresh = columns::row(t.schema, key, value, whole_word);
                 let inserted = match t.tree.insert_after_miss(&h, key, fresh) {
                     Some(done) => {
                         if let Insert::Inserted { leaf, new_version, .. } = done {
@@ -1297,7 +1297,7 @@ pub(super) fn install(
                 Some(v) => (&s.row[..], word_of(v)),
                 None => (write.value().unwrap_or(&[]), whole_word),
             };
-            let fresh = Record::alloc(key, value, 0, word, std::ptr::null_mut());
+            let fresh = columns::row(t.schema, key, value, word);
             // SAFETY: a fresh record, ours until published.
             let fresh_ref = unsafe { fresh.as_ref() };
             let versioned = versions.is_some();
@@ -1384,7 +1384,7 @@ pub(super) fn install(
             }
             r.tid.unlock_to(word);
         } else {
-            let grown = Record::alloc(key, value, 0, word, std::ptr::null_mut());
+            let grown = columns::row(t.schema, key, value, word);
             if let Some(v) = versions {
                 // SAFETY: a fresh record, ours until published.
                 columns::put(unsafe { grown.as_ref() }, v);

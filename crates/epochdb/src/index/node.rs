@@ -41,8 +41,9 @@ use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::cmp::Ordering as Cmp;
 
 pub const LEAF_WIDTH: usize = 30;
-/// Cache lines of a record a lookup prefetches: a YCSB row (24-byte header,
-/// 8-byte key, 100-byte value: 136 bytes) spans three.
+/// Cache lines of a record a lookup prefetches: a YCSB row (16-byte header,
+/// 8-byte key, 104-byte value: 128 bytes) spans two, or three when it does
+/// not start on a line.
 const RECORD_LINES: usize = 3;
 pub const INNER_WIDTH: usize = 14;
 

@@ -26,7 +26,7 @@ fn key_of(rng: &mut Rng, space: u64) -> Vec<u8> {
 }
 
 fn rec(key: &[u8]) -> NonNull<Record> {
-    Record::alloc(key, key, 0, LATEST_BIT, std::ptr::null_mut())
+    Record::alloc(key, key, 0, LATEST_BIT)
 }
 
 fn free_retired(retired: Vec<Retired>, records: Vec<NonNull<Record>>) {

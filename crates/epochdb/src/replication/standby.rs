@@ -779,7 +779,7 @@ fn install(
                 Write::Delta(_) => return Err("a delta for a row this standby lacks".into()),
                 Write::Value(v) => v,
             };
-            let fresh = Record::alloc(key, value, 0, new_word, std::ptr::null_mut());
+            let fresh = Record::alloc(key, value, 0, new_word);
             // Most misses insert into the leaf the lookup reached.
             let done = tree.insert_after_miss(&found, key, fresh).unwrap_or_else(|| tree.insert_if_absent(key, fresh));
             match done {
@@ -838,23 +838,26 @@ fn install(
             }
         };
         let keep_old = kept_for_reads(old_tid);
-        if e.write == Write::Delete || value.len() <= r.capacity() {
+        let delete = e.write == Write::Delete; // `value` is empty
+        if r.fits(value.len(), keep_old) {
             if keep_old {
                 w.keep_old_version(r, old, epoch);
             }
-            if e.write != Write::Delete {
+            if !delete {
                 r.write_value(value);
             }
             r.tid.unlock_to(new_word);
-            if e.write == Write::Delete {
-                let c = Cleanup { snap_epoch: epoch, table: e.table, key: key.into(), word: new_word };
-                w.garbage.defer_cleanup(c);
-            }
         } else {
-            // Does not fit: a new record takes the key's place.
+            // A new record takes the key's place: the value does not fit,
+            // or the old version must be linked from a record without a
+            // slot for the link.
             let prev = if keep_old { rec.as_ptr() } else { r.prev() };
-            let grown = Record::alloc(key, value, 0, new_word, prev);
+            let grown = Record::alloc_linked(key, value, new_word, prev);
             w.swap_in_grown(ti, rec, old, grown, keep_old, epoch);
+        }
+        if delete {
+            let c = Cleanup { snap_epoch: epoch, table: e.table, key: key.into(), word: new_word };
+            w.garbage.defer_cleanup(c);
         }
         return Ok(());
     }

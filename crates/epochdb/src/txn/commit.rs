@@ -225,42 +225,43 @@ impl Txn<'_> {
                 self.w.delta.record(i, schema, |out| rec.copy_value(out), new);
             }
         }
-        match w.kind {
-            WriteKind::Delete => {
-                if keep_old {
-                    self.w.keep_old_version(rec, old, snap_epoch);
-                }
-                rec.tid.unlock_to(new_word | ABSENT_BIT);
-                if self.w.shared.options.durability == crate::Durability::DeltaAndCheckpoint {
-                    let hint = self.w as *const _ as usize / 64;
-                    self.w.shared.store.deletions.push(hint, (w.table, rec.key().into(), tid));
-                }
-                let c = Cleanup { snap_epoch, table: w.table, key: rec.key().into(), word: new_word | ABSENT_BIT };
-                // A snapshot at `se` reads versions of epochs below `se`.
-                // The deleted version is from the delete's own snapshot
-                // epoch (else `keep_old`), so any snapshot that predates the
-                // delete cannot see it, and one that follows sees the key
-                // absent; with no older version linked, no snapshot needs
-                // the record at all, and it can leave the index once this
-                // epoch is over (gc.rs says why not sooner).
-                if keep_old || !rec.prev().is_null() || self.w.shared.options.keep_tombstones {
-                    self.w.garbage.defer_cleanup(c);
-                } else {
-                    self.w.garbage.cleanup_after(epoch, c);
-                }
+        let delete = matches!(w.kind, WriteKind::Delete);
+        let word = if delete { new_word | ABSENT_BIT } else { new_word };
+        let len = if delete { 0 } else { w.value_len as usize };
+        if rec.fits(len, keep_old) {
+            if keep_old {
+                self.w.keep_old_version(rec, old, snap_epoch);
             }
-            WriteKind::Put if (w.value_len as usize) <= rec.capacity() => {
-                if keep_old {
-                    self.w.keep_old_version(rec, old, snap_epoch);
-                }
+            if !delete {
                 rec.write_value(self.w.sets.value(&w));
-                rec.tid.unlock_to(new_word);
             }
-            WriteKind::Put => {
-                // Does not fit: a new record takes the key's place in the index.
-                let prev = if keep_old { w.rec.as_ptr() } else { rec.prev() };
-                let grown = Record::alloc(rec.key(), self.w.sets.value(&w), 0, new_word, prev);
-                self.w.swap_in_grown(w.table as usize, w.rec, old, grown, keep_old, snap_epoch);
+            rec.tid.unlock_to(word);
+        } else {
+            // A new record takes the key's place in the index: the value
+            // does not fit, or the old version must be linked from a record
+            // without a slot for the link.
+            let prev = if keep_old { w.rec.as_ptr() } else { rec.prev() };
+            let value = if delete { &[][..] } else { self.w.sets.value(&w) };
+            let grown = Record::alloc_linked(rec.key(), value, word, prev);
+            self.w.swap_in_grown(w.table as usize, w.rec, old, grown, keep_old, snap_epoch);
+        }
+        if delete {
+            if self.w.shared.options.durability == crate::Durability::DeltaAndCheckpoint {
+                let hint = self.w as *const _ as usize / 64;
+                self.w.shared.store.deletions.push(hint, (w.table, rec.key().into(), tid));
+            }
+            let c = Cleanup { snap_epoch, table: w.table, key: rec.key().into(), word };
+            // A snapshot at `se` reads versions of epochs below `se`.
+            // The deleted version is from the delete's own snapshot
+            // epoch (else `keep_old`), so any snapshot that predates the
+            // delete cannot see it, and one that follows sees the key
+            // absent; with no older version linked, no snapshot needs
+            // the record at all, and it can leave the index once this
+            // epoch is over (gc.rs says why not sooner).
+            if keep_old || !rec.prev().is_null() || self.w.shared.options.keep_tombstones {
+                self.w.garbage.defer_cleanup(c);
+            } else {
+                self.w.garbage.cleanup_after(epoch, c);
             }
         }
     }

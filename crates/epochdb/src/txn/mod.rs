@@ -193,7 +193,7 @@ impl<'w> Txn<'w> {
     /// Adds an absent placeholder for `key` to the index. Returns it, or
     /// `None` if another record appeared first (look again).
     fn insert_placeholder(&mut self, ti: usize, key: &[u8], capacity: usize) -> Result<Option<NonNull<Record>>> {
-        let rec = Record::alloc(key, &[], capacity, PLACEHOLDER_WORD, std::ptr::null_mut());
+        let rec = Record::alloc(key, &[], capacity, PLACEHOLDER_WORD);
         let outcome = self.w.tables[ti].tree.insert_if_absent(key, rec);
         if let crate::index::Insert::Existing(_) = outcome {
             // SAFETY: never published.

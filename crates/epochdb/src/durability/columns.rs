@@ -27,8 +27,8 @@ pub type Versions = Box<[u64]>;
 ///
 /// Where vectors live: in their record's `prev` slot, which no record
 /// recovery makes uses otherwise (no snapshot exists yet to want an older
-/// version); the records of a table with a schema are made versioned for
-/// it ([`row`]). It lies in the cache line the record's lock has just brought
+/// version); a row gets a record with the slot when it gets its vector
+/// ([`record`]). It lies in the cache line the record's lock has just brought
 /// in; a side table keyed by record address, which this replaced, cost
 /// an eighth of delta recovery's time. Recovery takes every vector back
 /// before the database opens (`recovery::Leftovers::versioned`).
@@ -53,12 +53,15 @@ pub fn put(rec: &Record, v: Versions) {
     rec.set_prev(Box::into_raw(v) as *mut u64 as *mut Record);
 }
 
-/// A record recovery makes for a row of a table with schema `schema`:
-/// versioned if there is a schema, so that a delta may give it a vector.
-pub fn row(schema: Option<&Schema>, key: &[u8], value: &[u8], word: u64) -> std::ptr::NonNull<Record> {
-    match schema {
-        Some(_) => Record::alloc_versioned(key, value, 0, word, ptr::null_mut()),
-        None => Record::alloc(key, value, 0, word),
+/// A record recovery makes for a row: versioned (with the slot a vector
+/// lives in) if it is to get one, or may (`recovery::Ctx::versioned`). A
+/// row without a slot that a delta reaches later moves to a versioned
+/// record ([`Record::fits`]).
+pub fn record(key: &[u8], value: &[u8], word: u64, with_vector: bool) -> std::ptr::NonNull<Record> {
+    if with_vector {
+        Record::alloc_versioned(key, value, 0, word, ptr::null_mut())
+    } else {
+        Record::alloc(key, value, 0, word)
     }
 }
 

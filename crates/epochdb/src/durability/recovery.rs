@@ -185,6 +185,9 @@ pub(super) struct Ctx<'a> {
     /// (`merge.rs`): the log's workers gather entries instead of
     /// installing them.
     maps: Option<&'a [Option<Mapped>]>,
+    /// Whether the rows of tables with a schema are versioned from the
+    /// start ([`Ctx::versioned`]).
+    versioned_rows: bool,
     /// With salvage: the epoch to cut the state back to.
     cut: Mutex<Option<u64>>,
     consistent: AtomicBool,
@@ -193,7 +196,23 @@ pub(super) struct Ctx<'a> {
 impl Ctx<'_> {
     /// Where an entry of `table` (a table the manifest has) goes.
     pub(super) fn target(&self, table: u32) -> Target<'_> {
-        Target { table, tree: &self.tables[table as usize].tree, schema: self.schema(table) }
+        Target {
+            table,
+            tree: &self.tables[table as usize].tree,
+            schema: self.schema(table),
+            versioned: self.versioned(table),
+        }
+    }
+
+    /// Whether the rows recovery makes for `table` are versioned from the
+    /// start: when the log is installed entry by entry and the table has a
+    /// schema, most rows a delta reaches get a column vector, which needs
+    /// the `prev` slot, and moving each such row to a versioned record
+    /// would cost a copy and hold the old one until recovery ends. The
+    /// merge makes its rows itself, and installs entry by entry only what
+    /// it cannot merge: its rows start plain, and those few move.
+    fn versioned(&self, table: u32) -> bool {
+        self.versioned_rows && self.schema(table).is_some()
     }
 
     /// The schema of `table`, if it has one.
@@ -429,6 +448,7 @@ fn replay_all(
         bulk: false,
         dropped: Mutex::new(Vec::new()),
         maps: maps.as_deref(),
+        versioned_rows: !merging,
         cut: Mutex::new(None),
         consistent: AtomicBool::new(true),
     };
@@ -1112,7 +1132,7 @@ fn pack(ctx: &Ctx<'_>, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Res
         if failure.is_some() {
             return;
         }
-        let rec = columns::row(ctx.schema(e.table), e.key, value, e.tid.raw() | LATEST_BIT);
+        let rec = columns::record(e.key, value, e.tid.raw() | LATEST_BIT, ctx.versioned(e.table));
         let rec = match runs.last_mut() {
             Some((t, run)) if *t == e.table => match run.push(rec) {
                 Ok(()) => return,
@@ -1201,6 +1221,8 @@ pub(super) struct Target<'a> {
     table: u32,
     pub(super) tree: &'a Tree,
     schema: Option<&'a Schema>,
+    /// Rows are made versioned ([`Ctx::versioned`]).
+    versioned: bool,
 }
 
 /// Buffers for merging rows, reused across entries, and the leaf this
@@ -1256,7 +1278,7 @@ pub(super) fn install(
                         h.version = now;
                     }
                 }
-                let fresh = columns::row(t.schema, key, value, whole_word);
+                let fresh = columns::record(key, value, whole_word, t.versioned);
                 let inserted = match t.tree.insert_after_miss(&h, key, fresh) {
                     Some(done) => {
                         if let Insert::Inserted { leaf, new_version, .. } = done {
@@ -1297,7 +1319,7 @@ pub(super) fn install(
                 Some(v) => (&s.row[..], word_of(v)),
                 None => (write.value().unwrap_or(&[]), whole_word),
             };
-            let fresh = columns::row(t.schema, key, value, word);
+            let fresh = columns::record(key, value, word, t.versioned || versions.is_some());
             // SAFETY: a fresh record, ours until published.
             let fresh_ref = unsafe { fresh.as_ref() };
             let versioned = versions.is_some();
@@ -1342,8 +1364,9 @@ pub(super) fn install(
             }
         }
         // A delta of fixed columns at fixed places goes straight into the
-        // record: the row stays where it is, at its length.
-        if let (Some(v), Some(schema), Write::Delta(d)) = (versions.as_mut(), t.schema, write) {
+        // record, if it has a slot for the vector: the row stays where it
+        // is, at its length.
+        if let (Some(v), Some(schema), Write::Delta(d), true) = (versions.as_mut(), t.schema, write, r.is_versioned()) {
             if columns::patch(schema, r, v, tid.raw(), d) {
                 let word = word_of(v);
                 if let Some(v) = versions {
@@ -1374,7 +1397,9 @@ pub(super) fn install(
             }
             _ => (write.value().unwrap_or(&[]), whole_word),
         };
-        if value.len() <= r.capacity() {
+        // A row that gets its first vector moves to a record with a slot
+        // for it, as one that outgrows its record moves to a larger one.
+        if r.fits(value.len(), versions.is_some()) {
             r.write_value(value);
             if let Some(v) = versions {
                 columns::put(r, v);
@@ -1384,7 +1409,7 @@ pub(super) fn install(
             }
             r.tid.unlock_to(word);
         } else {
-            let grown = columns::row(t.schema, key, value, word);
+            let grown = columns::record(key, value, word, t.versioned || versions.is_some());
             if let Some(v) = versions {
                 // SAFETY: a fresh record, ours until published.
                 columns::put(unsafe { grown.as_ref() }, v);
@@ -1657,8 +1682,11 @@ mod tests {
     /// ("a"); a delta that arrives before its row's insert and a later one
     /// that grows the row, moving its vector to a new record ("b"); an
     /// insert and its delete ("c"); a delete that arrives before the older
-    /// insert it undoes ("d"). Then ends the run as `replay_all` does.
-    fn run(salvage: bool) -> (Result<u64>, Vec<String>, Vec<Table>) {
+    /// insert it undoes ("d"); an insert and then a delta ("e"), which moves
+    /// the row to a versioned record if it was made plain
+    /// (`versioned_rows`, as the merge makes them). Then ends the run as
+    /// `replay_all` does.
+    fn run(salvage: bool, versioned_rows: bool) -> (Result<u64>, Vec<String>, Vec<Table>) {
         let s = schema();
         let manifest = Manifest {
             tables: vec![TableEntry { name: "t".into(), index_of: None, schema: Some(s.clone()) }],
@@ -1680,6 +1708,7 @@ mod tests {
             bulk: false,
             dropped: Mutex::new(Vec::new()),
             maps: None,
+            versioned_rows,
             cut: Mutex::new(None),
             consistent: AtomicBool::new(true),
         };
@@ -1707,11 +1736,13 @@ mod tests {
             (2, b"c", None),
             (8, b"d", None),
             (7, b"d", Some(Write::Value(&c_row))),
+            (1, b"e", Some(Write::Value(&c_row))),
+            (2, b"e", delta(1)),
         ]);
         let mut left = Leftovers::default();
         let claimed = Claimed { file: 0, at: 0, lo: 1, hi: 9, len: block.len() };
         replay(&ctx, Path::new("test"), &claimed, &block, false, &mut left).expect("replay");
-        assert_eq!(left.versioned.len(), 3, "a, b, and b's grown copy");
+        assert_eq!(left.versioned.len(), 4, "a, b, b's grown copy, and e (moved, if it was made plain)");
         let complete = check_complete(&ctx, 2, &mut left);
         let records = complete.map(|()| remove_tombstones(&tables, 2, &mut left));
         left.discard(&ctx);
@@ -1753,6 +1784,7 @@ mod tests {
             bulk: true,
             dropped: Mutex::new(Vec::new()),
             maps: None,
+            versioned_rows: true,
             cut: Mutex::new(None),
             consistent: AtomicBool::new(true),
         };
@@ -1802,24 +1834,29 @@ mod tests {
 
     #[test]
     fn a_row_without_its_insert_is_an_error_or_salvaged_and_tombstones_go() {
-        let (records, _, _) = run(false);
-        let err = records.expect_err("a's insert is missing").to_string();
-        assert!(err.contains("never written"), "{err}");
+        for versioned_rows in [true, false] {
+            let (records, _, _) = run(false, versioned_rows);
+            let err = records.expect_err("a's insert is missing").to_string();
+            assert!(err.contains("never written"), "{err}");
 
-        let (records, dropped, tables) = run(true);
-        assert_eq!(records.expect("salvaged"), 1, "only b is left");
-        assert_eq!(dropped.len(), 1, "{dropped:?}");
-        assert!(dropped[0].contains("[1]"), "a's column b was never written: {dropped:?}");
-        let tree = &tables[0].tree;
-        for key in [&b"a"[..], b"c", b"d"] {
-            assert!(tree.lookup(key).record.is_none(), "{key:?} is gone");
+            let (records, dropped, tables) = run(true, versioned_rows);
+            assert_eq!(records.expect("salvaged"), 2, "only b and e are left");
+            assert_eq!(dropped.len(), 1, "{dropped:?}");
+            assert!(dropped[0].contains("[1]"), "a's column b was never written: {dropped:?}");
+            let tree = &tables[0].tree;
+            for key in [&b"a"[..], b"c", b"d"] {
+                assert!(tree.lookup(key).record.is_none(), "{key:?} is gone");
+            }
+            for (key, want, tid) in [(&b"b"[..], &[&b"p"[..], b"grown-long-value"], 6), (b"e", &[b"p", b"c"], 2)] {
+                let r = tree.lookup(key).record.expect("kept");
+                // SAFETY: no other thread; the table owns the record.
+                let (r, mut value) = (unsafe { r.as_ref() }, Vec::new());
+                r.copy_value(&mut value);
+                assert_eq!(value, schema().encode(want).expect("row"), "{key:?}");
+                assert!(r.is_versioned(), "{key:?} got a vector, in the slot of a versioned record");
+                assert!(r.prev().is_null(), "{key:?}'s version vector was taken back");
+                assert_eq!(Tid::of_word(r.tid.load()), Tid::new(tid, 1));
+            }
         }
-        let b = tree.lookup(b"b").record.expect("b");
-        // SAFETY: no other thread; the table owns the record.
-        let (b, mut value) = (unsafe { b.as_ref() }, Vec::new());
-        b.copy_value(&mut value);
-        assert_eq!(value, schema().encode(&[b"p", b"grown-long-value"]).expect("row"));
-        assert!(b.prev().is_null(), "its version vector was taken back");
-        assert_eq!(Tid::of_word(b.tid.load()), Tid::new(6, 1));
     }
 }

@@ -458,7 +458,7 @@ fn a_block_above_its_flushs_bound_is_sealed_before_its_epoch_is_published() {
         let (mut old, mut new) = (db.worker().expect("worker"), db.worker().expect("worker"));
         let mut held = old.begin().expect("begin");
         held.get(t, b"nothing").expect("get"); // the logger's bound stays at its epoch
-        let entered = db.epoch();
+        let entered = held.epoch(); // not E read now, which may be one past it already
         while db.epoch() <= entered {
             std::thread::sleep(Duration::from_millis(1));
         }

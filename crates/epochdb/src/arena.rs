@@ -6,13 +6,13 @@
 //! With 4 KiB pages every node on the path is a TLB miss of its own; with
 //! 2 MiB pages a few hundred entries cover the whole working set. Exact
 //! size classes also drop the global allocator's per-block header and the
-//! padding of 64-byte aligned nodes (a 512-byte leaf, a 136-byte YCSB
-//! record).
+//! padding of 64-byte aligned nodes (a 512-byte leaf; a 40-byte TPC-C
+//! order line, for which glibc would take a 48-byte chunk).
 //!
 //! - Small blocks (at most [`MAX_SMALL`] bytes, alignment at most 64) come
 //!   from one of 128 classes of 8-byte steps (a record is a whole number
 //!   of words, so a finer step would save nothing and a coarser one would
-//!   pad most records; a TPC-C order line is 56 bytes). Each class bumps
+//!   pad most records; a TPC-C order line is 40 bytes). Each class bumps
 //!   through a 64 KiB *run* of a chunk, so a block of a size that is a
 //!   multiple of its alignment is aligned. Larger or more aligned blocks go to the
 //!   global allocator.

@@ -85,8 +85,14 @@ fn cap_of(code: u16) -> usize {
     }
 }
 
+/// Where the key starts: after the header, and the `prev` slot if any.
+#[inline]
+fn key_offset(versioned: bool) -> usize {
+    HEADER + versioned as usize * WORD
+}
+
 fn layout(key_len: usize, cap: usize, versioned: bool) -> Layout {
-    let size = HEADER + if versioned { WORD } else { 0 } + round_up(key_len) + cap;
+    let size = key_offset(versioned) + round_up(key_len) + cap;
     // Cannot fail: sizes are bounded by the key/value limits and the
     // alignment is a power of two.
     Layout::from_size_align(size, WORD).unwrap_or_else(|_| unreachable!("record layout"))
@@ -111,10 +117,10 @@ impl Record {
         Self::alloc_in(key, value, min_cap, word, None)
     }
 
-    /// As [`Record::alloc`], but versioned: with a `prev` slot, holding
-    /// `prev` (which may be null, for a link set later).
-    pub fn alloc_versioned(key: &[u8], value: &[u8], min_cap: usize, word: u64, prev: *mut Record) -> NonNull<Record> {
-        Self::alloc_in(key, value, min_cap, word, Some(prev))
+    /// As [`Record::alloc`], versioned if `slot` (with an empty `prev`
+    /// slot, for a link set later).
+    pub fn alloc_with_slot(key: &[u8], value: &[u8], word: u64, slot: bool) -> NonNull<Record> {
+        Self::alloc_in(key, value, 0, word, slot.then_some(std::ptr::null_mut()))
     }
 
     /// A record that takes over from one whose older versions start at
@@ -143,7 +149,7 @@ impl Record {
             if let Some(prev) = prev {
                 (raw as *mut u8).add(HEADER).cast::<AtomicPtr<Record>>().write(AtomicPtr::new(prev));
             }
-            let key_at = HEADER + if prev.is_some() { WORD } else { 0 };
+            let key_at = key_offset(prev.is_some());
             let key_dst = (raw as *mut u8).add(key_at);
             std::ptr::copy_nonoverlapping(key.as_ptr(), key_dst, key.len());
             let words = (raw as *mut u8).add(key_at + round_up(key.len())) as *mut AtomicU64;
@@ -178,11 +184,9 @@ impl Record {
         (self.key_len & !VERSIONED) as usize
     }
 
-    /// Where the key starts: after the header and the `prev` slot, if any.
-    /// Computed without a branch, as every key comparison and read asks.
     #[inline]
     fn key_at(&self) -> usize {
-        HEADER + (self.key_len >> 15) as usize * WORD
+        key_offset(self.is_versioned())
     }
 
     #[inline]
@@ -373,7 +377,7 @@ mod tests {
         let word = Tid::new(1, 1).raw() | LATEST_BIT;
         let plain = Record::alloc(b"key", b"value", 0, word);
         let old = Record::alloc(b"key", b"old", 0, word);
-        let versioned = Record::alloc_versioned(b"key", b"value", 0, word, old.as_ptr());
+        let versioned = Record::alloc_linked(b"key", b"value", word, old.as_ptr());
         // SAFETY: fresh, not shared; freed at the end.
         let (p, v) = unsafe { (plain.as_ref(), versioned.as_ref()) };
         assert!(!p.is_versioned() && v.is_versioned());

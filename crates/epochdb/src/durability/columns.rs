@@ -28,7 +28,7 @@ pub type Versions = Box<[u64]>;
 /// Where vectors live: in their record's `prev` slot, which no record
 /// recovery makes uses otherwise (no snapshot exists yet to want an older
 /// version); a row gets a record with the slot when it gets its vector
-/// ([`record`]). It lies in the cache line the record's lock has just brought
+/// (`recovery::Ctx::versioned`, [`Record::fits`]). It lies in the cache line the record's lock has just brought
 /// in; a side table keyed by record address, which this replaced, cost
 /// an eighth of delta recovery's time. Recovery takes every vector back
 /// before the database opens (`recovery::Leftovers::versioned`).
@@ -51,18 +51,6 @@ pub fn take(rec: &Record, schema: &Schema) -> Option<Versions> {
 pub fn put(rec: &Record, v: Versions) {
     debug_assert!(rec.prev().is_null(), "a record with two vectors");
     rec.set_prev(Box::into_raw(v) as *mut u64 as *mut Record);
-}
-
-/// A record recovery makes for a row: versioned (with the slot a vector
-/// lives in) if it is to get one, or may (`recovery::Ctx::versioned`). A
-/// row without a slot that a delta reaches later moves to a versioned
-/// record ([`Record::fits`]).
-pub fn record(key: &[u8], value: &[u8], word: u64, with_vector: bool) -> std::ptr::NonNull<Record> {
-    if with_vector {
-        Record::alloc_versioned(key, value, 0, word, ptr::null_mut())
-    } else {
-        Record::alloc(key, value, 0, word)
-    }
 }
 
 /// Starts loading `rec`'s vector, if it has one, into the cache: replay

@@ -185,9 +185,6 @@ pub(super) struct Ctx<'a> {
     /// (`merge.rs`): the log's workers gather entries instead of
     /// installing them.
     maps: Option<&'a [Option<Mapped>]>,
-    /// Whether the rows of tables with a schema are versioned from the
-    /// start ([`Ctx::versioned`]).
-    versioned_rows: bool,
     /// With salvage: the epoch to cut the state back to.
     cut: Mutex<Option<u64>>,
     consistent: AtomicBool,
@@ -212,7 +209,7 @@ impl Ctx<'_> {
     /// merge makes its rows itself, and installs entry by entry only what
     /// it cannot merge: its rows start plain, and those few move.
     fn versioned(&self, table: u32) -> bool {
-        self.versioned_rows && self.schema(table).is_some()
+        self.maps.is_none() && self.schema(table).is_some()
     }
 
     /// The schema of `table`, if it has one.
@@ -448,7 +445,6 @@ fn replay_all(
         bulk: false,
         dropped: Mutex::new(Vec::new()),
         maps: maps.as_deref(),
-        versioned_rows: !merging,
         cut: Mutex::new(None),
         consistent: AtomicBool::new(true),
     };
@@ -1132,7 +1128,7 @@ fn pack(ctx: &Ctx<'_>, b: &Claimed, payload: &[u8], left: &mut Leftovers) -> Res
         if failure.is_some() {
             return;
         }
-        let rec = columns::record(e.key, value, e.tid.raw() | LATEST_BIT, ctx.versioned(e.table));
+        let rec = Record::alloc_with_slot(e.key, value, e.tid.raw() | LATEST_BIT, ctx.versioned(e.table));
         let rec = match runs.last_mut() {
             Some((t, run)) if *t == e.table => match run.push(rec) {
                 Ok(()) => return,
@@ -1278,7 +1274,7 @@ pub(super) fn install(
                         h.version = now;
                     }
                 }
-                let fresh = columns::record(key, value, whole_word, t.versioned);
+                let fresh = Record::alloc_with_slot(key, value, whole_word, t.versioned);
                 let inserted = match t.tree.insert_after_miss(&h, key, fresh) {
                     Some(done) => {
                         if let Insert::Inserted { leaf, new_version, .. } = done {
@@ -1319,7 +1315,7 @@ pub(super) fn install(
                 Some(v) => (&s.row[..], word_of(v)),
                 None => (write.value().unwrap_or(&[]), whole_word),
             };
-            let fresh = columns::record(key, value, word, t.versioned || versions.is_some());
+            let fresh = Record::alloc_with_slot(key, value, word, t.versioned || versions.is_some());
             // SAFETY: a fresh record, ours until published.
             let fresh_ref = unsafe { fresh.as_ref() };
             let versioned = versions.is_some();
@@ -1409,7 +1405,7 @@ pub(super) fn install(
             }
             r.tid.unlock_to(word);
         } else {
-            let grown = columns::record(key, value, word, t.versioned || versions.is_some());
+            let grown = Record::alloc_with_slot(key, value, word, t.versioned || versions.is_some());
             if let Some(v) = versions {
                 // SAFETY: a fresh record, ours until published.
                 columns::put(unsafe { grown.as_ref() }, v);
@@ -1682,11 +1678,11 @@ mod tests {
     /// ("a"); a delta that arrives before its row's insert and a later one
     /// that grows the row, moving its vector to a new record ("b"); an
     /// insert and its delete ("c"); a delete that arrives before the older
-    /// insert it undoes ("d"); an insert and then a delta ("e"), which moves
-    /// the row to a versioned record if it was made plain
-    /// (`versioned_rows`, as the merge makes them). Then ends the run as
-    /// `replay_all` does.
-    fn run(salvage: bool, versioned_rows: bool) -> (Result<u64>, Vec<String>, Vec<Table>) {
+    /// insert it undoes ("d"); a delta of a plain row already in the tree,
+    /// as the merge builds them and then leaves an entry to `install`
+    /// ("e"), which moves the row to a versioned record. Then ends the run
+    /// as `replay_all` does.
+    fn run(salvage: bool) -> (Result<u64>, Vec<String>, Vec<Table>) {
         let s = schema();
         let manifest = Manifest {
             tables: vec![TableEntry { name: "t".into(), index_of: None, schema: Some(s.clone()) }],
@@ -1708,7 +1704,6 @@ mod tests {
             bulk: false,
             dropped: Mutex::new(Vec::new()),
             maps: None,
-            versioned_rows,
             cut: Mutex::new(None),
             consistent: AtomicBool::new(true),
         };
@@ -1736,13 +1731,14 @@ mod tests {
             (2, b"c", None),
             (8, b"d", None),
             (7, b"d", Some(Write::Value(&c_row))),
-            (1, b"e", Some(Write::Value(&c_row))),
             (2, b"e", delta(1)),
         ]);
+        let plain = Record::alloc(b"e", &c_row, 0, Tid::new(1, 1).raw() | LATEST_BIT);
+        assert!(matches!(tables[0].tree.insert_if_absent(b"e", plain), Insert::Inserted { .. }));
         let mut left = Leftovers::default();
         let claimed = Claimed { file: 0, at: 0, lo: 1, hi: 9, len: block.len() };
         replay(&ctx, Path::new("test"), &claimed, &block, false, &mut left).expect("replay");
-        assert_eq!(left.versioned.len(), 4, "a, b, b's grown copy, and e (moved, if it was made plain)");
+        assert_eq!(left.versioned.len(), 4, "a, b, b's grown copy, and e's versioned copy");
         let complete = check_complete(&ctx, 2, &mut left);
         let records = complete.map(|()| remove_tombstones(&tables, 2, &mut left));
         left.discard(&ctx);
@@ -1784,7 +1780,6 @@ mod tests {
             bulk: true,
             dropped: Mutex::new(Vec::new()),
             maps: None,
-            versioned_rows: true,
             cut: Mutex::new(None),
             consistent: AtomicBool::new(true),
         };
@@ -1834,29 +1829,27 @@ mod tests {
 
     #[test]
     fn a_row_without_its_insert_is_an_error_or_salvaged_and_tombstones_go() {
-        for versioned_rows in [true, false] {
-            let (records, _, _) = run(false, versioned_rows);
-            let err = records.expect_err("a's insert is missing").to_string();
-            assert!(err.contains("never written"), "{err}");
+        let (records, _, _) = run(false);
+        let err = records.expect_err("a's insert is missing").to_string();
+        assert!(err.contains("never written"), "{err}");
 
-            let (records, dropped, tables) = run(true, versioned_rows);
-            assert_eq!(records.expect("salvaged"), 2, "only b and e are left");
-            assert_eq!(dropped.len(), 1, "{dropped:?}");
-            assert!(dropped[0].contains("[1]"), "a's column b was never written: {dropped:?}");
-            let tree = &tables[0].tree;
-            for key in [&b"a"[..], b"c", b"d"] {
-                assert!(tree.lookup(key).record.is_none(), "{key:?} is gone");
-            }
-            for (key, want, tid) in [(&b"b"[..], &[&b"p"[..], b"grown-long-value"], 6), (b"e", &[b"p", b"c"], 2)] {
-                let r = tree.lookup(key).record.expect("kept");
-                // SAFETY: no other thread; the table owns the record.
-                let (r, mut value) = (unsafe { r.as_ref() }, Vec::new());
-                r.copy_value(&mut value);
-                assert_eq!(value, schema().encode(want).expect("row"), "{key:?}");
-                assert!(r.is_versioned(), "{key:?} got a vector, in the slot of a versioned record");
-                assert!(r.prev().is_null(), "{key:?}'s version vector was taken back");
-                assert_eq!(Tid::of_word(r.tid.load()), Tid::new(tid, 1));
-            }
+        let (records, dropped, tables) = run(true);
+        assert_eq!(records.expect("salvaged"), 1, "of the rows replay made, only b is left (e was in the tree before)");
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert!(dropped[0].contains("[1]"), "a's column b was never written: {dropped:?}");
+        let tree = &tables[0].tree;
+        for key in [&b"a"[..], b"c", b"d"] {
+            assert!(tree.lookup(key).record.is_none(), "{key:?} is gone");
+        }
+        for (key, want, tid) in [(&b"b"[..], &[&b"p"[..], b"grown-long-value"], 6), (b"e", &[b"p", b"c"], 2)] {
+            let r = tree.lookup(key).record.expect("kept");
+            // SAFETY: no other thread; the table owns the record.
+            let (r, mut value) = (unsafe { r.as_ref() }, Vec::new());
+            r.copy_value(&mut value);
+            assert_eq!(value, schema().encode(want).expect("row"), "{key:?}");
+            assert!(r.is_versioned(), "{key:?} got a vector, in the slot of a versioned record");
+            assert!(r.prev().is_null(), "{key:?}'s version vector was taken back");
+            assert_eq!(Tid::of_word(r.tid.load()), Tid::new(tid, 1));
         }
     }
 }

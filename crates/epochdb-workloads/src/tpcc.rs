@@ -790,6 +790,7 @@ impl Client<'_> {
         let (t, w, schema) = (self.tpcc.tables, self.home, self.tpcc.schema);
         let carrier = self.rng.range(1, 10) as u8;
         let (buf, row, keys) = (&mut self.buf, &mut self.row, &mut self.keys);
+        let mut lines: Vec<OrderLine> = Vec::with_capacity(15);
         let hints = self.delivered_up_to;
         let mut delivered = [0u32; DISTRICTS as usize];
         let now = now();
@@ -832,15 +833,30 @@ impl Client<'_> {
                 .collect();
             txn.prefetch(&ahead)?;
             for ((&(d, o), ckey), lo) in found.iter().zip(&ckeys).zip(&lkeys) {
+                // The lines as the scan read them (as Silo's delivery does):
+                // reading each again would be a second lookup per line.
                 keys.clear();
+                lines.clear();
                 let hi = order_line_key(w, d, o + 1, 0);
-                txn.scan(t.order_line, lo, Some(&hi), usize::MAX, false, &mut |k, _| {
-                    keys.push(k.to_vec());
-                    true
+                let mut bad = None;
+                txn.scan(t.order_line, lo, Some(&hi), usize::MAX, false, &mut |k, v| match OrderLine::decode_as(
+                    schema, v,
+                ) {
+                    Ok(line) => {
+                        keys.push(k.to_vec());
+                        lines.push(line);
+                        true
+                    }
+                    Err(e) => {
+                        bad = Some(e);
+                        false
+                    }
                 })?;
+                if let Some(e) = bad {
+                    return Err(e);
+                }
                 let mut total = 0;
-                for k in keys.iter() {
-                    let mut line = get_row(txn, t.order_line, k, buf, schema, OrderLine::decode_as)?;
+                for (k, line) in keys.iter().zip(lines.iter_mut()) {
                     line.delivery_d = now;
                     total += i64::from(line.amount);
                     line.encode_as(schema, row);

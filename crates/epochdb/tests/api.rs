@@ -151,6 +151,46 @@ fn values_grow_past_their_allocation() {
     }
 }
 
+/// A transaction of thousands of writes (past the size from which the
+/// write set is indexed) writes each key once, reads its own writes back
+/// and commits them, rewrites and deletes included.
+#[test]
+fn a_large_transaction_reads_and_rewrites_its_own_writes() {
+    let db = fast_db();
+    let t = db.create_table("t", TableOptions::new()).expect("table");
+    let mut w = db.worker().expect("worker");
+    let key = |i: u32| i.to_be_bytes();
+    let n = 3_000;
+    w.run(|txn| (0..n).try_for_each(|i| txn.put(t, &key(i), b"old"))).expect("load");
+    w.run(|txn| {
+        for i in 0..n {
+            txn.put(t, &key(i), b"first")?;
+        }
+        for i in (0..n).rev() {
+            assert_eq!(txn.get(t, &key(i))?, Some(&b"first"[..]), "key {i}");
+            if i % 3 == 0 {
+                txn.delete(t, &key(i))?;
+            } else {
+                txn.put(t, &key(i), &i.to_le_bytes())?;
+            }
+        }
+        (n..n + 100).try_for_each(|i| txn.insert(t, &key(i), b"new"))
+    })
+    .expect("large transaction");
+    w.run(|txn| {
+        for i in 0..n + 100 {
+            let want = match i {
+                _ if i >= n => Some(b"new".to_vec()),
+                _ if i % 3 == 0 => None,
+                _ => Some(i.to_le_bytes().to_vec()),
+            };
+            assert_eq!(txn.get(t, &key(i))?.map(<[u8]>::to_vec), want, "key {i}");
+        }
+        Ok(())
+    })
+    .expect("read back");
+}
+
 #[test]
 fn scans_in_both_directions_with_limits_and_own_writes() {
     let db = fast_db();

@@ -113,7 +113,7 @@ impl Txn<'_> {
 
     fn commit_writes(&mut self) -> Result<CommitInfo, AbortReason> {
         let spins = self.w.shared.options.lock_spins;
-        self.w.sets.write.sort_unstable_by_key(|w| w.rec.as_ptr() as usize);
+        self.w.sets.sort_writes();
         // Phase 1
         let mut max = Tid::ZERO;
         for i in 0..self.w.sets.write.len() {

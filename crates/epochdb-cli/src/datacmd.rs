@@ -146,9 +146,11 @@ fn run(t: &Target, options: Options, verb: &str, last: bool) -> CliResult<ExitCo
     }
     let r = engine.database().recovery_report().cloned().unwrap_or_default();
     let gb = (r.checkpoint_bytes + r.log_bytes) as f64 / 1e9;
+    let memory_bytes = epochdb::memory_in_use();
     say!(
-        "{verb} {} records to pepoch {} with {} threads in {:.3} s (CPU {:.3} s, {:.3} s of it in the kernel): checkpoint {:.1} MB (epoch {}) in {:.3} s, log {:.1} MB; {:.2} s/GB, {:.0} MB/s",
+        "{verb} {} records ({:.1} MB of rows and index) to pepoch {} with {} threads in {:.3} s (CPU {:.3} s, {:.3} s of it in the kernel): checkpoint {:.1} MB (epoch {}) in {:.3} s, log {:.1} MB; {:.2} s/GB, {:.0} MB/s",
         r.records,
+        memory_bytes as f64 / 1e6,
         r.pepoch,
         r.threads,
         r.seconds,
@@ -192,6 +194,7 @@ fn run(t: &Target, options: Options, verb: &str, last: bool) -> CliResult<ExitCo
             checkpoint_seconds: r.checkpoint_seconds,
             cpu_seconds: r.cpu_seconds,
             system_seconds: r.system_seconds,
+            memory_bytes,
             seconds_per_gb: r.seconds / gb.max(1e-9),
             dropped: r.dropped.clone(),
             consistent: r.consistent,

@@ -273,6 +273,9 @@ pub struct RecoverReport {
     /// Of `cpu_seconds`, those in the kernel (mostly page faults zeroing the memory the rows fill; on a VM whose host takes freed memory back, far costlier than on a machine of its own).
     #[serde(default)]
     pub system_seconds: f64,
+    /// Bytes of records and index nodes the recovered database holds (`epochdb::memory_in_use`): memory a new process must have the kernel fault in, which `system_seconds` pays for.
+    #[serde(default)]
+    pub memory_bytes: u64,
     /// Seconds per GB of checkpoint and log.
     pub seconds_per_gb: f64,
     /// What recovery dropped: torn tails, void epochs, salvaged damage.
@@ -553,6 +556,7 @@ mod tests {
             checkpoint_seconds: 0.0,
             cpu_seconds: 0.0,
             system_seconds: 0.0,
+            memory_bytes: 0,
             seconds_per_gb: 0.0,
             dropped: vec![],
             consistent: true,

@@ -839,9 +839,7 @@ impl Client<'_> {
                 lines.clear();
                 let hi = order_line_key(w, d, o + 1, 0);
                 let mut bad = None;
-                txn.scan(t.order_line, lo, Some(&hi), usize::MAX, false, &mut |k, v| match OrderLine::decode_as(
-                    schema, v,
-                ) {
+                let mut visit = |k: &[u8], v: &[u8]| match OrderLine::decode_as(schema, v) {
                     Ok(line) => {
                         keys.push(k.to_vec());
                         lines.push(line);
@@ -851,7 +849,8 @@ impl Client<'_> {
                         bad = Some(e);
                         false
                     }
-                })?;
+                };
+                txn.scan(t.order_line, lo, Some(&hi), usize::MAX, false, &mut visit)?;
                 if let Some(e) = bad {
                     return Err(e);
                 }

@@ -1,5 +1,8 @@
 //! The commit path: read-only, read-modify-write, and ten-key
-//! read-modify-write transactions on a loaded table.
+//! read-modify-write transactions on a loaded table, and one transaction
+//! that updates 40 000 keys (each write looks for an earlier write of
+//! its row: this shows whether that stays constant in the write set's
+//! size).
 //! `cargo bench -p epochdb --bench commit`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -51,6 +54,13 @@ fn commit(c: &mut Criterion) {
             })
             .expect("txn")
         })
+    });
+    g.finish();
+    let mut g = c.benchmark_group("large transaction");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(40_000));
+    g.bench_function("40 000 updates", |b| {
+        b.iter(|| w.run(|txn| (0..40_000u64).try_for_each(|i| txn.put(t, &i.to_be_bytes(), &[8u8; 100]))).expect("txn"))
     });
     g.finish();
 }

@@ -1,8 +1,9 @@
 //! The commit path: read-only, read-modify-write, and ten-key
 //! read-modify-write transactions on a loaded table, and one transaction
 //! that updates 40 000 keys (each write looks for an earlier write of
-//! its row: this shows whether that stays constant in the write set's
-//! size).
+//! its row) or inserts 40 000 it first found missing (each insert updates
+//! the node-set entries of its leaf): these show whether that work stays
+//! constant in the sets' sizes.
 //! `cargo bench -p epochdb --bench commit`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -61,6 +62,22 @@ fn commit(c: &mut Criterion) {
     g.throughput(Throughput::Elements(40_000));
     g.bench_function("40 000 updates", |b| {
         b.iter(|| w.run(|txn| (0..40_000u64).try_for_each(|i| txn.put(t, &i.to_be_bytes(), &[8u8; 100]))).expect("txn"))
+    });
+    // Keys above the loaded ones, new in every iteration: each lookup
+    // misses (a node-set entry), and each insert updates its leaf's.
+    let mut next_new = KEYS;
+    g.bench_function("40 000 inserts after failed gets", |b| {
+        b.iter(|| {
+            let from = next_new;
+            next_new += 40_000;
+            w.run(|txn| {
+                (from..from + 40_000).try_for_each(|i| match txn.get(t, &i.to_be_bytes())? {
+                    Some(_) => Ok(()),
+                    None => txn.put(t, &i.to_be_bytes(), &[9u8; 100]),
+                })
+            })
+            .expect("txn")
+        })
     });
     g.finish();
 }

@@ -152,8 +152,9 @@ fn values_grow_past_their_allocation() {
 }
 
 /// A transaction of thousands of writes (past the size from which the
-/// write set is indexed) writes each key once, reads its own writes back
-/// and commits them, rewrites and deletes included.
+/// write set and the node set are indexed) writes each key once, reads
+/// its own writes back and commits them, rewrites, deletes and inserts of
+/// keys it found missing included.
 #[test]
 fn a_large_transaction_reads_and_rewrites_its_own_writes() {
     let db = fast_db();
@@ -161,6 +162,12 @@ fn a_large_transaction_reads_and_rewrites_its_own_writes() {
     let mut w = db.worker().expect("worker");
     let key = |i: u32| i.to_be_bytes();
     let n = 3_000;
+    // What the big transaction leaves: rewritten, deleted, or inserted.
+    let want = |i: u32| match i {
+        _ if i >= n => Some(b"new".to_vec()),
+        _ if i.is_multiple_of(3) => None,
+        _ => Some(i.to_le_bytes().to_vec()),
+    };
     w.run(|txn| (0..n).try_for_each(|i| txn.put(t, &key(i), b"old"))).expect("load");
     w.run(|txn| {
         for i in 0..n {
@@ -168,23 +175,33 @@ fn a_large_transaction_reads_and_rewrites_its_own_writes() {
         }
         for i in (0..n).rev() {
             assert_eq!(txn.get(t, &key(i))?, Some(&b"first"[..]), "key {i}");
-            if i % 3 == 0 {
+            if i.is_multiple_of(3) {
                 txn.delete(t, &key(i))?;
             } else {
                 txn.put(t, &key(i), &i.to_le_bytes())?;
             }
         }
-        (n..n + 100).try_for_each(|i| txn.insert(t, &key(i), b"new"))
+        // New keys, each first looked up (a node-set entry per miss), so
+        // each insert moves its leaf's entries in a large node set.
+        for i in n..n + 2_000 {
+            assert_eq!(txn.get(t, &key(i))?, None);
+            txn.put(t, &key(i), b"new")?;
+        }
+        // A scan sees the transaction's own writes, found among thousands.
+        let mut seen = 0;
+        txn.scan(t, .., usize::MAX, |k, v| {
+            let i = u32::from_be_bytes(k.try_into().expect("4-byte key"));
+            assert_eq!(v, want(i).expect("deleted keys are not visited"), "key {i}");
+            seen += 1;
+            true
+        })?;
+        assert_eq!(seen, n + 2_000 - n.div_ceil(3));
+        Ok(())
     })
     .expect("large transaction");
     w.run(|txn| {
-        for i in 0..n + 100 {
-            let want = match i {
-                _ if i >= n => Some(b"new".to_vec()),
-                _ if i % 3 == 0 => None,
-                _ => Some(i.to_le_bytes().to_vec()),
-            };
-            assert_eq!(txn.get(t, &key(i))?.map(<[u8]>::to_vec), want, "key {i}");
+        for i in 0..n + 2_000 {
+            assert_eq!(txn.get(t, &key(i))?.map(<[u8]>::to_vec), want(i), "key {i}");
         }
         Ok(())
     })

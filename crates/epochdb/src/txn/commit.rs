@@ -89,7 +89,7 @@ impl Txn<'_> {
             max = max.max(Tid::of_word(r.word));
             placeholder |= r.word == PLACEHOLDER_WORD;
         }
-        for n in &sets.nodes {
+        for n in sets.nodes.iter() {
             // SAFETY: node-set leaves stay allocated until our epoch ends.
             if unsafe { &*n.leaf }.hdr.version.load() != n.version {
                 return Err(AbortReason::NodeValidation);

@@ -356,7 +356,7 @@ impl<'w> Txn<'w> {
                 visit(k, Some(v), Some(Tid::of_word(w)))
             }));
         }
-        let (nodes, read, write, arena) = (&mut sets.nodes, &mut sets.read, &sets.write, &sets.arena);
+        let (nodes, read, writes) = sets.for_scan();
         let mut visible = 0usize;
         if limit == 0 {
             return Ok(0);
@@ -368,9 +368,8 @@ impl<'w> Txn<'w> {
             |leaf, version| nodes.push(NodeEntry { leaf, version }),
             |key, mut rec| {
                 let (value, version) = loop {
-                    if let Some(w) = write.iter().find(|w| w.rec == rec) {
-                        let v = arena.get(w.value_at as usize..(w.value_at + w.value_len) as usize);
-                        break ((w.kind == WriteKind::Put).then_some(v.unwrap_or_default()), None);
+                    if let Some((kind, v)) = writes.find(rec) {
+                        break ((kind == WriteKind::Put).then_some(v), None);
                     }
                     // SAFETY: reached from a validated leaf in our epoch.
                     let word = unsafe { rec.as_ref() }.stable_read(scratch);

@@ -11,6 +11,8 @@
 //!   has its bit set in the filter (a set bit proves nothing; a clear one
 //!   proves absence). Once it holds [`INDEXED_FROM`] entries, and until it
 //!   is sorted or cleared, `index` holds the position of every entry.
+//! - Once the node set holds [`INDEXED_FROM`] entries, its `index` holds
+//!   the position of every entry (a leaf may have several).
 //! - Node-set versions are the versions the transaction observed, updated
 //!   only by the transaction's own inserts (Silo §4.6).
 
@@ -56,19 +58,18 @@ pub struct NodeEntry {
 pub struct Sets {
     pub read: Vec<ReadEntry>,
     pub write: Vec<WriteEntry>,
-    pub nodes: Vec<NodeEntry>,
+    pub nodes: NodeSet,
     pub arena: Vec<u8>,
     /// One bit per write-set record (`filter_bit`): a clear bit means the
     /// record is not in the write set, without a scan. Every read looks
     /// for its record among the writes, and a NEW-ORDER's ~23 writes made
     /// that scan a few percent of TPC-C.
     filter: u64,
-    /// For a large write set, where the filter is all ones: an open
-    /// addressing table of 1 + each entry's position (0: empty slot),
-    /// at most half full. Empty while the write set is small, and after
-    /// the commit sorts it. Without it a transaction of n updates took
-    /// time in n^2 (40 000 updates in one transaction: 0.8 s).
-    index: Vec<u32>,
+    /// For a large write set, where the filter is all ones, each entry's
+    /// position by its record. Empty while the write set is small, and
+    /// after the commit sorts it. Without it a transaction of n updates
+    /// took time in n^2 (40 000 updates in one transaction: 0.8 s).
+    index: Positions,
     /// Records `Txn::prefetch` found, with their tables, for the reads
     /// that follow (each taken once): such a read starts from the record
     /// instead of descending the index again. Only until the transaction
@@ -90,11 +91,143 @@ const RECENT: usize = 16;
 /// dozen writes most bits are set and the filter rules little out.
 const INDEXED_FROM: usize = 32;
 
-/// `rec`'s first slot in an index of `mask + 1` slots (multiplicative
-/// hashing: the product's top bits mix every bit of the address).
+/// The positions of a set's entries by an address (a record's, a leaf's),
+/// for a set grown past [`INDEXED_FROM`] entries: an open-addressing table
+/// of 1 + a position (0: an empty slot), at most half full. Entries with
+/// the same address each have a slot.
+#[derive(Debug, Default)]
+struct Positions {
+    slots: Vec<u32>,
+}
+
+impl Positions {
+    fn clear(&mut self) {
+        self.slots.clear();
+    }
+
+    fn is_built(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
+    /// After the set's entry `n - 1` was added (`addr(i)`: entry `i`'s
+    /// address): builds the table when the set reaches [`INDEXED_FROM`]
+    /// entries, doubles it when it would be over half full, or adds the
+    /// new entry.
+    fn added(&mut self, n: usize, addr: impl Fn(usize) -> usize) {
+        if n < INDEXED_FROM {
+            return;
+        }
+        if n * 2 > self.slots.len() {
+            self.slots.clear();
+            self.slots.resize((n * 4).next_power_of_two(), 0);
+            (0..n).for_each(|at| self.put(at, addr(at)));
+        } else {
+            self.put(n - 1, addr(n - 1));
+        }
+    }
+
+    fn put(&mut self, at: usize, addr: usize) {
+        let mask = self.slots.len() - 1;
+        let mut slot = Self::first_slot(addr, mask);
+        while self.slots[slot] != 0 {
+            slot = (slot + 1) & mask;
+        }
+        self.slots[slot] = at as u32 + 1;
+    }
+
+    /// Every position with the address `addr`, and some others: the
+    /// caller checks each.
+    fn candidates(&self, addr: usize) -> impl Iterator<Item = usize> + '_ {
+        let mask = self.slots.len() - 1;
+        let mut slot = Self::first_slot(addr, mask);
+        std::iter::from_fn(move || {
+            let at = self.slots[slot].checked_sub(1)? as usize;
+            slot = (slot + 1) & mask;
+            Some(at)
+        })
+    }
+
+    /// Multiplicative hashing: the product's top bits mix every bit of
+    /// the address.
+    #[inline]
+    fn first_slot(addr: usize, mask: usize) -> usize {
+        ((addr as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
+    }
+}
+
+/// [`Sets::find_write`], on the write set's parts.
 #[inline]
-fn index_slot(rec: NonNull<Record>, mask: usize) -> usize {
-    ((rec.as_ptr() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
+fn find_in(write: &[WriteEntry], filter: u64, index: &Positions, rec: NonNull<Record>) -> Option<usize> {
+    if filter & filter_bit(rec) == 0 {
+        return None;
+    }
+    if !index.is_built() {
+        return write.iter().rposition(|w| w.rec == rec);
+    }
+    index.candidates(rec.as_ptr() as usize).find(|&at| write[at].rec == rec)
+}
+
+/// The write set as a scan reads it ([`Sets::for_scan`]).
+pub struct Writes<'a> {
+    write: &'a [WriteEntry],
+    arena: &'a [u8],
+    filter: u64,
+    index: &'a Positions,
+}
+
+impl<'a> Writes<'a> {
+    /// This transaction's write of `rec`, if any: its kind and value.
+    #[inline]
+    pub fn find(&self, rec: NonNull<Record>) -> Option<(WriteKind, &'a [u8])> {
+        let w = &self.write[find_in(self.write, self.filter, self.index, rec)?];
+        Some((w.kind, &self.arena[w.value_at as usize..(w.value_at + w.value_len) as usize]))
+    }
+}
+
+/// The node set (Silo §4.6): the leaves whose absence of a key, or whose
+/// range, the transaction observed, at the versions it observed.
+#[derive(Debug, Default)]
+pub struct NodeSet {
+    entries: Vec<NodeEntry>,
+    /// Each entry's position by its leaf, once there are many: a
+    /// transaction's own insert updates every entry of its leaf, and a
+    /// scan of them all made n inserts after n failed lookups time in n^2.
+    index: Positions,
+}
+
+impl NodeSet {
+    pub fn push(&mut self, entry: NodeEntry) {
+        self.entries.push(entry);
+        let entries = &self.entries;
+        self.index.added(entries.len(), |at| entries[at].leaf as usize);
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, NodeEntry> {
+        self.entries.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.index.clear();
+    }
+
+    /// Calls `f` on every entry of `leaf`, until it returns an error.
+    fn for_leaf<E>(&mut self, leaf: *const Leaf, mut f: impl FnMut(&mut NodeEntry) -> Result<(), E>) -> Result<(), E> {
+        if !self.index.is_built() {
+            return self.entries.iter_mut().filter(|n| n.leaf == leaf).try_for_each(f);
+        }
+        for at in self.index.candidates(leaf as usize) {
+            let n = &mut self.entries[at];
+            if n.leaf == leaf {
+                f(n)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A record `Txn::prefetch` found: its table, its key's length and first
@@ -145,49 +278,14 @@ impl Sets {
     /// small write set, a lookup in `index` in a large one.
     #[inline]
     pub fn find_write(&self, rec: NonNull<Record>) -> Option<usize> {
-        if self.filter & filter_bit(rec) == 0 {
-            return None;
-        }
-        if self.index.is_empty() {
-            return self.write.iter().rposition(|w| w.rec == rec);
-        }
-        let mask = self.index.len() - 1;
-        let mut slot = index_slot(rec, mask);
-        loop {
-            let at = self.index[slot].checked_sub(1)? as usize;
-            if self.write[at].rec == rec {
-                return Some(at);
-            }
-            slot = (slot + 1) & mask;
-        }
+        find_in(&self.write, self.filter, &self.index, rec)
     }
 
-    /// Adds the last write-set entry to `index`, building or doubling the
-    /// index when the write set has grown to need it.
-    fn index_last(&mut self) {
-        let n = self.write.len();
-        if n < INDEXED_FROM {
-            return;
-        }
-        if n * 2 > self.index.len() {
-            let slots = (n * 4).next_power_of_two();
-            self.index.clear();
-            self.index.resize(slots, 0);
-            for at in 0..n {
-                self.index_add(at);
-            }
-        } else {
-            self.index_add(n - 1);
-        }
-    }
-
-    fn index_add(&mut self, at: usize) {
-        let mask = self.index.len() - 1;
-        let mut slot = index_slot(self.write[at].rec, mask);
-        while self.index[slot] != 0 {
-            slot = (slot + 1) & mask;
-        }
-        self.index[slot] = at as u32 + 1;
+    /// What a scan adds to (the node set, the read set) and looks up (the
+    /// writes), borrowed at once.
+    pub fn for_scan(&mut self) -> (&mut NodeSet, &mut Vec<ReadEntry>, Writes<'_>) {
+        let writes = Writes { write: &self.write, arena: &self.arena, filter: self.filter, index: &self.index };
+        (&mut self.nodes, &mut self.read, writes)
     }
 
     /// Sorts the write set by record address, the lock order of Phase 1;
@@ -271,7 +369,8 @@ impl Sets {
             None => {
                 self.filter |= filter_bit(rec);
                 self.write.push(WriteEntry { rec, table, kind, value_at, value_len, inserted, locked_word: 0 });
-                self.index_last();
+                let write = &self.write;
+                self.index.added(write.len(), |at| write[at].rec.as_ptr() as usize);
             }
         }
     }
@@ -290,13 +389,14 @@ impl Sets {
             return Ok(());
         };
         let mut tracked = false;
-        for n in self.nodes.iter_mut().filter(|n| n.leaf == leaf) {
+        self.nodes.for_leaf(leaf, |n| {
             if n.version != old_version {
                 return Err(AbortReason::InsertConflict);
             }
             n.version = new_version;
             tracked = true;
-        }
+            Ok(())
+        })?;
         if let (true, Some((leaf, version))) = (tracked, sibling) {
             self.nodes.push(NodeEntry { leaf, version });
         }
@@ -332,6 +432,48 @@ mod tests {
         assert!((0..200).all(|i| s.find_write(rec(i)).is_none()));
     }
 
+    /// An own insert moves every node-set entry of its leaf, and only
+    /// those, whether the set is scanned or indexed; an entry of the leaf
+    /// at another version is an insert conflict; a split's sibling joins.
+    #[test]
+    fn an_own_insert_moves_every_entry_of_its_leaf() {
+        let leaf = |i: usize| (0x10_0000 + 512 * i) as *const Leaf;
+        for leaves in [4, 300] {
+            let mut s = Sets::default();
+            // Each leaf observed twice, at version 10 + its number.
+            for _ in 0..2 {
+                for i in 0..leaves {
+                    s.nodes.push(NodeEntry { leaf: leaf(i), version: 10 + i as u64 });
+                }
+            }
+            assert_eq!(s.nodes.index.is_built(), leaves >= INDEXED_FROM);
+            let ins = |i: usize, old: u64, sibling| Insert::Inserted {
+                leaf: leaf(i),
+                old_version: old,
+                new_version: 99,
+                sibling,
+            };
+            s.after_own_insert(&ins(2, 12, Some((leaf(leaves + 1), 7)))).expect("at the versions observed");
+            for n in s.nodes.iter() {
+                let want = match n.leaf {
+                    l if l == leaf(2) => 99,
+                    l if l == leaf(leaves + 1) => 7,
+                    l => 10 + (l as usize - 0x10_0000) as u64 / 512,
+                };
+                assert_eq!(n.version, want, "leaves {leaves}");
+            }
+            assert_eq!(s.nodes.iter().filter(|n| n.leaf == leaf(2)).count(), 2);
+            assert_eq!(s.nodes.iter().filter(|n| n.leaf == leaf(leaves + 1)).count(), 1, "the sibling joined");
+            assert_eq!(s.after_own_insert(&ins(3, 12, None)), Err(AbortReason::InsertConflict), "leaf 3 was at 13");
+            // A leaf nobody observed: nothing moves, no sibling joins.
+            let before = s.nodes.iter().count();
+            s.after_own_insert(&ins(leaves + 5, 0, Some((leaf(leaves + 6), 1)))).expect("untracked");
+            assert_eq!(s.nodes.iter().count(), before);
+            s.clear();
+            assert!(s.nodes.is_empty() && !s.nodes.index.is_built());
+        }
+    }
+
     /// A write set past `INDEXED_FROM` entries is looked up through its
     /// index, which is rebuilt as it grows, forgets nothing, finds nothing
     /// never written, and is dropped when the commit sorts the entries.
@@ -352,13 +494,13 @@ mod tests {
                     }
                 }
             }
-            assert!(!s.index.is_empty(), "round {round}: indexed");
+            assert!(s.index.is_built(), "round {round}: indexed");
             assert!((0..5_000).all(|i| s.find_write(rec(2 * i + 1)).is_none()));
             s.write(0, rec(20), WriteKind::Delete, &[], false);
             assert_eq!(s.write.len(), 5_000, "a rewrite replaces its entry");
             assert_eq!(s.write[s.find_write(rec(20)).expect("written")].kind, WriteKind::Delete);
             s.sort_writes();
-            assert!(s.index.is_empty());
+            assert!(!s.index.is_built());
             assert!(s.write.windows(2).all(|w| w[0].rec < w[1].rec));
             s.clear();
             assert!((0..10_000).all(|i| s.find_write(rec(i)).is_none()));

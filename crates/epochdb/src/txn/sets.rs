@@ -68,7 +68,8 @@ pub struct Sets {
     /// For a large write set, where the filter is all ones, each entry's
     /// position by its record. Empty while the write set is small, and
     /// after the commit sorts it. Without it a transaction of n updates
-    /// took time in n^2 (40 000 updates in one transaction: 0.8 s).
+    /// took time in n^2 (`cargo bench --bench commit`: 40 000 updates
+    /// in one transaction, 474 ms before the table, 10 ms with it).
     index: Positions,
     /// Records `Txn::prefetch` found, with their tables, for the reads
     /// that follow (each taken once): such a read starts from the record

@@ -124,10 +124,6 @@ unsafe fn inner<'a>(n: *const NodeHeader) -> &'a Inner {
 /// (replay) use windows of this size.
 pub const PREFETCH_BATCH: usize = 16;
 
-/// Bytes of a record a prefetching descent warms: the header, the key and
-/// the start of the value.
-const RECORD_PREFETCH: usize = 128;
-
 impl Default for Tree {
     fn default() -> Self {
         Tree::new()
@@ -285,9 +281,6 @@ impl Tree {
             let record = if found { Some(NonNull::new(l.entry(pos)).ok_or(Restart)?) } else { None };
             if !l.hdr.version.validate(v) {
                 return Err(Restart);
-            }
-            if let Some(r) = record {
-                prefetch(r.as_ptr(), RECORD_PREFETCH);
             }
             return Ok(Ok(Lookup { record, leaf: l, version: v }));
         }

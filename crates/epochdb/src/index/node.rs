@@ -10,7 +10,10 @@
 //! entry; only equal slices fall back to the full key, which lives in the
 //! record (leaves) or in an owned separator (inner nodes), and costs a
 //! cache miss. (A head of at most 8 bytes left every Redis key of a leaf
-//! with the same slice.)
+//! with the same slice.) Not even those when every key of the node has one
+//! length and ends within its slice, as in TPC-C's and YCSB's tables: the
+//! header records that length, and equal slices then mean equal keys.
+//! Found that way, a lookup's only record miss is the read of its value.
 //!
 //! A leaf is eight cache lines: a 32-byte header, 30 slices and 30 record
 //! pointers. An inner node holds 14 separators (slice + pointer to an
@@ -31,6 +34,10 @@
 //!   that adds a key the head does not cover narrows the head and rewrites
 //!   the slices before it unlocks (`admit`), so the change is one version
 //!   bump for readers.
+//! - If `key_len` is not `MIXED_LENGTHS`, every key in the node is that
+//!   long: an insert of another length marks the node mixed, under the
+//!   same lock and version bump (`admit`), and a rewrite recomputes it
+//!   (`reframe`). A removal keeps it, as the rest still share it.
 //! - In an inner node, every key in `children[i]` is `>= keys[i-1]` and
 //!   `< keys[i]`.
 
@@ -62,6 +69,13 @@ pub struct NodeHeader {
     /// node's separator); 0 if unknown. Splits read it to tell ascending
     /// inserts (see `Tree::split_leaf`). Written under the node's lock.
     last: AtomicU8,
+    /// The length every key in the node has, or [`MIXED_LENGTHS`]. When
+    /// the keys are no longer than `skip + 8` bytes, equal lengths make a
+    /// key's slice the whole rest of it, so a search decides a tie without
+    /// reading the entry's key: a leaf's from its record, a cache miss that
+    /// would stall a batch of lookups at each leaf (`Tree::lookup_batch`).
+    /// Written under the node's lock, read optimistically.
+    key_len: AtomicU8,
     /// Those bytes, big-endian, zero padded: the first 8, then the next 8.
     /// Read optimistically like everything else here (the version says
     /// whether the two halves belong together).
@@ -88,6 +102,16 @@ pub struct Inner {
 const _: () = assert!(std::mem::size_of::<NodeHeader>() == 32);
 const _: () = assert!(std::mem::size_of::<Leaf>() == 512, "a leaf is eight cache lines");
 const _: () = assert!(std::mem::size_of::<Inner>() == 384, "an inner node is six cache lines");
+
+/// [`NodeHeader::key_len`] of a node whose keys differ in length (or are
+/// longer than 254 bytes, or that is empty).
+const MIXED_LENGTHS: u8 = u8::MAX;
+
+/// A key's length as [`NodeHeader::key_len`] codes it.
+#[inline]
+fn length_code(key: &[u8]) -> u8 {
+    u8::try_from(key.len()).unwrap_or(MIXED_LENGTHS)
+}
 
 /// Where a key falls relative to a node's head.
 enum Place {
@@ -170,6 +194,7 @@ impl NodeHeader {
             is_leaf,
             skip: AtomicU8::new(0),
             last: AtomicU8::new(0),
+            key_len: AtomicU8::new(MIXED_LENGTHS),
             head: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
@@ -241,6 +266,9 @@ impl NodeHeader {
             _ => 0,
         };
         self.set_frame(skip, first.map_or(0, |k| prefix16(k) & head_mask(skip)));
+        let len = first.map_or(MIXED_LENGTHS, length_code);
+        let uniform = keys.clone().all(|k| length_code(k) == len);
+        self.key_len.store(if uniform { len } else { MIXED_LENGTHS }, Ordering::Relaxed);
         self.last.store(0, Ordering::Relaxed); // the entries move
         for (s, k) in slices.iter().zip(keys) {
             s.store(slice_at(k, skip), Ordering::Relaxed);
@@ -255,7 +283,11 @@ impl NodeHeader {
         if count == 0 {
             let skip = key.len().min(MAX_SKIP);
             self.set_frame(skip, prefix16(key) & head_mask(skip));
+            self.key_len.store(length_code(key), Ordering::Relaxed);
             return slice_at(key, skip);
+        }
+        if self.key_len.load(Ordering::Relaxed) != length_code(key) {
+            self.key_len.store(MIXED_LENGTHS, Ordering::Relaxed);
         }
         let (skip, head) = self.frame();
         let same = ((prefix16(key) ^ head).leading_zeros() / 8) as usize;
@@ -300,8 +332,22 @@ impl NodeHeader {
             lo += (s < ks) as usize;
             hi += (s <= ks) as usize;
         }
-        // Entries `lo..hi` tie with the key's slice: bisect them by the
-        // whole key, which costs a cache miss each.
+        // Entries `lo..hi` tie with the key's slice. If every entry has the
+        // same length, at most `skip + 8` bytes, its slice is the rest of
+        // it, so at most one ties, and it is a prefix of the key, equal to
+        // it, or the key a prefix of it (the slices are zero padded), as
+        // the lengths say.
+        let len = self.key_len.load(Ordering::Relaxed);
+        let skip = self.skip.load(Ordering::Relaxed) as usize;
+        if lo < hi && len != MIXED_LENGTHS && len as usize <= skip + 8 {
+            return Ok(match key.len().cmp(&(len as usize)) {
+                Cmp::Less => (lo, false),
+                Cmp::Equal => (lo, true),
+                Cmp::Greater => (hi, false),
+            });
+        }
+        // Otherwise bisect them by the whole key, which costs a cache miss
+        // each.
         while lo < hi {
             let mid = (lo + hi) / 2;
             match full(mid)?.cmp(key) {
@@ -341,16 +387,23 @@ impl Leaf {
     }
 
     /// [`Leaf::search`] for a lookup that goes on to read the record's
-    /// value: each record compared is prefetched whole (its first
-    /// `RECORD_LINES` lines) before its key is read, so the value's lines
-    /// arrive with the header's instead of after it.
+    /// value: the record found, and each record compared, is prefetched
+    /// whole (its first `RECORD_LINES` lines), so the value's lines arrive
+    /// with the header's instead of after it.
     #[inline]
     pub fn search_to_read(&self, key: &[u8]) -> Result<(usize, bool), Restart> {
-        self.hdr.search(&self.slices, self.count(), key, |i| {
+        let (pos, found) = self.hdr.search(&self.slices, self.count(), key, |i| {
             let r = self.record(i)?;
             prefetch(r, RECORD_LINES * 64);
             Ok(r.key())
-        })
+        })?;
+        if found {
+            // Found by its slice and length alone, the record is not on its
+            // way yet. (A torn read's null or stale pointer is harmless: a
+            // prefetch never faults.)
+            prefetch(self.entry(pos), RECORD_LINES * 64);
+        }
+        Ok((pos, found))
     }
 
     /// Inserts `rec` (whose key is `key`) at `pos`, shifting the entries
@@ -663,6 +716,70 @@ mod tests {
                 Err(i) => (i, false),
             };
             assert_eq!(got, want, "{p:?}");
+        }
+    }
+
+    /// A node whose keys all have one length, at most `skip + 8` bytes,
+    /// settles ties by the lengths alone; a key of another length, or keys
+    /// past the slice, bring back the whole-key compare.
+    #[test]
+    fn equal_lengths_settle_ties_without_reading_keys() {
+        let search = |keys: &[Vec<u8>], hdr: &NodeHeader, slices: &[AtomicU64], p: &[u8], read: bool| {
+            let reads = std::cell::Cell::new(0);
+            let got = hdr
+                .search(slices, keys.len(), p, |i| {
+                    reads.set(reads.get() + 1);
+                    Ok(&keys[i][..])
+                })
+                .expect("no restart");
+            let want = match keys.binary_search_by(|k| k[..].cmp(p)) {
+                Ok(i) => (i, true),
+                Err(i) => (i, false),
+            };
+            assert_eq!(got, want, "{p:?}");
+            if !read {
+                assert_eq!(reads.get(), 0, "{p:?} read a key");
+            }
+        };
+        // Warehouse 7, districts 1-9, 4-byte order ids: a TPC-C-like key.
+        let mut keys: Vec<Vec<u8>> =
+            (1..=9u8).map(|d| [&7u32.to_be_bytes()[..], &[d], &[0, 0, 1, d]].concat()).collect();
+        let probes: Vec<Vec<u8>> = vec![
+            keys[3].clone(),
+            keys[3][..8].to_vec(),
+            [&keys[3][..], &[0]].concat(),
+            [&keys[3][..], &[1, 2, 3]].concat(),
+            vec![0, 0, 0, 7, 5],
+            vec![0, 0, 0, 7, 5, 0, 0],
+            vec![0, 0, 0, 7, 5, 0, 0, 1, 5, 0],
+        ];
+        let hdr = NodeHeader::new(true);
+        let slices: [AtomicU64; 12] = Default::default();
+        hdr.reframe(&slices[..keys.len()], keys.iter().map(|k| &k[..]));
+        assert_eq!(hdr.frame().0, 4);
+        for p in &probes {
+            search(&keys, &hdr, &slices, p, false);
+        }
+        // A 10-byte key joins: lengths differ, so ties read keys again.
+        let newcomer = vec![0, 0, 0, 7, 5, 0, 0, 1, 5, 9];
+        let at = keys.partition_point(|k| *k < newcomer);
+        let s = hdr.admit(&slices, keys.len(), &newcomer);
+        for i in (at..keys.len()).rev() {
+            slices[i + 1].store(slices[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        slices[at].store(s, Ordering::Relaxed);
+        keys.insert(at, newcomer);
+        assert_eq!(hdr.key_len.load(Ordering::Relaxed), MIXED_LENGTHS);
+        for p in &probes {
+            search(&keys, &hdr, &slices, p, true);
+        }
+        // Equal lengths longer than `skip + 8`: the slice is not the whole
+        // rest of a key.
+        let long: Vec<Vec<u8>> = (0..5u8).map(|i| [&b"ab"[..], &[i], &[9; 10], &[i]].concat()).collect();
+        let (lhdr, lslices): (_, [AtomicU64; 5]) = (NodeHeader::new(true), Default::default());
+        lhdr.reframe(&lslices, long.iter().map(|k| &k[..]));
+        for p in [&long[2][..], &[&long[2][..13], &[7]].concat()] {
+            search(&long, &lhdr, &lslices, p, true);
         }
     }
 }

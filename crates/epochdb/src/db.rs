@@ -1488,10 +1488,8 @@ impl Worker {
     /// Appends a one-write transaction to the log (for `kv_put`).
     fn log_write(&self, tid: Tid, epoch: u64, table: u32, key: &[u8], value: Option<&[u8]>) {
         let (Some(slot), Some(d)) = (&self.log, &self.shared.store.durable) else { return };
-        let size = log::record_size(std::iter::once((table, key.len(), value.map_or(0, <[u8]>::len))));
         slot.append(
             epoch,
-            size,
             || d.is_failed(),
             |buf| {
                 log::encode_txn(buf, tid, 1);

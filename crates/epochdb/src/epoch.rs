@@ -43,7 +43,7 @@ pub struct EpochSlot {
 }
 
 impl EpochSlot {
-    fn new() -> EpochSlot {
+    pub(crate) fn new() -> EpochSlot {
         EpochSlot { e_w: AtomicU64::new(QUIESCENT), se_w: AtomicU64::new(QUIESCENT) }
     }
 

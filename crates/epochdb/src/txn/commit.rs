@@ -160,31 +160,22 @@ impl Txn<'_> {
     fn log(&self, tid: Tid, epoch: u64) {
         let (Some(slot), Some(durable)) = (&self.w.log, &self.w.shared.store.durable) else { return };
         let (sets, delta) = (&self.w.sets, &self.w.delta);
-        let writes = || {
-            sets.write.iter().enumerate().map(|(i, w)| {
-                // SAFETY: write-set records stay live until our epoch ends
-                // (a grown record's old version is retired, not freed).
-                let key = unsafe { w.rec.as_ref() }.key();
-                let value = match w.kind {
-                    WriteKind::Put => Some(sets.value(w)),
-                    WriteKind::Delete => None,
-                };
-                (i, w.table, key, value)
-            })
-        };
-        let size = log::record_size(
-            writes().map(|(i, t, k, v)| (t, k.len(), delta.payload_len(i).or(v.map(<[u8]>::len)).unwrap_or(0))),
-        );
         slot.append(
             epoch,
-            size,
             || durable.is_failed(),
             |buf| {
                 log::encode_txn(buf, tid, sets.write.len() as u32);
-                for (i, table, key, value) in writes() {
+                for (i, w) in sets.write.iter().enumerate() {
+                    // SAFETY: write-set records stay live until our epoch
+                    // ends (a grown record's old version is retired, not freed).
+                    let key = unsafe { w.rec.as_ref() }.key();
+                    let value = match w.kind {
+                        WriteKind::Put => Some(sets.value(w)),
+                        WriteKind::Delete => None,
+                    };
                     match value.and_then(|v| delta.columns(i, v)) {
-                        Some(columns) => log::encode_delta(buf, table, key, columns),
-                        None => log::encode_entry(buf, table, key, value),
+                        Some(columns) => log::encode_delta(buf, w.table, key, columns),
+                        None => log::encode_entry(buf, w.table, key, value),
                     }
                 }
             },

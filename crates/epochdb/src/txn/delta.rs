@@ -6,7 +6,6 @@
 //! deltas; a row that does not parse under its schema is logged whole.
 
 use crate::catalog::Schema;
-use crate::durability::log::column_size;
 use std::ops::Range;
 
 /// The changed columns of one commit's updates.
@@ -59,12 +58,6 @@ impl Deltas {
         let cols = &self.cols[span.start as usize..span.end as usize];
         Some(cols.iter().map(move |(id, r)| (*id, &new[r.start as usize..r.end as usize])))
     }
-
-    /// Bytes of write `i`'s delta payload, if it is a delta.
-    pub fn payload_len(&self, i: usize) -> Option<usize> {
-        let span = self.spans.get(i)?.clone()?;
-        Some(self.cols[span.start as usize..span.end as usize].iter().map(|(id, r)| column_size(*id, r.len())).sum())
-    }
 }
 
 #[cfg(test)]
@@ -81,7 +74,6 @@ mod tests {
         let new = s.encode(&[b"aa", b"bbbbb", b"c"]).expect("row");
         d.record(0, &s, |o| o.clone_from(&old), &new);
         assert_eq!(d.columns(0, &new).expect("delta").collect::<Vec<_>>(), vec![(1, &b"bbbbb"[..])]);
-        assert_eq!(d.payload_len(0), Some(column_size(1, 5)));
         // All columns changed: the whole row is logged.
         let all = s.encode(&[b"xx", b"y", b"z"]).expect("row");
         d.record(1, &s, |o| o.clone_from(&old), &all);

@@ -213,6 +213,7 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     let tpcc = Tpcc::load(&engine, warehouses, settings.threads, schema).map_err(failed)?;
     spinner.finish_and_clear();
     let load_s = load_start.elapsed().as_secs_f64();
+    let load_memory = epochdb::memory_in_use();
     log::info!("loaded {warehouses} warehouses in {load_s:.1} s");
     if a.snapshot_reads {
         engine.wait_for_snapshot_of_now().map_err(failed)?;
@@ -223,6 +224,7 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     let cpu = CpuPerLog::now(engine.database(), replicas.as_ref());
     let (m, terminals) = driver::run(&engine, &settings, |t| tpcc.client(t, 0xC0FFEE + t as u64)).map_err(failed)?;
     let cpu = cpu.since(engine.database(), replicas.as_ref());
+    let memory = epochdb::memory_in_use();
     let replicas = match replicas {
         Some(r) => Some(r),
         None => Replicas::start(&a.replication, engine.database(), Join::End)?,
@@ -232,6 +234,8 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     for t in &terminals {
         inputs.add(&t.stats);
     }
+    let ran = inputs.by_type.iter().sum::<u64>().max(1);
+    let per_transaction = memory.saturating_sub(load_memory) as f64 / ran as f64;
     let consistency = if a.check {
         let mut w = engine.worker().map_err(failed)?;
         let failures = tpcc.check(&mut *w).map_err(failed)?;
@@ -250,13 +254,26 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
         say!("  {name:<36} {value:>8.3}  (spec {low}..{high}{})", if ok { "" } else { ", outside" });
         input_checks.insert(name.to_string(), value);
     }
+    say!(
+        "  memory: {:.1} MB of records and index nodes after the load, {:.1} MB after the run ({per_transaction:.0} bytes per transaction)",
+        load_memory as f64 / 1e6,
+        memory as f64 / 1e6
+    );
     say!("  consistency: {consistency}");
     let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, engine.name());
     finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, (cpu, replication), |r| {
         r.transactions = TRANSACTIONS.iter().map(|n| n.to_string()).zip(inputs.by_type).collect();
         let read_only_as_snapshots = a.snapshot_reads;
         let schema = format!("{:?}", a.schema).to_lowercase();
-        r.tpcc = Some(TpccReport { warehouses: warehouses as u64, read_only_as_snapshots, schema, input_checks });
+        r.tpcc = Some(TpccReport {
+            warehouses: warehouses as u64,
+            read_only_as_snapshots,
+            schema,
+            input_checks,
+            load_memory_bytes: load_memory,
+            memory_bytes: memory,
+            memory_bytes_per_transaction: per_transaction,
+        });
     })
 }
 

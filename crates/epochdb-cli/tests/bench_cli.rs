@@ -114,6 +114,11 @@ fn a_short_tpcc_run_passes_its_consistency_checks() {
         .collect();
     let total: f64 = mix.iter().sum();
     assert!((mix[0] / total - 0.45).abs() < 0.03 && (mix[1] / total - 0.43).abs() < 0.03, "{mix:?}");
+    // The memory the rows take: 2 loaded warehouses hold well over 100
+    // MB; every NEW-ORDER adds an order and its lines.
+    assert!(tpcc.load_memory_bytes > 100 << 20, "{} bytes after the load", tpcc.load_memory_bytes);
+    let added = (tpcc.memory_bytes - tpcc.load_memory_bytes) as f64 / total;
+    assert!((added - tpcc.memory_bytes_per_transaction).abs() < 1.0 && added > 100.0, "{added} bytes per transaction");
     // Snapshot reads for the read-only transactions work too.
     let out = epochdb(&[
         "bench",

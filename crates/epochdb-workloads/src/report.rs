@@ -192,6 +192,15 @@ pub struct TpccReport {
     pub schema: String,
     /// Clause 9.2.2.5 input-generator statistics (`new_order_rollback_percent`, `order_lines_per_order`, `remote_order_line_percent`, `remote_payment_percent`, `payment_by_last_name_percent`, `order_status_by_last_name_percent`).
     pub input_checks: BTreeMap<String, f64>,
+    /// Bytes of records and index nodes the database held after the load (`epochdb::memory_in_use`, each block at its size class).
+    #[serde(default)]
+    pub load_memory_bytes: u64,
+    /// The same after the run.
+    #[serde(default)]
+    pub memory_bytes: u64,
+    /// What the run added (`memory_bytes - load_memory_bytes`) per transaction run, warm-up included: the new rows and index entries a transaction leaves, on average.
+    #[serde(default)]
+    pub memory_bytes_per_transaction: f64,
 }
 
 /// What durability cost during a [`BenchReport`]'s run.
@@ -534,6 +543,9 @@ mod tests {
             read_only_as_snapshots: false,
             schema: "spec".into(),
             input_checks: BTreeMap::new(),
+            load_memory_bytes: 0,
+            memory_bytes: 0,
+            memory_bytes_per_transaction: 0.0,
         });
         r.durability = Some(DurabilityReport {
             mode: "log".into(),

@@ -420,7 +420,8 @@ impl LogSlot {
     /// `current`, then `full` or `free`.
     ///
     /// The record is encoded in place, with no pass over the writes to size
-    /// it first (`perf`: 1.2% of a 1-thread TPC-C worker's samples). One
+    /// it first (that pass was 1.1% of the samples of a 1-thread TPC-C run
+    /// with logging, `perf record`). One
     /// that takes a buffer holding others past its capacity is moved to the
     /// start of a fresh buffer: a copy once a buffer, into the slack
     /// ([`SPILL_ROOM`]) each buffer has so that it is not reallocated.

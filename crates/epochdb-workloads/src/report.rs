@@ -195,7 +195,7 @@ pub struct TpccReport {
     /// Bytes of records and index nodes the database held after the load (`epochdb::memory_in_use`, each block at its size class).
     #[serde(default)]
     pub load_memory_bytes: u64,
-    /// The same after the run.
+    /// The same after the run (garbage the epoch GC has not freed yet counts too).
     #[serde(default)]
     pub memory_bytes: u64,
     /// What the run added (`memory_bytes - load_memory_bytes`) per transaction run, warm-up included: the new rows and index entries a transaction leaves, on average.

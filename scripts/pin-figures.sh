@@ -13,12 +13,15 @@ rounds=${1:-5}
 bin=${2:-target/release/epochdb}
 source "$(dirname "$0")/round-order.sh"
 data=$(mktemp -d)
-trap 'rm -rf "$data"' EXIT
+# The scratch directory goes only after the bench in it has ended (a
+# stopped script stops its bench first), so nothing is removed from
+# under a running database.
+trap 'jobs -p | xargs -r kill 2>/dev/null; wait; rm -rf "$data"' EXIT
 declare -A res
 run() { # MODE CPU
   local mode=$1 cpu=$2 args=() out pid worker best=-1
   [ "$mode" = log ] && args=(--durability log --data-dir "$data/db")
-  out=$(mktemp)
+  out=$(mktemp -p "$data")
   "$bin" bench tpcc --threads 1 --duration 8 --warmup 2 --schema silo --quiet "${args[@]}" > "$out" 2>&1 &
   pid=$!
   sleep 1.5 # the load takes about 0.5 s; the warm-up runs until 2 s

@@ -42,7 +42,7 @@ const TID_LEN: usize = 8;
 
 /// Bytes of `v` as a varint (LEB128: 7 bits a byte, low bits first).
 #[inline]
-pub fn varint_len(v: u64) -> usize {
+fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
@@ -79,7 +79,7 @@ fn take_varint(p: &mut &[u8]) -> Result<u64, String> {
 
 /// Bytes of one column of a delta with `len` bytes.
 #[inline]
-pub fn column_size(id: u16, len: usize) -> usize {
+fn column_size(id: u16, len: usize) -> usize {
     varint_len(id as u64) + varint_len(len as u64) + len
 }
 

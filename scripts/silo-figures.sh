@@ -98,9 +98,12 @@ for run in $(seq "$runs"); do
     [ $log = 1 ] && d=log
     [[ $c == *-delta-* ]] && d=delta
     sides=(silo epochdb)
-    [ $((run % 2)) = 0 ] && sides=(epochdb silo)
     [ $log = 1 ] && sides+=(epochdb-off)
-    for s in "${sides[@]}"; do
+    # Reversed in even rounds, epochdb with logging off too: always last,
+    # it ran right after epochdb with logging in every other round, and a
+    # run after one of its own binary tends to be faster (round-order.sh),
+    # which biased logging / off down.
+    for s in $(round_order "$run" "${sides[@]}"); do
       f=$out/silo-$s-$c-$run
       if [ "$s" = silo ]; then
         silo_run "$c" "$t" $log "$f"

@@ -257,8 +257,9 @@ row!(Order { c_id: u32, entry_d: u32, carrier_id: u8, ol_cnt: u8, all_local: u8 
 
 row!(
     /// 15 bytes under `Silo` (a u16 supply warehouse: at most 65535
-    /// warehouses), so a record of one takes 64 bytes of the engine's
-    /// arena, not 80: order lines are most of a TPC-C run's memory.
+    /// warehouses), so a record of one takes 40 bytes of the engine's
+    /// arena (16-byte header, 8-byte key, 16 bytes of value), not 48:
+    /// order lines are most of a TPC-C run's memory.
     OrderLine {
         i_id: u32,
         supply_w_id: u16,

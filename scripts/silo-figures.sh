@@ -61,10 +61,21 @@ silo_run() { # CONFIG THREADS LOG(0|1) FILE
   else
     args+=(--bench tpcc --scale-factor "$t")
   fi
-  rm -rf "$data/silo-log" && mkdir -p "$data/silo-log"
   [ "$log" = 1 ] && args+=(--logfile "$data/silo-log/log")
-  /usr/bin/time -f "%M" -o "$f.rss" "$SILO" "${args[@]}" --db-type ndb-proto2 \
-    --num-threads "$t" > "$f.out" 2> "$f.err"
+  # Silo's driver sometimes aborts (signal 6, in a 2-thread logging run
+  # on 2026-11-29): such a run is retried, up to three tries, and
+  # counted in the table's footer. An epochdb run that fails stops the
+  # script.
+  local try
+  for try in 1 2 3; do
+    rm -rf "$data/silo-log" && mkdir -p "$data/silo-log"
+    /usr/bin/time -f "%M" -o "$f.rss" "$SILO" "${args[@]}" --db-type ndb-proto2 \
+      --num-threads "$t" > "$f.out" 2> "$f.err" && break
+    echo "round $run $1 silo: try $try failed ($(head -1 "$f.rss")), $f.err kept as $f.err.$try" >&2
+    cp "$f.err" "$f.err.$try"
+    silo_failures=$((silo_failures + 1))
+    [ "$try" = 3 ] && return 1
+  done
   # Silo's last line: throughput, persisted throughput, latency, ...
   local tput
   tput=$(tail -1 "$f.out" | awk '{printf "%d", $1}')
@@ -89,6 +100,7 @@ epochdb_run() { # CONFIG THREADS DURABILITY FILE
   echo "$(field "$f.json" throughput | awk '{printf "%d", $1}') $(($(cat "$f.rss") / 1024)) $per" > "$f"
 }
 
+silo_failures=0
 for run in $(seq "$runs"); do
   for c in "${configs[@]}"; do
     t=${c##*-}
@@ -132,4 +144,5 @@ for c in "${configs[@]}"; do
   fi
   echo "| $c | $s | $e | $ratio | $(col "epochdb-$c" 2) / $(col "silo-$c" 2) | $logs | $off |"
 done
+echo "(Silo runs that failed and were run again: $silo_failures)"
 echo "(medians of $runs interleaved runs of $secs s, or of the -ops- configurations' transaction counts; epochdb's TPC-C schema $schema; $(date -u +%F), epochdb $(git rev-parse --short HEAD))"

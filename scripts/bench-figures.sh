@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throughput figures for the README (issue #3): YCSB Silo variant (4M keys)
+# Throughput figures for FIGURES.md (issue #3): YCSB Silo variant (4M keys)
 # with memsilo, kv and global-tid on 1 and 2 threads, and TPC-C with
 # warehouses = threads; 3 runs of each, interleaved, medians.
 # Usage: scripts/bench-figures.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Delta-logging figures for the README (Gawain mode next to SiloR's), TPC-C
+# Delta-logging figures for FIGURES.md (Gawain mode next to SiloR's), TPC-C
 # with 2 threads, runs interleaved, medians of 3:
 #  1. throughput and log bytes per committed transaction, off / log / delta;
 #  2. checkpoints: log+checkpoint (full, with SiloR's e_l skip) against

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Durability figures for the README: throughput with durability off, log and
+# Durability figures for FIGURES.md: throughput with durability off, log and
 # log+checkpoint (3 runs each, interleaved, medians), latency to durability,
 # and recovery time of a >= 2 GB database with 1 and 2 threads. Runs last
 # 20 s so that each holds a whole checkpoint cycle (the first checkpoint

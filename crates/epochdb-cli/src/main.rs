@@ -15,7 +15,7 @@
 /// Its `no_thp` feature keeps it from asking for transparent huge pages
 /// for its own arena, which made that arena resident 2 MiB at a time:
 /// 4-16 MB more peak memory in `bench tpcc` and `bench ycsb` for no
-/// measurable speed (README, issue #20's figures). The engine itself is
+/// measurable speed (FIGURES.md, issue #20). The engine itself is
 /// allocator-agnostic: this is the application's choice, and embedders can
 /// make the same one.
 #[global_allocator]

@@ -184,7 +184,7 @@ fn new_chunk() -> *mut u8 {
 /// kernel zeroes it (a 2 MiB huge page at a time), and a worker that grows
 /// the database took those faults inline: 11.7% of a 1-thread TPC-C
 /// worker's time in `perf` (`clear_page_erms` under `insert_placeholder`;
-/// README, issue #20's figures).
+/// FIGURES.md, issue #20).
 /// A thread that keeps [`AHEAD`] chunks faulted in does the same work off
 /// the workers' path, on a core they leave idle; on a busy machine it is
 /// the same work elsewhere. A chunk it has not readied yet is mapped

@@ -5,7 +5,7 @@
 //! bottom up (`index::load`), but each of the log's entries then descended
 //! the tree: on a 2-warehouse TPC-C directory, `Tree::lookup_batch`, the
 //! leaf search and the inserts were about half of a recovery's CPU time
-//! with the memory already touched (README, "Recovery"). Here the log's
+//! with the memory already touched (FIGURES.md, "Recovery"). Here the log's
 //! workers only gather each entry (its key's first bytes, TID and where
 //! its bytes lie), and once every log block is read, each table's entries
 //! are sorted and merged with the checkpoint's rows, key by key, into
@@ -437,7 +437,7 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
     // a table per thread: copied out now, so that the chunks are freed
     // before the trees' nodes are allocated. The kernel hands out the
     // pages freed last first, and on a virtual machine whose host takes
-    // free memory back those cost far less than others (README,
+    // free memory back those cost far less than others (FIGURES.md,
     // "Recovery").
     let unmerged: Vec<Unmerged> = whole
         .into_iter()

@@ -38,10 +38,12 @@ use std::ptr::NonNull;
 const MAX_DEPTH: usize = 24;
 
 /// Bytes a descent prefetches of a child before reading it: all of it,
-/// whichever kind it turns out to be. A leaf is larger than an inner node,
-/// and the record pointers a lookup reads last lie in its last lines
-/// (prefetching only an inner node's size left half the pointers to a
-/// miss of their own, after the slices' search).
+/// whichever kind it turns out to be, so the larger kind's size. A leaf's
+/// record pointers, read last, lie in its last lines (prefetching less
+/// than a leaf left half of them to a miss of their own, after the
+/// slices' search). An inner node is the larger (768 bytes to a leaf's
+/// 512): a leaf's prefetch also asks for the four lines after it, which
+/// costs bandwidth, not a wait.
 const NODE_BYTES: usize = {
     let (inner, leaf) = (std::mem::size_of::<Inner>(), std::mem::size_of::<Leaf>());
     if inner > leaf {

@@ -17,14 +17,18 @@
 //! Found that way, a lookup's only record miss is the read of its value.
 //!
 //! A leaf is eight cache lines: a 32-byte header, 30 slices and 30 record
-//! pointers. An inner node holds 14 separators (slice + pointer to an
-//! owned copy of the key) and 15 children. Leaves are wider than inner
-//! nodes because a lookup in a large table misses the cache at its leaf
-//! and at the leaf's parent: twice the entries per leaf halve the leaf
-//! parents, so more of them stay cached (4M YCSB keys: by estimate, the
-//! level above the leaves shrinks from about 15 MB to 7 MB, against an 8
-//! MB L3 here). Measured against 14-entry leaves: 1-thread YCSB
-//! 1.06-1.08x, TPC-C level, less memory; 22 entries fell between.
+//! pointers. An inner node is twelve: 30 separators (slice + pointer to
+//! an owned copy of the key) and 31 children. Both are wide because a
+//! lookup's descent is a chain of dependent loads, one per level, and
+//! below the top levels each is a cache miss: twice the entries per leaf
+//! halve the leaf parents, so more of them stay cached (measured against
+//! 14-entry leaves: 1-thread YCSB 1.06-1.08x, TPC-C level, less memory;
+//! 22 entries fell between), and 30 separators instead of 14 take a
+//! level off a 4M-key tree (inner levels of 5, 139 and 4 300 nodes below
+//! the root instead of 3, 40, 593 and 8 900): 1-thread YCSB 1.05-1.20x in
+//! four interleaved A/Bs, TPC-C 1.12x on 1 thread and 1.04x on 2
+//! (FIGURES.md, issue #20, twentieth session). 62 separators (24 lines)
+//! gained nothing more.
 //!
 //! Invariants:
 //! - Entries `0..count` are sorted by key, strictly; slots at `count..` are
@@ -53,7 +57,7 @@ pub const LEAF_WIDTH: usize = 30;
 /// 8-byte key, 104-byte value: 128 bytes) spans two, or three when it does
 /// not start on a line.
 const RECORD_LINES: usize = 3;
-pub const INNER_WIDTH: usize = 14;
+pub const INNER_WIDTH: usize = 30;
 
 /// A separator key owned by an inner node.
 pub type SepKey = Box<[u8]>;
@@ -102,7 +106,7 @@ pub struct Inner {
 
 const _: () = assert!(std::mem::size_of::<NodeHeader>() == 32);
 const _: () = assert!(std::mem::size_of::<Leaf>() == 512, "a leaf is eight cache lines");
-const _: () = assert!(std::mem::size_of::<Inner>() == 384, "an inner node is six cache lines");
+const _: () = assert!(std::mem::size_of::<Inner>() == 768, "an inner node is twelve cache lines");
 
 /// [`NodeHeader::key_len`] of a node whose keys differ in length (or are
 /// longer than 254 bytes, or that is empty).
@@ -484,9 +488,9 @@ impl Inner {
     pub fn new_boxed() -> *mut Inner {
         arena::boxed(Inner {
             hdr: NodeHeader::new(false),
-            slices: Default::default(),
-            keys: Default::default(),
-            children: Default::default(),
+            slices: std::array::from_fn(|_| AtomicU64::new(0)),
+            keys: std::array::from_fn(|_| AtomicPtr::default()),
+            children: std::array::from_fn(|_| AtomicPtr::default()),
         })
     }
 

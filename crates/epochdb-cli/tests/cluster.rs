@@ -8,16 +8,11 @@
 
 mod common;
 
-use common::{join_writers, start_writers, Served};
+use common::{free_port, join_writers, start_writers, Served};
 use std::ffi::OsString;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
 
 /// Three voters on loopback, ids 1 to 3: two data nodes and a witness
 /// (id 3), or three data nodes; ports for a fourth that joins.

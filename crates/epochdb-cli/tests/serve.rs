@@ -371,7 +371,7 @@ fn replicaof_moves_a_replica_to_a_promoted_sibling() {
     let (mut primary, repl) = serve_with(&pdir, &["--replicate-listen", "127.0.0.1:0", "--safety", "sync"]);
     let repl = repl.unwrap();
     // Where `a`'s own backups connect once it is promoted.
-    let a_repl = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let a_repl = common::free_port();
     let (mut a, _) = serve_with(&adir, &["--replicaof", &repl, &format!("--replicate-listen=127.0.0.1:{a_repl}")]);
     let (mut b, _) = serve_with(&bdir, &["--replicaof", &repl]);
     let conn = |s: &Served| redis::Client::open(format!("redis://127.0.0.1:{}/", s.port)).unwrap();

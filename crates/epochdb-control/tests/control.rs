@@ -3,12 +3,14 @@
 
 use epochdb_control::{Config, Node, View};
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod ports;
+
 fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port")
+    SocketAddr::from(([127, 0, 0, 1], ports::free_port()))
 }
 
 struct Group {

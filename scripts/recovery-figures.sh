@@ -16,13 +16,10 @@
 # virtual machine whose host takes freed memory back (free page
 # reporting), a page new to the process is often new to the host too,
 # and its first touch costs many times what it does on a machine of its
-# own. Each run also prints how fast a process first-touched 1 GiB of
-# huge pages before it (GB/s, `first-touch.py`; a machine of its own
-# does 10 or more), the host's state at that moment, and the recovery's
-# peak RSS (with the log files it maps). WARM=1 has a process fill and
-# free 3 GB just before each recovery, so that the pages recovery gets
-# are ones the host still backs: the figures then show recovery's own
-# cost without the host's.
+# own. Each run also prints the recovery's peak RSS (with the log files
+# it maps). WARM=1 has a process fill and free 3 GB just before each
+# recovery, so that the pages recovery gets are ones the host still
+# backs: the figures then show recovery's own cost without the host's.
 #
 # Usage: scripts/recovery-figures.sh DATA_DIR REPS BIN [BIN...]
 #   DATA_DIR is a scratch directory the script owns (~20 GB): it keeps
@@ -52,9 +49,6 @@ for run in $(seq "$reps"); do
     # the other), so neither thread count always goes second.
     for t in $(round_order "$run" 1 2); do
       for bin in "$@"; do
-        # Probed before the copy, whose seconds let the host take the
-        # probe's freed memory back before the recovery starts.
-        touch=$(printf %.2f "$(python3 "$(dirname "$0")/first-touch.py" --child huge 1)")
         rm -rf "$dir/copy"
         cp -r "$dir/$mode.orig" "$dir/copy"
         sync
@@ -66,27 +60,25 @@ for run in $(seq "$reps"); do
 import json; r = json.load(open('$dir/r.json'))
 print(r['seconds'], r['checkpoint_bytes'] + r['log_bytes'], r['records'], r.get('checkpoint_seconds', 'nan'),
       r.get('cpu_seconds', float('nan')) / r['seconds'], r.get('system_seconds', float('nan')))")
-        echo "$mode $t $bin $line $touch $(($(tail -1 "$dir/rss") / 1024))" | tee -a "$results"
+        echo "$mode $t $bin $line $(($(tail -1 "$dir/rss") / 1024))" | tee -a "$results"
       done
     done
   done
 done
 rm -rf "$dir/copy" "$dir/r.json" "$dir/rss"
-echo "medians (mode, threads, binary: seconds, MB/s of checkpoint + log, records, seconds loading the checkpoint, CPUs busy, CPU seconds in the kernel, GB/s of first touch before the runs, peak RSS):"
+echo "medians (mode, threads, binary: seconds, MB/s of checkpoint + log, records, seconds loading the checkpoint, CPUs busy, CPU seconds in the kernel, peak RSS):"
 python3 - "$results" <<'PY'
 import sys, statistics
 runs = {}
 for line in open(sys.argv[1]):
-    mode, t, b, s, n, recs, ck, busy, sys_s, touch, rss = line.split()
-    runs.setdefault((mode, t, b), []).append(
-        (float(s), int(n), int(recs), float(ck), float(busy), float(sys_s), float(touch), int(rss)))
+    mode, t, b, s, n, recs, ck, busy, sys_s, rss = line.split()
+    runs.setdefault((mode, t, b), []).append((float(s), int(n), int(recs), float(ck), float(busy), float(sys_s), int(rss)))
 for (mode, t, b), rs in runs.items():
     s = statistics.median(r[0] for r in rs)
     n = rs[0][1]
     ck = statistics.median(r[3] for r in rs)
     busy = statistics.median(r[4] for r in rs)
     kernel = statistics.median(r[5] for r in rs)
-    touch = statistics.median(r[6] for r in rs)
-    rss = statistics.median(r[7] for r in rs)
-    print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records, checkpoint {ck:.2f} s, {busy:.2f} CPUs busy, {kernel:.2f} CPU s in the kernel, first touch {touch:.2f} GB/s, peak RSS {rss} MB")
+    rss = statistics.median(r[6] for r in rs)
+    print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records, checkpoint {ck:.2f} s, {busy:.2f} CPUs busy, {kernel:.2f} CPU s in the kernel, peak RSS {rss} MB")
 PY

@@ -130,6 +130,16 @@ for run in $(seq "$runs"); do
 done
 
 col() { for r in $(seq "$runs"); do awk -v k="$2" '{print $k}' "$out/silo-$1-$r"; done | median; }
+# Logging over off in the rounds of one order, median: PARITY 1 for the
+# odd rounds (logging runs before off), 0 for the even ones (after it).
+# The epochdb run that goes second tends to be faster (round-order.sh),
+# so with an odd number of rounds the overall median leans one way.
+by_order() { # CONFIG PARITY
+  for r in $(seq "$runs"); do
+    ((r % 2 == $2)) || continue
+    awk 'NR == FNR {a = $1; next} {printf "%.4f\n", a / $1}' "$out/silo-epochdb-$1-$r" "$out/silo-epochdb-off-$1-$r"
+  done | median
+}
 echo
 echo "| configuration | Silo txn/s | epochdb txn/s | epochdb / Silo | peak RSS epochdb / Silo (MB) | log B/txn epochdb / Silo | epochdb logging / off |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -141,6 +151,9 @@ for c in "${configs[@]}"; do
   if [[ $c == *-log-* || $c == *-delta-* ]]; then
     logs="$(col "epochdb-$c" 3) / $(col "silo-$c" 3)"
     off=$(awk -v a="$e" -v b="$(col "epochdb-off-$c" 1)" 'BEGIN {printf "%.2f", a / b}')
+    if ((runs > 1)); then
+      off+=$(printf ' (logging first %.2f, off first %.2f)' "$(by_order "$c" 1)" "$(by_order "$c" 0)")
+    fi
   fi
   echo "| $c | $s | $e | $ratio | $(col "epochdb-$c" 2) / $(col "silo-$c" 2) | $logs | $off |"
 done

@@ -9,7 +9,7 @@
 # Silo is not built here: build its `dbtest` yourself from its public
 # repository, in a folder outside this one, and pass its path.
 #
-# Usage: SILO=/path/to/dbtest [SCHEMA=silo|spec] scripts/silo-figures.sh [RUNS] [SECONDS] [CONFIG...]
+# Usage: SILO=/path/to/dbtest [SCHEMA=silo|spec] [PAUSE=S] scripts/silo-figures.sh [RUNS] [SECONDS] [CONFIG...]
 #   RUNS     rounds (default 3)      SECONDS  measured seconds per run (default 15)
 #   CONFIG   among ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2
 #            tpcc-delta-1 tpcc-delta-2 (default: all but the delta ones),
@@ -18,6 +18,13 @@
 #            --ops-per-worker, epochdb's --transactions; OPS defaults to
 #            10000000 for YCSB, 500000 for TPC-C), so both sides do the same
 #            work: their peak memory then compares the same rows
+#   PAUSE    seconds to sleep before each run (default 0). On this VM a
+#            run right after another of its binary tends to be faster,
+#            probably because it gets memory the one before freed while
+#            the host still backs it (the host takes freed memory back);
+#            after a pause every run starts alike (2026-12-02, 2 threads:
+#            with PAUSE=10 logging over off came out the same with either
+#            side first, 0.91 and 0.90, against 0.82 and 0.91 without)
 #
 # Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
 # read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C
@@ -117,6 +124,7 @@ for run in $(seq "$runs"); do
     # which biased logging / off down.
     for s in $(round_order "$run" "${sides[@]}"); do
       f=$out/silo-$s-$c-$run
+      sleep "${PAUSE:-0}"
       if [ "$s" = silo ]; then
         silo_run "$c" "$t" $log "$f"
       elif [ "$s" = epochdb ]; then

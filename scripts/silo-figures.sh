@@ -22,9 +22,10 @@
 #            run right after another of its binary tends to be faster,
 #            probably because it gets memory the one before freed while
 #            the host still backs it (the host takes freed memory back);
-#            after a pause every run starts alike (2026-12-02, 2 threads:
-#            with PAUSE=10 logging over off came out the same with either
-#            side first, 0.91 and 0.90, against 0.82 and 0.91 without)
+#            after a pause every run starts more alike (2026-12-02, 2
+#            threads, logging over off with logging first and off first:
+#            0.91 and 0.90, then 0.90 and 0.94 in two runs with PAUSE=10,
+#            0.82 and 0.91 in one without; separate runs, not interleaved)
 #
 # Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
 # read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C

@@ -529,7 +529,7 @@ impl Logger {
             if let Some(e_w) = s.epoch.active_epoch() {
                 bound = bound.min(e_w);
             }
-            let mut cur = lock(&s.current);
+            let mut cur = s.current.lock();
             if !cur.is_empty() {
                 let fresh = lock(&s.free).pop().unwrap_or_default();
                 taken.push((s, std::mem::replace(&mut *cur, Buf { block: fresh, lo: u64::MAX, hi: 0 })));
@@ -560,7 +560,7 @@ impl Logger {
         }
         self.share().durable.store(bound - 1, Ordering::Release);
         lock(&self.share().slots)
-            .retain(|s| !(s.gone.load(Ordering::Acquire) && lock(&s.current).is_empty() && lock(&s.full).is_empty()));
+            .retain(|s| !(s.gone.load(Ordering::Acquire) && s.current.lock().is_empty() && lock(&s.full).is_empty()));
         self.publish_pepoch()?;
         if self.log.rotation_due(self.rotate) {
             // The markers that record pepoch leave with the old file.

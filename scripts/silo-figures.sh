@@ -22,10 +22,11 @@
 #            run right after another of its binary tends to be faster,
 #            probably because it gets memory the one before freed while
 #            the host still backs it (the host takes freed memory back);
-#            after a pause every run starts more alike (2026-12-02, 2
-#            threads, logging over off with logging first and off first:
-#            0.91 and 0.90, then 0.90 and 0.94 in two runs with PAUSE=10,
-#            0.82 and 0.91 in one without; separate runs, not interleaved)
+#            after a pause every run starts more alike, though the order's
+#            lean stays and may flip (2026-12-02, 2 threads, logging over
+#            off with logging first and off first: 0.91 and 0.90, 0.90 and
+#            0.94, 0.83 and 0.92, 0.87 and 0.83 in four runs with
+#            PAUSE=10, 0.82 and 0.91 in one without; separate runs)
 #
 # Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
 # read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C

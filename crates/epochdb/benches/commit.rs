@@ -101,6 +101,9 @@ fn commit(c: &mut Criterion) {
 /// buffer; the logger thread writes and syncs on its own.
 fn logged(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("epochdb-bench-commit-{}", std::process::id()));
+    // A directory of its own, new, so the removal below deletes only what
+    // this database wrote.
+    std::fs::create_dir(&dir).expect("a new directory for the bench's database");
     let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
     let (db, t, mut w) = loaded(options);
     let mut next = keys();

@@ -114,11 +114,9 @@ pub fn encode_txn(out: &mut Vec<u8>, tid: Tid, count: u32) {
     put_varints(out, [count as u64]);
 }
 
-/// An entry's table, key length and value word, then its key; reserves
-/// room for `len` bytes more, its value's.
+/// An entry's table, key length and value word, then its key.
 #[inline]
-fn entry_header(out: &mut Vec<u8>, table: u32, key: &[u8], word: u64, len: usize) {
-    out.reserve(3 * MAX_VARINT + key.len() + len);
+fn entry_header(out: &mut Vec<u8>, table: u32, key: &[u8], word: u64) {
     put_varints(out, [table as u64, key.len() as u64, word]);
     out.extend_from_slice(key);
 }
@@ -127,10 +125,10 @@ fn entry_header(out: &mut Vec<u8>, table: u32, key: &[u8], word: u64, len: usize
 pub fn encode_entry(out: &mut Vec<u8>, table: u32, key: &[u8], value: Option<&[u8]>) {
     match value {
         Some(v) => {
-            entry_header(out, table, key, value_word(v.len(), KIND_VALUE), v.len());
+            entry_header(out, table, key, value_word(v.len(), KIND_VALUE));
             out.extend_from_slice(v);
         }
-        None => entry_header(out, table, key, value_word(0, KIND_DELETE), 0),
+        None => entry_header(out, table, key, value_word(0, KIND_DELETE)),
     }
 }
 
@@ -144,7 +142,7 @@ pub fn encode_delta<'a>(
     columns: impl Iterator<Item = (u16, &'a [u8])> + Clone,
 ) {
     let len: usize = columns.clone().map(|(id, b)| column_size(id, b.len())).sum();
-    entry_header(out, table, key, value_word(len, KIND_DELTA), len);
+    entry_header(out, table, key, value_word(len, KIND_DELTA));
     for (id, bytes) in columns {
         put_varints(out, [id as u64, bytes.len() as u64]);
         out.extend_from_slice(bytes);
@@ -503,10 +501,10 @@ impl LogSlot {
 
 /// A worker's current buffer, behind a spin lock that a plain store
 /// releases. `std::sync::Mutex`'s unlock is an atomic swap (it must see
-/// whether to wake a waiter): a full barrier, which waits for the record
-/// just encoded to leave the store buffer. That swap was 38% of
-/// `LogSlot::append`'s samples (`perf annotate`, 2-thread TPC-C with
-/// logging). The logger holds the lock only to swap buffers, so a waiter
+/// whether to wake a waiter): a full barrier, which probably waits there
+/// for the record just encoded to leave the store buffer. That swap was
+/// 38% of `LogSlot::append`'s samples (`perf annotate`, 2-thread TPC-C
+/// with logging); with this lock the append took half the samples. The logger holds the lock only to swap buffers, so a waiter
 /// spins, then yields.
 pub struct Current {
     held: AtomicBool,
@@ -578,6 +576,33 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The encoder writes exactly FORMAT.md's bytes ("Log records"): a
+    /// record of three entries (a value, a delta, a delete), byte by byte.
+    #[test]
+    fn records_are_formats_bytes() {
+        let mut out = Vec::new();
+        encode_txn(&mut out, Tid::new(2, 3), 3);
+        encode_entry(&mut out, 300, b"ab", Some(b"xyz"));
+        encode_delta(&mut out, 1, b"k", [(200u16, &b"q"[..])].into_iter());
+        encode_entry(&mut out, 0, b"", None);
+        // TID field: epoch 2 in bits 63..32, sequence 3 in bits 31..3, bit 0 set.
+        let tid = (2u64 << 32 | 3 << 3 | 1).to_le_bytes();
+        let want = [
+            &tid[..],
+            &[3],                     // writes
+            &[0xAC, 0x02, 2, 3 << 2], // table 300, key length 2, value of 3 bytes
+            b"ab",
+            b"xyz",
+            &[1, 1, 4 << 2 | 1], // table 1, key length 1, delta of 4 bytes
+            b"k",
+            &[0xC8, 0x01, 1], // column 200, 1 byte
+            b"q",
+            &[0, 0, 2], // table 0, empty key, a delete
+        ]
+        .concat();
+        assert_eq!(out, want);
+    }
 
     #[test]
     fn records_round_trip() {
@@ -820,7 +845,7 @@ mod tests {
         for word in [3u64, (5 << 2) | KIND_DELETE] {
             let mut bad = Vec::new();
             encode_txn(&mut bad, Tid::new(1, 1), 1);
-            entry_header(&mut bad, 0, b"k", word, 0);
+            entry_header(&mut bad, 0, b"k", word);
             bad.extend_from_slice(&[0; 5]);
             assert!(decode(&bad, |_| {}).is_err(), "word {word:#x}");
         }
@@ -875,7 +900,7 @@ mod tests {
         let mut bad = Vec::new();
         encode_txn(&mut bad, Tid::new(3, 1), 1);
         let columns = [&[0x80, 0x80, 0x04][..], &[0]].concat(); // column 65536, empty
-        entry_header(&mut bad, 4, b"k", value_word(columns.len(), KIND_DELTA), columns.len());
+        entry_header(&mut bad, 4, b"k", value_word(columns.len(), KIND_DELTA));
         bad.extend_from_slice(&columns);
         assert!(decode(&bad, |_| {}).is_err());
     }

@@ -34,6 +34,7 @@ mod options;
 mod record;
 mod replication;
 mod snapshot;
+mod spin;
 mod sync;
 #[cfg(test)]
 mod test_rng;

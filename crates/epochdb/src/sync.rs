@@ -3,7 +3,7 @@
 //! them: `tests/loom_tid.rs` compiles `tid.rs` against loom's atomics with
 //! its own `sync` module.
 
-pub use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+pub use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// True only inside the loom model build.
 #[allow(dead_code)]

@@ -14,9 +14,8 @@
 //! field), so a block copied from an older file still decodes.
 
 use super::frame::{self, BLOCK_HEADER_LEN};
+use crate::spin::{SpinGuard, SpinLock};
 use crate::tid::Tid;
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Bit 0 of a record's TID field (a TID's status bits are zero): set, the
@@ -405,7 +404,7 @@ const SPILL_ROOM: usize = 16 << 10;
 pub struct LogSlot {
     /// The buffer the worker appends to. Uncontended except when the logger
     /// takes it at an epoch change.
-    pub current: Current,
+    pub current: SpinLock<Buf>,
     /// Full buffers waiting for the logger.
     pub full: Mutex<Vec<Buf>>,
     /// Empty buffers the logger has returned.
@@ -421,7 +420,7 @@ impl LogSlot {
     pub fn new(epoch: Arc<crate::epoch::EpochSlot>, capacity: usize, pool: usize) -> LogSlot {
         let free = (1..pool).map(|_| frame::new_block(capacity + SPILL_ROOM)).collect();
         LogSlot {
-            current: Current::new(Buf::fresh(frame::new_block(capacity + SPILL_ROOM))),
+            current: SpinLock::new(Buf::fresh(frame::new_block(capacity + SPILL_ROOM))),
             full: Mutex::new(Vec::new()),
             free: Mutex::new(free),
             epoch,
@@ -461,7 +460,7 @@ impl LogSlot {
 
     /// The current buffer, locked, after taking a free one if the logger
     /// took it or the worker queued it; `None` once `failed`.
-    fn current_with_room(&self, failed: &impl Fn() -> bool) -> Option<CurrentGuard<'_>> {
+    fn current_with_room(&self, failed: &impl Fn() -> bool) -> Option<SpinGuard<'_, Buf>> {
         let mut cur = self.current.lock();
         while cur.block.len() < BLOCK_HEADER_LEN {
             // Take a free buffer without holding `current`, which the
@@ -496,75 +495,6 @@ impl LogSlot {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
-    }
-}
-
-/// A worker's current buffer, behind a spin lock that a plain store
-/// releases. `std::sync::Mutex`'s unlock is an atomic swap (it must see
-/// whether to wake a waiter): a full barrier, which probably waits there
-/// for the record just encoded to leave the store buffer. That swap was
-/// 38% of `LogSlot::append`'s samples (`perf annotate`, 2-thread TPC-C
-/// with logging); with this lock the append took half the samples. The logger holds the lock only to swap buffers, so a waiter
-/// spins, then yields.
-pub struct Current {
-    held: AtomicBool,
-    buf: UnsafeCell<Buf>,
-}
-
-// SAFETY: `buf` is reached only through a `CurrentGuard`, and `held`
-// admits one guard at a time; `Buf` is `Send`.
-unsafe impl Sync for Current {}
-
-impl Current {
-    fn new(buf: Buf) -> Current {
-        Current { held: AtomicBool::new(false), buf: UnsafeCell::new(buf) }
-    }
-
-    pub fn lock(&self) -> CurrentGuard<'_> {
-        let mut spins = 0u32;
-        while self.held.swap(true, Ordering::Acquire) {
-            while self.held.load(Ordering::Relaxed) {
-                spins += 1;
-                if spins < 128 {
-                    std::hint::spin_loop();
-                } else {
-                    // The holder may have lost its CPU.
-                    std::thread::yield_now();
-                }
-            }
-        }
-        CurrentGuard(self)
-    }
-}
-
-impl std::fmt::Debug for Current {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Current").field("held", &self.held.load(Ordering::Relaxed)).finish_non_exhaustive()
-    }
-}
-
-/// The lock on a [`Current`] buffer; released when dropped.
-pub struct CurrentGuard<'a>(&'a Current);
-
-impl std::ops::Deref for CurrentGuard<'_> {
-    type Target = Buf;
-
-    fn deref(&self) -> &Buf {
-        // SAFETY: this guard holds the lock (see `Current`).
-        unsafe { &*self.0.buf.get() }
-    }
-}
-
-impl std::ops::DerefMut for CurrentGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Buf {
-        // SAFETY: this guard holds the lock (see `Current`).
-        unsafe { &mut *self.0.buf.get() }
-    }
-}
-
-impl Drop for CurrentGuard<'_> {
-    fn drop(&mut self) {
-        self.0.held.store(false, Ordering::Release);
     }
 }
 
@@ -668,29 +598,6 @@ mod tests {
     /// buffer holding others past its capacity moves whole to a fresh
     /// buffer, so every block holds whole records, in order, and its epoch
     /// range covers theirs; a record larger than a buffer has one alone.
-    /// The current buffer's lock admits one holder at a time: threads
-    /// that each append a byte under it lose none.
-    #[test]
-    fn the_current_buffers_lock_excludes() {
-        const THREADS: usize = 4;
-        const EACH: usize = 20_000;
-        let current = Current::new(Buf::fresh(Vec::new()));
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                let current = &current;
-                s.spawn(move || {
-                    for _ in 0..EACH {
-                        let mut b = current.lock();
-                        b.block.push(t as u8);
-                        b.hi += 1;
-                    }
-                });
-            }
-        });
-        let b = current.lock();
-        assert_eq!((b.block.len(), b.hi), (THREADS * EACH, (THREADS * EACH) as u64));
-    }
-
     #[test]
     fn a_record_crossing_a_buffers_capacity_moves_whole_to_the_next() {
         const CAPACITY: usize = 4096;

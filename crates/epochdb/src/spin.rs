@@ -44,8 +44,8 @@ impl<T> SpinLock<T> {
     pub fn lock(&self) -> SpinGuard<'_, T> {
         let mut spins = 0u32;
         // A compare-exchange, not a swap: a failed one writes nothing, and
-        // loom can model it (a model of a swap that writes `true` on every
-        // failed try never ends).
+        // loom can model it (its search of a swap that writes `true` on
+        // every failed try hits its branch limit).
         while self.held.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             // Wait with loads, which leave the line shared.
             while self.held.load(Ordering::Relaxed) {

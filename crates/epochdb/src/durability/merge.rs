@@ -28,8 +28,10 @@
 //!   that wins leaves no row, so no tombstone. A key with deltas among its
 //!   entries gets what `install` would give it: all of them folded onto
 //!   its checkpoint row column by column ([`fold`], `columns::merge`,
-//!   which does not depend on the order), or, when all of them are deltas
-//!   of fixed columns at fixed places, patched into that row in place.
+//!   which does not depend on the order), or, when none is a delete and
+//!   its deltas are all of fixed columns at fixed places, the newest
+//!   whole row (that one, or a value entry newer) with the newer deltas
+//!   patched into it in place ([`patch_whole`]).
 //! - The merge reads entries in key order, which is random in the mapped
 //!   log: it prefetches each chunk's entries [`AHEAD`] of its head.
 //! - What the merge cannot decide goes through `install` after the tree
@@ -694,6 +696,10 @@ unsafe fn fold(
     f: &mut Folding,
 ) -> Option<Option<NonNull<Record>>> {
     let schema = ctx.schema(table)?;
+    // SAFETY: per our contract.
+    if let Some(rec) = unsafe { patch_whole(schema, row, group, &mut f.versions) } {
+        return Some(Some(rec));
+    }
     let n = schema.columns().len();
     f.versions.clear();
     f.versions.resize(n + 1, 0);
@@ -701,29 +707,7 @@ unsafe fn fold(
     if let Some(r) = row {
         // SAFETY: ours, live.
         let r = unsafe { r.as_ref() };
-        let tid = Tid::of_word(r.tid.load()).raw();
-        f.versions[1..].fill(tid);
-        // Deltas of fixed columns at fixed places (most of TPC-C's) go
-        // straight into the row, which keeps its place and length: no new
-        // record, no copy. All or none, so the row is still whole for the
-        // general way below.
-        let delta = |g: &Gathered| {
-            // SAFETY: per our contract.
-            match unsafe { g.write() } {
-                Write::Delta(d) => Some(d),
-                _ => None,
-            }
-        };
-        if group.iter().all(|g| delta(g).is_some_and(|d| columns::patchable(schema, r.value_len(), d))) {
-            r.tid.lock(); // ours alone, but writes to a record go under its lock
-            for g in group {
-                if let Some(d) = delta(g) {
-                    columns::patch_unchecked(schema, r, &mut f.versions, g.tid, d);
-                }
-            }
-            r.tid.unlock_to(word_of(&f.versions));
-            return Some(row);
-        }
+        f.versions[1..].fill(Tid::of_word(r.tid.load()).raw());
         r.copy_value(&mut f.row);
     }
     for g in group {
@@ -746,6 +730,74 @@ unsafe fn fold(
     let word = word_of(&f.versions);
     // SAFETY: per our contract.
     Some(Some(Record::alloc(unsafe { group[0].key() }, &f.row, 0, word)))
+}
+
+/// [`fold`]'s fast way, for a group of values and deltas (no delete)
+/// whose deltas are all of fixed columns at fixed places (most of
+/// TPC-C's): the newest whole row (`row`, or a value entry newer than it)
+/// with the deltas newer than it patched into it in place, with no copy
+/// of the row per entry. What `columns::merge` would give: a whole row
+/// writes every column, so older entries lose on every column. `None`,
+/// with nothing done, where it does not apply (including an entry that
+/// does not fit the schema, which the slow way reports).
+///
+/// # Safety
+/// As for [`merge`]; `row` is ours.
+unsafe fn patch_whole(
+    schema: &crate::catalog::Schema,
+    row: Option<NonNull<Record>>,
+    group: &[Gathered],
+    versions: &mut Vec<u64>,
+) -> Option<NonNull<Record>> {
+    // SAFETY: ours, live.
+    let row_tid = row.map(|r| Tid::of_word(unsafe { r.as_ref() }.tid.load()).raw());
+    let value = group.iter().filter(|g| g.kind() == VALUE).max_by_key(|g| g.tid);
+    // The base, and its length: a value entry newer than the row, else the row.
+    let (base_tid, base_value, len) = match value {
+        Some(v) if row_tid.is_none_or(|t| v.tid > t) => {
+            // SAFETY: per our contract.
+            let Write::Value(bytes) = (unsafe { v.write() }) else { unreachable!("a value entry") };
+            (v.tid, Some(bytes), bytes.len())
+        }
+        // SAFETY: ours, live.
+        _ => (row_tid?, None, unsafe { row?.as_ref() }.value_len()),
+    };
+    let fits = |g: &Gathered| {
+        // SAFETY: per our contract.
+        match unsafe { g.write() } {
+            Write::Value(v) => schema.validate(v).is_ok(),
+            Write::Delta(d) => columns::patchable(schema, len, d),
+            Write::Delete => false,
+        }
+    };
+    if !group.iter().all(fits) {
+        return None;
+    }
+    let rec = match base_value {
+        Some(v) => {
+            if let Some(r) = row {
+                // SAFETY: ours, never linked: older than the value.
+                unsafe { Record::free(r) };
+            }
+            // SAFETY: per our contract.
+            Record::alloc(unsafe { group[0].key() }, v, 0, base_tid | LATEST_BIT)
+        }
+        None => row.expect("the base"),
+    };
+    versions.clear();
+    versions.resize(schema.columns().len() + 1, base_tid);
+    versions[0] = 0;
+    // SAFETY: ours alone (the row, or just allocated), live.
+    let r = unsafe { rec.as_ref() };
+    r.tid.lock(); // ours alone, but writes to a record go under its lock
+    for g in group {
+        // SAFETY: per our contract.
+        if let Write::Delta(d) = unsafe { g.write() } {
+            columns::patch_unchecked(schema, r, versions, g.tid, d);
+        }
+    }
+    r.tid.unlock_to(word_of(versions));
+    Some(rec)
 }
 
 /// Installs `rows` (records of the checkpoint, ours, freed here) and then

@@ -25,9 +25,9 @@
 #            after a pause every run starts more alike, though the order's
 #            lean stays and may flip (2026-12-02, 2 threads, logging over
 #            off with logging first and off first: 0.91 and 0.90, 0.90 and
-#            0.94, 0.83 and 0.92, 0.87 and 0.83, 0.83 and 0.98 in five
-#            runs with PAUSE=10, 0.82 and 0.91 in one without; separate
-#            runs)
+#            0.94, 0.83 and 0.92, 0.87 and 0.83, 0.83 and 0.98, 0.83 and
+#            0.96 in six runs with PAUSE=10, 0.82 and 0.91 in one without;
+#            separate runs)
 #
 # Workloads, the same on both sides: YCSB with Silo's mix (80% reads, 20%
 # read-modify-writes of one 100-byte value, uniform over 4M keys); TPC-C

@@ -4,7 +4,8 @@
 # ratios of runs taken side by side mean anything). For each configuration
 # and round, Silo and epochdb run back to back (which goes first alternates
 # by round); the script prints every run, the medians, the ratio of the
-# medians, and each side's median peak resident memory.
+# medians and the ratio in each round, and each side's median peak
+# resident memory.
 #
 # Silo is not built here: build its `dbtest` yourself from its public
 # repository, in a folder outside this one, and pass its path.
@@ -141,6 +142,13 @@ for run in $(seq "$runs"); do
 done
 
 col() { for r in $(seq "$runs"); do awk -v k="$2" '{print $k}' "$out/silo-$1-$r"; done | median; }
+# The ratio of two sides' throughput in each round, in round order:
+# per_round A B prints "a1/b1, a2/b2, ...".
+per_round() {
+  for r in $(seq "$runs"); do
+    awk 'NR == FNR {a = $1; next} {printf "%.2f\n", a / $1}' "$out/silo-$1-$r" "$out/silo-$2-$r"
+  done | paste -sd, - | sed 's/,/, /g'
+}
 # Logging over off in the rounds of one order, median: PARITY 1 for the
 # odd rounds (logging runs before off), 0 for the even ones (after it).
 # The epochdb run that goes second tends to be faster (round-order.sh),
@@ -152,19 +160,21 @@ by_order() { # CONFIG PARITY
   done | median
 }
 echo
-echo "| configuration | Silo txn/s | epochdb txn/s | epochdb / Silo | peak RSS epochdb / Silo (MB) | log B/txn epochdb / Silo | epochdb logging / off |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| configuration | Silo txn/s | epochdb txn/s | epochdb / Silo (per round) | peak RSS epochdb / Silo (MB) | log B/txn epochdb / Silo | epochdb logging / off |"
+echo "| --- | ---: | ---: | --- | ---: | ---: | --- |"
 for c in "${configs[@]}"; do
   s=$(col "silo-$c" 1)
   e=$(col "epochdb-$c" 1)
-  ratio=$(awk -v a="$e" -v b="$s" 'BEGIN {printf "%.2f", a / b}')
+  ratio="$(awk -v a="$e" -v b="$s" 'BEGIN {printf "%.2f", a / b}') ($(per_round "epochdb-$c" "silo-$c"))"
   logs="" off=""
   if [[ $c == *-log-* || $c == *-delta-* ]]; then
     logs="$(col "epochdb-$c" 3) / $(col "silo-$c" 3)"
     off=$(awk -v a="$e" -v b="$(col "epochdb-off-$c" 1)" 'BEGIN {printf "%.2f", a / b}')
+    off+=" (per round $(per_round "epochdb-$c" "epochdb-off-$c")"
     if ((runs > 1)); then
-      off+=$(printf ' (logging first %.2f, off first %.2f)' "$(by_order "$c" 1)" "$(by_order "$c" 0)")
+      off+=$(printf '; logging first %.2f, off first %.2f' "$(by_order "$c" 1)" "$(by_order "$c" 0)")
     fi
+    off+=")"
   fi
   echo "| $c | $s | $e | $ratio | $(col "epochdb-$c" 2) / $(col "silo-$c" 2) | $logs | $off |"
 done

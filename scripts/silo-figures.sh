@@ -142,12 +142,11 @@ for run in $(seq "$runs"); do
 done
 
 col() { for r in $(seq "$runs"); do awk -v k="$2" '{print $k}' "$out/silo-$1-$r"; done | median; }
-# The ratio of two sides' throughput in each round, in round order:
-# per_round A B prints "a1/b1, a2/b2, ...".
+# round_ratio A B ROUND: side A's throughput over side B's in that round.
+round_ratio() { awk 'NR == FNR {a = $1; next} {printf "%.4f\n", a / $1}' "$out/silo-$1-$3" "$out/silo-$2-$3"; }
+# per_round A B: those ratios in round order, "a1/b1, a2/b2, ...".
 per_round() {
-  for r in $(seq "$runs"); do
-    awk 'NR == FNR {a = $1; next} {printf "%.2f\n", a / $1}' "$out/silo-$1-$r" "$out/silo-$2-$r"
-  done | paste -sd, - | sed 's/,/, /g'
+  for r in $(seq "$runs"); do round_ratio "$1" "$2" "$r"; done | awk '{printf "%s%.2f", (NR > 1 ? ", " : ""), $1}'
 }
 # Logging over off in the rounds of one order, median: PARITY 1 for the
 # odd rounds (logging runs before off), 0 for the even ones (after it).
@@ -156,7 +155,7 @@ per_round() {
 by_order() { # CONFIG PARITY
   for r in $(seq "$runs"); do
     ((r % 2 == $2)) || continue
-    awk 'NR == FNR {a = $1; next} {printf "%.4f\n", a / $1}' "$out/silo-epochdb-$1-$r" "$out/silo-epochdb-off-$1-$r"
+    round_ratio "epochdb-$1" "epochdb-off-$1" "$r"
   done | median
 }
 echo

@@ -9,7 +9,8 @@ use epochdb::{Durability, Options};
 use epochdb_workloads::driver;
 use epochdb_workloads::engine::{Engine, EpochDb, Variant};
 use epochdb_workloads::report::{
-    BenchReport, CheckpointReport, DurabilityReport, DurableLatency, ReplicationReport, TpccReport, YcsbReport,
+    BenchReport, CheckpointReport, DurabilityReport, DurableLatency, ReplicationReport, TableMemory, TpccReport,
+    YcsbReport,
 };
 use epochdb_workloads::ycsb::{self, Config, Distribution, Ycsb};
 use std::collections::BTreeMap;
@@ -62,6 +63,9 @@ pub struct TpccArgs {
     /// Rows as the specification has them with fixed-width strings (spec), or as Silo lays them out (silo: variable-length strings, no OL_DIST_INFO, and NEW-ORDER does not read S_DIST_xx)
     #[arg(long, value_enum, default_value_t = SchemaArg::Spec)]
     schema: SchemaArg,
+    /// Count each table's rows and their bytes after the load and after the run, and print what a transaction added to each (scans every table twice: seconds for a large run)
+    #[arg(long)]
+    memory_by_table: bool,
 }
 
 /// `--schema`: [`Schema`](epochdb_workloads::tpcc_rows::Schema) on the command line.
@@ -215,6 +219,8 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     let load_s = load_start.elapsed().as_secs_f64();
     let load_memory = epochdb::memory_in_use();
     log::info!("loaded {warehouses} warehouses in {load_s:.1} s");
+    let tables = tpcc.tables.named();
+    let loaded = if a.memory_by_table { table_memory(engine.database(), &tables)? } else { Vec::new() };
     if a.snapshot_reads {
         engine.wait_for_snapshot_of_now().map_err(failed)?;
     }
@@ -236,6 +242,12 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     }
     let ran = inputs.by_type.iter().sum::<u64>().max(1);
     let per_transaction = memory.saturating_sub(load_memory) as f64 / ran as f64;
+    let by_table = if a.memory_by_table {
+        let after = table_memory(engine.database(), &tables)?;
+        added_per_transaction(&tables, &loaded, &after, ran)
+    } else {
+        BTreeMap::new()
+    };
     let consistency = if a.check {
         let mut w = engine.worker().map_err(failed)?;
         let failures = tpcc.check(&mut *w).map_err(failed)?;
@@ -259,6 +271,17 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
         load_memory as f64 / 1e6,
         memory as f64 / 1e6
     );
+    if !by_table.is_empty() {
+        say!("  memory by table, added per transaction (rows; bytes of records and of a full leaf's entries):");
+        let mut sorted: Vec<_> = by_table.iter().collect();
+        sorted.sort_by(|a, b| b.1.bytes_per_transaction.total_cmp(&a.1.bytes_per_transaction));
+        for (name, t) in &sorted {
+            say!("    {name:<20} {:>8.3} rows {:>8.1} bytes", t.rows_per_transaction, t.bytes_per_transaction);
+        }
+        let rows: f64 = by_table.values().map(|t| t.rows_per_transaction).sum();
+        let bytes: f64 = by_table.values().map(|t| t.bytes_per_transaction).sum();
+        say!("    {:<20} {rows:>8.3} rows {bytes:>8.1} bytes (measured: {per_transaction:.1})", "all");
+    }
     say!("  consistency: {consistency}");
     let title = format!("TPC-C, {warehouses} warehouses, {} threads, {}", settings.threads, engine.name());
     finish("tpcc", &engine, &a.run, &m, load_s, a.check, consistency, &title, (cpu, replication), |r| {
@@ -273,6 +296,7 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
             load_memory_bytes: load_memory,
             memory_bytes: memory,
             memory_bytes_per_transaction: per_transaction,
+            memory_by_table: by_table,
         });
     })
 }
@@ -355,6 +379,64 @@ fn check_rows(engine: &EpochDb, y: &Ycsb) -> CliResult<String> {
     let rows = w.run(|txn| txn.scan(table, .., usize::MAX, |_, _| true)).map_err(failed)? as u64;
     let want = y.rows();
     Ok(if rows == want { "ok".into() } else { format!("{rows} rows, expected {want}") })
+}
+
+/// Each table's rows and their [`epochdb::row_footprint`] bytes (its
+/// record, and its share of a full leaf), read in transactions of
+/// [`SCAN_BATCH`] rows (one transaction over a large table would hold a
+/// read-set entry per row).
+fn table_memory(db: &epochdb::Database, tables: &[(&str, u32)]) -> CliResult<Vec<(u64, u64)>> {
+    use std::ops::Bound;
+    let mut w = db.worker().map_err(failed)?;
+    let mut counts = Vec::with_capacity(tables.len());
+    for &(_, t) in tables {
+        let table = db.table_handle(t);
+        let (mut rows, mut bytes, mut after, mut last) = (0u64, 0u64, None::<Vec<u8>>, Vec::new());
+        loop {
+            let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let mut b = 0u64;
+            let n = w
+                .run(|txn| {
+                    b = 0;
+                    txn.scan(table, (from, Bound::Unbounded), SCAN_BATCH, |k, v| {
+                        b += epochdb::row_footprint(k.len(), v.len()).unwrap_or(0) as u64;
+                        last.clear();
+                        last.extend_from_slice(k);
+                        true
+                    })
+                })
+                .map_err(failed)?;
+            (rows, bytes) = (rows + n as u64, bytes + b);
+            if n < SCAN_BATCH {
+                break;
+            }
+            after = Some(std::mem::take(&mut last));
+        }
+        counts.push((rows, bytes));
+    }
+    Ok(counts)
+}
+
+/// Rows a [`table_memory`] transaction reads.
+const SCAN_BATCH: usize = 10_000;
+
+/// What `ran` transactions added to each table, from its rows and bytes
+/// `before` and `after` ([`table_memory`]).
+fn added_per_transaction(
+    tables: &[(&str, u32)],
+    before: &[(u64, u64)],
+    after: &[(u64, u64)],
+    ran: u64,
+) -> BTreeMap<String, TableMemory> {
+    let per = |a: u64, b: u64| (a as f64 - b as f64) / ran as f64;
+    tables
+        .iter()
+        .zip(before.iter().zip(after))
+        .map(|(&(name, _), (&(r0, b0), &(r1, b1)))| {
+            let t = TableMemory { rows: r1, rows_per_transaction: per(r1, r0), bytes_per_transaction: per(b1, b0) };
+            (name.to_string(), t)
+        })
+        .collect()
 }
 
 /// Resident set size of this process, in bytes (Linux; 0 elsewhere).

@@ -94,6 +94,7 @@ fn a_short_tpcc_run_passes_its_consistency_checks() {
         "0.5",
         "--quiet",
         "--check",
+        "--memory-by-table",
         "--json",
         json.to_str().expect("utf-8 path"),
     ]);
@@ -119,6 +120,17 @@ fn a_short_tpcc_run_passes_its_consistency_checks() {
     assert!(tpcc.load_memory_bytes > 100 << 20, "{} bytes after the load", tpcc.load_memory_bytes);
     let added = (tpcc.memory_bytes - tpcc.load_memory_bytes) as f64 / total;
     assert!((added - tpcc.memory_bytes_per_transaction).abs() < 1.0 && added > 100.0, "{added} bytes per transaction");
+    // `--memory-by-table`: a NEW-ORDER (45%) adds about ten order lines,
+    // a PAYMENT (43%) a history row; ITEM never changes. The rows'
+    // footprints make up most of what the run added (the rest: leaves'
+    // empty slots, inner nodes, garbage not yet freed).
+    let table = |name: &str| &tpcc.memory_by_table[name];
+    assert_eq!(tpcc.memory_by_table.len(), 13, "{:?}", tpcc.memory_by_table.keys());
+    assert!((3.5..5.5).contains(&table("order_line").rows_per_transaction), "{:?}", table("order_line"));
+    assert!((0.35..0.5).contains(&table("history").rows_per_transaction), "{:?}", table("history"));
+    assert_eq!((table("item").rows, table("item").rows_per_transaction), (100_000, 0.0));
+    let bytes: f64 = tpcc.memory_by_table.values().map(|t| t.bytes_per_transaction).sum();
+    assert!((0.7..=1.05).contains(&(bytes / added)), "{bytes} of {added} bytes per transaction");
     // Snapshot reads for the read-only transactions work too.
     let out = epochdb(&[
         "bench",

@@ -201,6 +201,20 @@ pub struct TpccReport {
     /// What the run added (`memory_bytes - load_memory_bytes`) per transaction run, warm-up included: the new rows and index entries a transaction leaves, on average.
     #[serde(default)]
     pub memory_bytes_per_transaction: f64,
+    /// With `--memory-by-table` (else empty): by table name, its rows after the run and what a transaction added to it.
+    #[serde(default)]
+    pub memory_by_table: BTreeMap<String, TableMemory>,
+}
+
+/// What a TPC-C run added to one table (`bench tpcc --memory-by-table`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TableMemory {
+    /// Rows after the run.
+    pub rows: u64,
+    /// Rows added per transaction run (fewer than zero: removed).
+    pub rows_per_transaction: f64,
+    /// Bytes added per transaction run, each row counted at `epochdb::row_footprint` (its record, and its share of a full index leaf): the table's part of `memory_bytes_per_transaction`, less its leaves' empty slots and its inner nodes.
+    pub bytes_per_transaction: f64,
 }
 
 /// What durability cost during a [`BenchReport`]'s run.
@@ -546,6 +560,11 @@ mod tests {
             load_memory_bytes: 0,
             memory_bytes: 0,
             memory_bytes_per_transaction: 0.0,
+            memory_by_table: [(
+                "order_line".into(),
+                TableMemory { rows: 1, rows_per_transaction: 0.0, bytes_per_transaction: 0.0 },
+            )]
+            .into(),
         });
         r.durability = Some(DurabilityReport {
             mode: "log".into(),

@@ -212,6 +212,26 @@ impl Loader<'_> {
 }
 
 impl Tables {
+    /// Each table with its name in the catalog, in [`Tables::create`]'s
+    /// order.
+    pub fn named(&self) -> [(&'static str, Table); 13] {
+        [
+            ("warehouse", self.warehouse),
+            ("district", self.district),
+            ("customer", self.customer),
+            ("customer_name_idx", self.customer_name),
+            ("history", self.history),
+            ("new_order", self.new_order),
+            ("oorder", self.order),
+            ("oorder_c_id_idx", self.order_customer),
+            ("order_line", self.order_line),
+            ("item", self.item),
+            ("stock", self.stock),
+            ("stock_data", self.stock_data),
+            (LOAD_TABLE, self.load),
+        ]
+    }
+
     /// Creates the nine tables (STOCK in two) and two index tables (or, on a recovered
     /// database, opens them).
     fn create(engine: &dyn Engine, schema: Schema) -> TxnResult<Tables> {

@@ -46,9 +46,13 @@ for run in $(seq "$reps"); do
     # 1 then 2 threads, 2 then 1 in even runs: a run's speed depends on
     # what ran before it (the kernel time of one run's value-log
     # recoveries was 7.41 CPU s on 1 thread, 4.09 on 2, each right after
-    # the other), so neither thread count always goes second.
+    # the other), so neither thread count always goes second. The same
+    # for the binaries: the second of two recoveries gets pages the
+    # first just freed, which the host may still back (on 2026-12-02 the
+    # same two builds were each faster second: value, 2 threads, 4.76 s
+    # first and 4.32 second against 4.47 and 4.06).
     for t in $(round_order "$run" 1 2); do
-      for bin in "$@"; do
+      for bin in $(round_order "$run" "$@"); do
         rm -rf "$dir/copy"
         cp -r "$dir/$mode.orig" "$dir/copy"
         sync

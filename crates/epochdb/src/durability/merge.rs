@@ -21,8 +21,11 @@
 //!   sorted on their own, `n` threads at a time. Each table is then cut
 //!   into key ranges ([`Part`]), each merged by one thread: a k-way merge
 //!   of its slices of the chunks (a heap, [`Head`]) with its checkpoint
-//!   rows, into one run. The parts let one big table (YCSB's) use every
-//!   thread.
+//!   rows, into one run, packed into leaves as it grows: by that thread,
+//!   while the rows are in its cache (a flat run left every leaf to the
+//!   table's build, one thread reading every row's key again: value
+//!   recovery with 2 threads took about 8% longer, FIGURES.md). The
+//!   parts let one big table (YCSB's) use every thread.
 //! - Per key the entry with the largest TID wins, as `install` decides
 //!   (checkpoint rows are older than every log entry replayed). A delete
 //!   that wins leaves no row, so no tombstone. A key with deltas among its
@@ -577,8 +580,7 @@ unsafe fn merge_part(
     slow: &mut Vec<Gathered>,
     folding: &mut Folding,
 ) -> Result<SortedRun, String> {
-    let mut run = SortedRun::flat();
-    run.reserve(part.len());
+    let mut run = SortedRun::default();
     let (table, chunks) = (part.table, std::mem::take(&mut part.chunks));
     let mut rows = std::mem::take(&mut part.rows).into_iter().peekable();
     let mut heads: BinaryHeap<Head<'_>> = chunks

@@ -122,14 +122,6 @@ impl SortedRun {
         self.take_records_into(out);
     }
 
-    /// Room for `n` more records without growing (a flat run's are kept
-    /// in one vector until it is loaded).
-    pub fn reserve(&mut self, n: usize) {
-        if self.flat {
-            self.pending.reserve(n);
-        }
-    }
-
     fn take_records(&mut self) -> Vec<NonNull<Record>> {
         let mut out = Vec::with_capacity(self.len as usize);
         self.take_records_into(&mut out);

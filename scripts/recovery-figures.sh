@@ -48,11 +48,12 @@ for run in $(seq "$reps"); do
     # recoveries was 7.41 CPU s on 1 thread, 4.09 on 2, each right after
     # the other), so neither thread count always goes second. The same
     # for the binaries: the second of two recoveries gets pages the
-    # first just freed, which the host may still back (on 2026-12-02 the
-    # same two builds were each faster second: value, 2 threads, 4.76 s
-    # first and 4.32 second against 4.47 and 4.06).
+    # first just freed, which the host may still back (on 2026-12-02,
+    # value, 2 threads: one build took 4.76 s first and 4.32 second, the
+    # other 4.47 first and 4.06 second).
+    mapfile -t bins < <(round_order "$run" "$@")
     for t in $(round_order "$run" 1 2); do
-      for bin in $(round_order "$run" "$@"); do
+      for bin in "${bins[@]}"; do
         rm -rf "$dir/copy"
         cp -r "$dir/$mode.orig" "$dir/copy"
         sync

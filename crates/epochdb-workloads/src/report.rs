@@ -211,7 +211,7 @@ pub struct TpccReport {
 pub struct TableMemory {
     /// Rows after the run.
     pub rows: u64,
-    /// Rows added per transaction run (fewer than zero: removed).
+    /// Rows added per transaction run (negative when the run removed rows).
     pub rows_per_transaction: f64,
     /// Bytes added per transaction run, each row counted at `epochdb::row_footprint` (its record, and its share of a full index leaf): the table's part of `memory_bytes_per_transaction`, less its leaves' empty slots and its inner nodes.
     pub bytes_per_transaction: f64,

@@ -212,8 +212,8 @@ impl Loader<'_> {
 }
 
 impl Tables {
-    /// Each table with its name in the catalog, in [`Tables::create`]'s
-    /// order.
+    /// Each table with its name in the catalog, in the order `create`
+    /// makes them.
     pub fn named(&self) -> [(&'static str, Table); 13] {
         [
             ("warehouse", self.warehouse),

@@ -384,13 +384,19 @@ fn check_rows(engine: &EpochDb, y: &Ycsb) -> CliResult<String> {
 /// Each table's rows and their [`epochdb::row_footprint`] bytes (its
 /// record, and its share of a full leaf), read in transactions of
 /// [`SCAN_BATCH`] rows (one transaction over a large table would hold a
-/// read-set entry per row).
+/// read-set entry per row). Each table is found by its name, which must
+/// name the table the workload holds: `Tables::named` spells the names
+/// again after `Tables::create`, and a slip there fails here, not as a
+/// mislabelled line.
 fn table_memory(db: &epochdb::Database, tables: &[(&str, u32)]) -> CliResult<Vec<(u64, u64)>> {
     use std::ops::Bound;
     let mut w = db.worker().map_err(failed)?;
     let mut counts = Vec::with_capacity(tables.len());
-    for &(_, t) in tables {
-        let table = db.table_handle(t);
+    for &(name, t) in tables {
+        let table = db.table(name).map_err(failed)?;
+        if table.index() != t {
+            return Err(failed(format!("table {name:?} is not the workload's table {t}")));
+        }
         let (mut rows, mut bytes, mut after, mut last) = (0u64, 0u64, None::<Vec<u8>>, Vec::new());
         loop {
             let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);

@@ -455,6 +455,19 @@ impl Database {
         tables.iter().find(|t| t.name == name).map(|t| t.id).ok_or_else(|| Error::NoSuchTable(name.into()))
     }
 
+    /// The names of the tables, in the order they were created.
+    ///
+    /// ```
+    /// # use epochdb::{Database, Options, TableOptions};
+    /// # let db = Database::open(Options::default())?;
+    /// db.create_table("a", TableOptions::new())?;
+    /// assert!(db.table_names().contains(&"a".to_string()));
+    /// # Ok::<(), epochdb::Error>(())
+    /// ```
+    pub fn table_names(&self) -> Vec<String> {
+        self.shared().tables.read().iter().map(|t| t.name.clone()).collect()
+    }
+
     /// The secondary index `index` of `table`.
     ///
     /// ```

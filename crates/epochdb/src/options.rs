@@ -18,15 +18,19 @@ pub enum Durability {
     /// survives. Recovery replays the whole log.
     Log,
     /// Logging plus periodic fuzzy checkpoints, which bound recovery time
-    /// and let old log files be deleted.
+    /// and let old log files be deleted. After the first since open, a
+    /// checkpoint holds only the rows changed since the one before (until
+    /// a full one compacts the chain), and none is taken while nothing is
+    /// written.
     LogAndCheckpoint,
     /// Gawain's delta logging: an update of a table with a schema logs
     /// only the columns it changed (inserts and deletes still log whole
     /// rows and tombstones); tables without a schema log values as `Log`.
     /// Recovery keeps a version per column. Same guarantee as `Log`.
     Delta,
-    /// Delta logging plus periodic checkpoints. A checkpoint records every
-    /// row (no `e_l` skip: the log may hold only some columns of a row).
+    /// Delta logging plus periodic checkpoints, incremental as with
+    /// `LogAndCheckpoint`. A checkpoint records every row it covers (no
+    /// `e_l` skip: the log may hold only some columns of a row).
     DeltaAndCheckpoint,
 }
 

@@ -16,12 +16,15 @@
 //! all in the log, and the largest TID wins.
 //!
 //! With delta logging nothing is skipped for being newer than `e_l` (the
-//! log may hold only some of its columns), and with `DeltaAndCheckpoint`
-//! checkpoints after the first since open are incremental (Gawain §3):
-//! only records changed since the installed checkpoint's `e_l`, tombstones
-//! included, plus the deletes committed since (the deletions list). They
-//! form a chain in the manifest, loaded whole at recovery, until a full
-//! checkpoint compacts it (`incremental_base`).
+//! log may hold only some of its columns). Checkpoints after the first
+//! since open are incremental (Gawain §3): only records changed since the
+//! installed checkpoint's `e_l`, tombstones included, plus the deletes
+//! committed since (the deletions list). They form a chain in the
+//! manifest, loaded whole at recovery, until a full checkpoint compacts it
+//! (`incremental_base`). A checkpoint the interval would start is skipped
+//! while no transaction has been logged from the installed one's `e_l` on:
+//! it would hold nothing new, and the log it would let go is empty of
+//! commits. Skipping never costs durability, only log kept longer.
 //!
 //! A replication backup's hot standby checkpoints too (Query Fresh §3.4.4:
 //! "backups take their own checkpoints"), so its log does not grow
@@ -150,18 +153,20 @@ fn manage(cx: &Checkpointing, stop: &AtomicBool, now: &AtomicBool) {
     let Some(durable) = cx.store.durable.as_ref() else { return };
     loop {
         let deadline = Instant::now() + cx.options.checkpoint_interval;
+        let mut requested = false;
         while Instant::now() < deadline {
             if stop.load(Ordering::Acquire) {
                 return;
             }
             if now.swap(false, Ordering::AcqRel) {
+                requested = true;
                 break;
             }
             std::thread::park_timeout(
                 deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
             );
         }
-        if !due(cx) {
+        if !requested && !due(cx) {
             continue;
         }
         lock(&cx.store.checkpoint_stats).in_progress = true;
@@ -189,11 +194,16 @@ fn manage(cx: &Checkpointing, stop: &AtomicBool, now: &AtomicBool) {
     }
 }
 
-/// Whether a checkpoint would hold anything new: always on a primary; on
-/// a standby, once replay has shown epochs the installed one lacks.
+/// Whether a checkpoint would hold anything new: on a primary, once a
+/// transaction of an epoch the installed one lacks has been logged since
+/// open; on a standby, once replay has shown such epochs.
 fn due(cx: &Checkpointing) -> bool {
     let installed = lock(&cx.store.manifest).checkpoint.as_ref().map_or(1, |c| c.e_l);
-    cx.standby.is_none() || cx.epochs.snapshot() > installed
+    match (&cx.standby, &cx.store.durable) {
+        (Some(_), _) => cx.epochs.snapshot() > installed,
+        (None, Some(d)) => d.logged_epoch.load(Ordering::Relaxed) >= installed,
+        (None, None) => false,
+    }
 }
 
 /// Takes and installs one checkpoint; `None` if stopped first.
@@ -283,15 +293,15 @@ fn checkpoint(cx: &Checkpointing, stop: &AtomicBool) -> Result<Option<Checkpoint
 }
 
 /// `Some(e)`: the next checkpoint records only rows changed in epochs
-/// `>= e`, the `e_l` of the installed one (Gawain's `E_oldc`). Only with
-/// delta logging and checkpoints; never for the first checkpoint since
+/// `>= e`, the `e_l` of the installed one (Gawain's `E_oldc`). Never on a
+/// standby (replay keeps no deletions list); never for the first checkpoint since
 /// open (deletes before a crash are not in the deletions list, so a full
 /// checkpoint starts a new chain); and not once the chain's incremental
 /// checkpoints hold as many bytes as its full one or it has `MAX_CHAIN`
 /// links: a full checkpoint then compacts the chain, so recovery never
 /// loads more than about twice a full checkpoint.
 fn incremental_base(cx: &Checkpointing) -> Option<u64> {
-    if cx.options.durability != crate::Durability::DeltaAndCheckpoint || cx.standby.is_some() {
+    if !cx.options.durability.checkpoints() || cx.standby.is_some() {
         return None;
     }
     if lock(&cx.store.checkpoint_stats).installed == 0 {

@@ -102,6 +102,9 @@ pub struct Durable {
     waiters: (Mutex<()>, Condvar),
     /// Bytes of log blocks written since open.
     pub log_bytes: AtomicU64,
+    /// The newest epoch of a transaction written to a log since open (0:
+    /// none): a checkpoint whose `e_l` is above it would hold nothing new.
+    pub logged_epoch: AtomicU64,
     loggers: Vec<LoggerShare>,
     next: AtomicUsize,
     stop: AtomicBool,
@@ -149,6 +152,7 @@ impl Durable {
             failure: Mutex::new(None),
             waiters: (Mutex::new(()), Condvar::new()),
             log_bytes: AtomicU64::new(0),
+            logged_epoch: AtomicU64::new(0),
             loggers: (0..loggers)
                 .map(|_| LoggerShare { durable: AtomicU64::new(pepoch), ..Default::default() })
                 .collect(),
@@ -509,6 +513,7 @@ impl Logger {
             t.block(self.id, lo, hi, bytes);
         }
         self.durable.log_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.durable.logged_epoch.fetch_max(hi, Ordering::Relaxed);
         lock(&slot.free).push(buf.recycle());
         Ok(())
     }

@@ -237,7 +237,7 @@ impl Txn<'_> {
             self.w.swap_in_grown(w.table as usize, w.rec, old, grown, keep_old, snap_epoch);
         }
         if delete {
-            if self.w.shared.options.durability == crate::Durability::DeltaAndCheckpoint {
+            if self.w.shared.options.durability.checkpoints() {
                 let hint = self.w as *const _ as usize / 64;
                 self.w.shared.store.deletions.push(hint, (w.table, rec.key().into(), tid));
             }

@@ -215,8 +215,10 @@ impl EventLoop {
         let write = queued.iter().any(|(i, _)| COMMANDS[*i].write);
         let mut final_db = start_db;
         let EventLoop { worker, scratch, clients, .. } = self;
-        let Some(c) = clients.get_mut(&t) else { return true };
-        let cursors = &mut c.cursors;
+        if !clients.contains_key(&t) {
+            return true;
+        }
+        let cursors = &shared.cursors;
         let mut tally = Tally::default();
         let r = worker.run_with_info(|txn| {
             scratch.clear();
@@ -877,6 +879,7 @@ fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> 
         ("appendfsync", shared.appendfsync().name().into()),
         ("save", String::new()),
         ("requirepass", requirepass.unwrap_or_default()),
+        ("protected-mode", if set.protected_mode.load(Ordering::Relaxed) { "yes" } else { "no" }.into()),
         ("proto-max-bulk-len", set.max_bulk.load(Ordering::Relaxed).to_string()),
         ("client-query-buffer-limit", set.query_buffer_limit.load(Ordering::Relaxed).to_string()),
         ("slowlog-log-slower-than", set.slowlog_slower_than.load(Ordering::Relaxed).to_string()),
@@ -939,12 +942,22 @@ fn config(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
             }
         }
         b"SET" if a.len() >= 4 && a.len().is_multiple_of(2) => {
+            // All or none, as Redis: every parameter is checked first.
+            let mut changes = Vec::new();
+            let mut names: Vec<String> = Vec::new();
             for i in (2..a.len()).step_by(2) {
-                if let Err(e) =
-                    config_set(shared, &String::from_utf8_lossy(a.get(i)).to_ascii_lowercase(), a.get(i + 1))
-                {
-                    return c.out().error(&e);
+                let name = String::from_utf8_lossy(a.get(i)).to_ascii_lowercase();
+                if names.contains(&name) {
+                    return c.out().error(&config_failed(&name, "duplicate parameter"));
                 }
+                match config_change(shared, &name, a.get(i + 1)) {
+                    Ok(change) => changes.push(change),
+                    Err(e) => return c.out().error(&e),
+                }
+                names.push(name);
+            }
+            for change in changes {
+                apply_config(shared, change);
             }
             c.out().ok();
         }
@@ -959,65 +972,103 @@ fn config(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
     }
 }
 
-fn config_set(shared: &crate::server::Shared, key: &str, v: &[u8]) -> Result<(), String> {
+/// CONFIG SET's error for parameter `name`.
+fn config_failed(name: &str, why: &str) -> String {
+    format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+}
+
+/// One parameter of a CONFIG SET, checked, to apply once all are.
+enum Change {
+    AppendFsync(AppendFsync),
+    RequirePass(String),
+    MaxClients(usize),
+    MaxMemory(u64),
+    SlowlogSlowerThan(i64),
+    SlowlogMaxLen(usize),
+    ProtoMaxBulkLen(usize),
+    QueryBufferLimit(usize),
+    ProtectedMode(bool),
+    /// The value the server has already: nothing to do.
+    Unchanged,
+}
+
+/// Checks `name value`: the change it makes, or the error that says why
+/// it cannot take effect (never an OK that changes nothing).
+fn config_change(shared: &crate::server::Shared, name: &str, v: &[u8]) -> Result<Change, String> {
     let text = String::from_utf8_lossy(v).into_owned();
-    let bad = || {
-        format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer")
+    let failed = |why: &str| config_failed(name, why);
+    let int = || text.parse::<i64>().map_err(|_| failed("argument couldn't be parsed into an integer"));
+    let size = || int().and_then(|n| usize::try_from(n).map_err(|_| failed("argument must be 0 or more")));
+    let memory = || crate::server::parse_memory(&text).ok_or_else(|| failed("argument must be a memory value"));
+    let yes_no = || match text.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(failed("argument must be 'yes' or 'no'")),
     };
-    let num = || text.parse::<i64>().map_err(|_| bad());
-    let set = &shared.settings;
-    match key {
-        "appendfsync" => {
-            let a = AppendFsync::parse(&text).ok_or_else(|| format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument(s) must be one of the following: always, everysec, no"))?;
-            shared.set_appendfsync(a);
-        }
-        "requirepass" => {
-            shared.users.lock().unwrap_or_else(|e| e.into_inner()).set_requirepass(&text);
-            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
-        }
-        "maxclients" => set.maxclients.store(usize::try_from(num()?).map_err(|_| bad())?, Ordering::Relaxed),
-        "maxmemory" => {
-            let n = crate::server::parse_memory(&text).ok_or_else(|| {
-                format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be a memory value"
-                )
-            })?;
-            set.maxmemory.store(n, Ordering::Relaxed);
-        }
-        "maxmemory-policy" if text.eq_ignore_ascii_case("noeviction") => {}
-        "maxmemory-policy" => {
-            return Err(format!(
-                "ERR CONFIG SET failed (possibly related to argument '{key}') - epochdb evicts nothing: only noeviction"
-            ))
-        }
-        "slowlog-log-slower-than" => {
-            let n = num()?;
-            set.slowlog_slower_than.store(n, Ordering::Relaxed);
-        }
-        "slowlog-max-len" => {
-            let n = usize::try_from(num()?).map_err(|_| bad())?;
-            shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len = n;
-        }
+    let durability = shared.db.options().durability;
+    Ok(match name {
+        "appendfsync" => Change::AppendFsync(
+            AppendFsync::parse(&text).ok_or_else(|| failed("argument(s) must be one of the following: always, everysec, no"))?,
+        ),
+        "requirepass" => Change::RequirePass(text),
+        "maxclients" => Change::MaxClients(size()?),
+        "maxmemory" => Change::MaxMemory(memory()?),
+        "maxmemory-policy" if text.eq_ignore_ascii_case("noeviction") => Change::Unchanged,
+        "maxmemory-policy" => return Err(failed("epochdb evicts nothing: only noeviction")),
+        "slowlog-log-slower-than" => Change::SlowlogSlowerThan(int()?),
+        "slowlog-max-len" => Change::SlowlogMaxLen(size()?),
         "proto-max-bulk-len" => {
-            let n = usize::try_from(num()?).map_err(|_| bad())?;
+            let n = usize::try_from(memory()?).unwrap_or(usize::MAX);
             if !(1024..=(512 << 20)).contains(&n) {
-                return Err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be between 1024 and 536870912"));
+                return Err(failed("argument must be between 1024 and 536870912"));
             }
-            set.max_bulk.store(n, Ordering::Relaxed);
+            Change::ProtoMaxBulkLen(n)
         }
         "client-query-buffer-limit" => {
-            let n = usize::try_from(num()?).map_err(|_| bad())?;
+            let n = usize::try_from(memory()?).unwrap_or(usize::MAX);
             if n < 1024 * 1024 {
-                return Err(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be at least 1048576"
-                ));
+                return Err(failed("argument must be at least 1048576"));
             }
-            set.query_buffer_limit.store(n, Ordering::Relaxed);
+            Change::QueryBufferLimit(n)
         }
-        "save" | "timeout" | "appendonly" if matches!(text.as_str(), "" | "0" | "no" | "yes") => {}
-        _ => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{key}'")),
+        "protected-mode" => Change::ProtectedMode(yes_no()?),
+        "appendonly" if yes_no()? == (durability != Durability::Off) => Change::Unchanged,
+        "appendonly" => {
+            let mode = durability.name();
+            let to = if durability == Durability::Off { "log+checkpoint" } else { "off" };
+            return Err(failed(&format!(
+                "the log is set at start (--durability {mode}): restart the server with --durability {to}"
+            )));
+        }
+        "save" if text.is_empty() => Change::Unchanged,
+        "save" => {
+            return Err(failed(
+                "epochdb takes no snapshots at save points: checkpoints follow --checkpoint-interval while there are writes, and BGSAVE takes one now",
+            ))
+        }
+        "timeout" if text == "0" => Change::Unchanged,
+        "timeout" => return Err(failed("epochdb does not close idle clients: only 0 is accepted")),
+        _ => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
+    })
+}
+
+fn apply_config(shared: &crate::server::Shared, change: Change) {
+    let set = &shared.settings;
+    match change {
+        Change::AppendFsync(a) => shared.set_appendfsync(a),
+        Change::RequirePass(p) => {
+            shared.users.lock().unwrap_or_else(|e| e.into_inner()).set_requirepass(&p);
+            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
+        }
+        Change::MaxClients(n) => set.maxclients.store(n, Ordering::Relaxed),
+        Change::MaxMemory(n) => set.maxmemory.store(n, Ordering::Relaxed),
+        Change::SlowlogSlowerThan(n) => set.slowlog_slower_than.store(n, Ordering::Relaxed),
+        Change::SlowlogMaxLen(n) => shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len = n,
+        Change::ProtoMaxBulkLen(n) => set.max_bulk.store(n, Ordering::Relaxed),
+        Change::QueryBufferLimit(n) => set.query_buffer_limit.store(n, Ordering::Relaxed),
+        Change::ProtectedMode(on) => set.protected_mode.store(on, Ordering::Relaxed),
+        Change::Unchanged => {}
     }
-    Ok(())
 }
 
 /// Whether INFO with arguments `a` shows `section` (with none: the usual
@@ -1082,7 +1133,7 @@ pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate
         let cp = shared.db.checkpoint_stats();
         let _ = write!(
             out,
-            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nepochdb_durability:{:?}\r\nepochdb_epoch:{}\r\nepochdb_durable_epoch:{}\r\nepochdb_log_bytes:{}\r\nepochdb_checkpoints:{}\r\nappendfsync:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\naof_enabled:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nepochdb_durability:{:?}\r\nepochdb_epoch:{}\r\nepochdb_durable_epoch:{}\r\nepochdb_log_bytes:{}\r\nepochdb_checkpoints:{}\r\nepochdb_checkpoint_in_progress:{}\r\nepochdb_last_checkpoint_kind:{}\r\nepochdb_last_checkpoint_bytes:{}\r\nepochdb_last_checkpoint_records:{}\r\nepochdb_checkpoint_chain:{}\r\nappendfsync:{}\r\n\r\n",
             logging as u8,
             cp.in_progress as u8,
             lastsave(shared),
@@ -1091,6 +1142,15 @@ pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate
             shared.db.durable_epoch(),
             shared.db.log_bytes(),
             cp.installed,
+            cp.in_progress as u8,
+            match (cp.installed, cp.incremental) {
+                (0, _) => "none",
+                (_, true) => "incremental",
+                (_, false) => "full",
+            },
+            cp.bytes,
+            cp.records,
+            cp.chain,
             shared.appendfsync().name(),
         );
     }

@@ -10,8 +10,10 @@ use crate::glob;
 use crate::keyspace::{head_key, prefix_end, Db, Found, Head, Kind, Tally, EXPIRIES, HEADS, MAX_KEY, WRONGTYPE};
 use crate::resp::{format_f64, parse_f64, parse_i64, Args, Out};
 use epochdb::{Result, TableId, Txn};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// What a data command runs with.
 pub struct Exec<'a> {
@@ -19,34 +21,61 @@ pub struct Exec<'a> {
     pub out: Out<'a>,
     /// Every numbered database's table (COPY ... DB n).
     pub tables: &'a [TableId],
-    pub cursors: &'a mut Cursors,
+    pub cursors: &'a Cursors,
     /// Longest string value (`proto-max-bulk-len`, capped by the engine's).
     pub max_value: usize,
 }
 
-/// A client's SCAN/HSCAN positions: Redis cursors are integers, our
-/// positions keys, so each cursor handed out names a stored position.
-#[derive(Debug, Default)]
+/// SCAN and HSCAN positions, shared by every connection: a Redis cursor
+/// is an integer any connection may continue (clients rely on it, across
+/// reconnects too), our positions are keys, so each cursor handed out
+/// names a stored position. The newest [`OPEN_CURSORS`] are kept. A cursor
+/// not known (forgotten, or handed out before a restart) starts the
+/// iteration over, which SCAN's guarantees allow: an element may come
+/// twice, none present throughout is missed. Cursors count up from the
+/// start time in µs times 1024, so a restart hands out none of the old
+/// ones.
 pub struct Cursors {
-    next: u64,
-    open: VecDeque<(u64, Vec<u8>)>,
+    next: AtomicU64,
+    open: Mutex<Open>,
 }
 
-/// Cursors a client may hold at once; the oldest is forgotten first.
-const OPEN_CURSORS: usize = 64;
+/// The kept positions by cursor, and the cursors oldest first.
+#[derive(Default)]
+struct Open {
+    by_cursor: HashMap<u64, Vec<u8>>,
+    order: VecDeque<u64>,
+}
+
+/// Cursors kept at once; the oldest is forgotten first.
+const OPEN_CURSORS: usize = 1 << 14;
+
+impl Default for Cursors {
+    fn default() -> Cursors {
+        let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        Cursors { next: AtomicU64::new((micros as u64) << 10), open: Mutex::default() }
+    }
+}
 
 impl Cursors {
-    fn save(&mut self, position: Vec<u8>) -> u64 {
-        self.next += 1;
-        if self.open.len() == OPEN_CURSORS {
-            self.open.pop_front();
+    fn save(&self, position: Vec<u8>) -> u64 {
+        // Below 2^63, for clients that read a cursor as a signed integer.
+        let cursor = (self.next.fetch_add(1, Ordering::Relaxed) & (u64::MAX >> 1)).max(1);
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.order.len() == OPEN_CURSORS {
+            if let Some(old) = open.order.pop_front() {
+                open.by_cursor.remove(&old);
+            }
         }
-        self.open.push_back((self.next, position));
-        self.next
+        open.by_cursor.insert(cursor, position);
+        open.order.push_back(cursor);
+        cursor
     }
 
-    fn position(&self, cursor: u64) -> Option<Vec<u8>> {
-        self.open.iter().find(|(c, _)| *c == cursor).map(|(_, p)| p.clone())
+    /// Where `cursor` goes on from (empty: the start).
+    fn position(&self, cursor: u64) -> Vec<u8> {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.by_cursor.get(&cursor).cloned().unwrap_or_default()
     }
 }
 
@@ -606,20 +635,14 @@ fn scan_opts(x: &mut Exec<'_>, a: &Args, from: usize, allow_type: bool) -> Optio
     Some(o)
 }
 
-/// The position a SCAN cursor names; `None` (error written) if unknown.
+/// The position a SCAN cursor names; `None` (error written) if it is no
+/// unsigned integer.
 fn cursor_position(x: &mut Exec<'_>, arg: &[u8]) -> Option<Vec<u8>> {
     let Some(c) = std::str::from_utf8(arg).ok().and_then(|s| s.parse::<u64>().ok()) else {
         x.out.error("ERR invalid cursor");
         return None;
     };
-    if c == 0 {
-        return Some(Vec::new());
-    }
-    let p = x.cursors.position(c);
-    if p.is_none() {
-        x.out.error("ERR invalid cursor");
-    }
-    p
+    Some(if c == 0 { Vec::new() } else { x.cursors.position(c) })
 }
 
 pub fn scan(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {

@@ -12,7 +12,7 @@
 //! wakes it, so a lone client's write costs about one log sync.
 
 use crate::ahead::{Ahead, AHEAD};
-use crate::commands::{self, Cursors, Exec};
+use crate::commands::{self, Exec};
 use crate::fasthash::FastHash;
 use crate::keyspace::Db;
 use crate::resp::{Args, Limits, Out, Parser};
@@ -41,6 +41,16 @@ const READ_KEEP: usize = 1 << 20;
 /// drains: a client that does not read its replies cannot make us buffer
 /// without bound, and others are not slowed by it.
 const OUTPUT_HIGH_WATER: usize = 64 << 20;
+/// How often a refused connection or a cross-protocol request is logged
+/// at most (a flood of them must not flood the log).
+const WARN_EVERY: Duration = Duration::from_secs(10);
+/// Protected mode's reply to a client it refuses (Redis's `DENIED`).
+const DENIED: &[u8] =
+    b"-DENIED epochdb is running in protected mode because protected mode is enabled and no password \
+is set for the default user. In this mode connections are only accepted from the loopback interface. To let other \
+clients in, set a password (--requirepass, or CONFIG SET requirepass from the loopback interface), or turn protected \
+mode off (--protected-mode no, or CONFIG SET protected-mode no from the loopback interface) once the server cannot be \
+reached from untrusted networks.\r\n";
 /// How often a loop with clients in WAIT looks at the acknowledgements.
 const WAIT_POLL: Duration = Duration::from_millis(2);
 /// How often the loop does its housekeeping (expiry sweep, kills).
@@ -100,8 +110,17 @@ impl ReadBuf {
         &self.buf[..self.len]
     }
 
-    /// Room for at least `want` more bytes (zeroed only when it grows).
-    fn room(&mut self, want: usize) -> &mut [u8] {
+    /// Room for at least `want` more bytes (zeroed only when it grows),
+    /// in a buffer with capacity for `expect` more: the rest of a bulk
+    /// string whose length has arrived. Its capacity is taken at once,
+    /// exactly (as Redis does for a big argument), so the buffer is never
+    /// copied as the bulk arrives and never grows past it; only what is
+    /// zeroed and read into becomes resident.
+    fn room(&mut self, want: usize, expect: usize) -> &mut [u8] {
+        let cap = self.len + expect.max(want);
+        if self.buf.capacity() < cap {
+            self.buf.reserve_exact(cap - self.buf.len());
+        }
         if self.buf.len() < self.len + want {
             self.buf.resize(self.len + want, 0);
         }
@@ -118,10 +137,15 @@ impl ReadBuf {
         let n = n.min(self.len);
         self.buf.copy_within(n..self.len, 0);
         self.len -= n;
-        if self.len == 0 && self.buf.len() > READ_KEEP {
-            self.buf.truncate(READ_CHUNK);
-            self.buf.shrink_to_fit();
+        if self.len == 0 && self.buf.capacity() > READ_KEEP {
+            crate::resp::free_buffer(std::mem::replace(&mut self.buf, vec![0; READ_CHUNK]));
         }
+    }
+}
+
+impl Drop for ReadBuf {
+    fn drop(&mut self) {
+        crate::resp::free_buffer(std::mem::take(&mut self.buf));
     }
 }
 
@@ -146,7 +170,6 @@ pub struct Client {
     pub multi: Option<Vec<(usize, Args)>>,
     pub multi_failed: bool,
     pub watched: Vec<Watched>,
-    pub cursors: Cursors,
     /// The epoch of this client's last write (WAIT, WAITAOF).
     pub last_write_epoch: u64,
     /// In WAIT or WAITAOF: nothing more of its input runs until it is
@@ -239,6 +262,9 @@ pub struct EventLoop {
     clock: (Instant, u64),
     /// A data command's [`Db`], kept for its buffers.
     db: Db,
+    /// When this loop last logged a connection refused by protected
+    /// mode, and a cross-protocol request (see [`WARN_EVERY`]).
+    warned: [Option<Instant>; 2],
 }
 
 impl EventLoop {
@@ -269,6 +295,7 @@ impl EventLoop {
             over_memory: false,
             clock: (Instant::now(), now_ms()),
             db: Db::new(first_table, 0),
+            warned: [None; 2],
         })
     }
 
@@ -374,6 +401,12 @@ impl EventLoop {
                     return;
                 }
             };
+            if self.protected(addr) {
+                ThreadStats::add(&self.stats.rejected_connections, 1);
+                let _ = sock.write(DENIED);
+                self.warn(0, &format!("refused {addr}: protected mode lets only loopback clients in while the default user has no password"));
+                continue;
+            }
             let max = self.shared.settings.maxclients.load(Ordering::Relaxed);
             if self.shared.connected.fetch_add(1, Ordering::AcqRel) >= max {
                 self.shared.connected.fetch_sub(1, Ordering::AcqRel);
@@ -430,7 +463,6 @@ impl EventLoop {
                     multi: None,
                     multi_failed: false,
                     watched: Vec::new(),
-                    cursors: Cursors::default(),
                     last_write_epoch: 0,
                     blocked: None,
                     close_after_reply: false,
@@ -441,6 +473,25 @@ impl EventLoop {
         }
     }
 
+    /// Whether protected mode refuses a client from `addr`: it is on, the
+    /// default user needs no password, and the client is not on loopback.
+    fn protected(&self, addr: SocketAddr) -> bool {
+        if !self.shared.settings.protected_mode.load(Ordering::Relaxed) || is_loopback(addr.ip()) {
+            return false;
+        }
+        let users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
+        users.users.get("default").is_some_and(|d| d.nopass)
+    }
+
+    /// Logs `what` unless this loop logged a warning of kind `kind` less
+    /// than [`WARN_EVERY`] ago.
+    fn warn(&mut self, kind: usize, what: &str) {
+        if self.warned[kind].is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            self.warned[kind] = Some(Instant::now());
+            ::log::warn!("{what}");
+        }
+    }
+
     /// Reads what the client sent, then runs it. `closing`: the event also
     /// said the peer closed (or failed), so read on to the end.
     fn readable(&mut self, t: Token, closing: bool) {
@@ -448,8 +499,8 @@ impl EventLoop {
         let Some(c) = self.clients.get_mut(&t) else { return };
         let mut eof = false;
         loop {
-            let want = c.parser.wants(c.rbuf.filled()).unwrap_or(0).clamp(READ_CHUNK, 16 << 20);
-            let room = c.rbuf.room(want);
+            let expect = c.parser.wants(c.rbuf.filled()).unwrap_or(0).min(limit);
+            let room = c.rbuf.room(expect.clamp(READ_CHUNK, 16 << 20), expect);
             let asked = room.len();
             match c.sock.read(room) {
                 Ok(0) => {
@@ -557,6 +608,18 @@ impl EventLoop {
 
     /// Runs one request and writes its reply.
     fn execute(&mut self, t: Token, args: &Args) {
+        // An HTTP request (a browser led to post to this port) shows its
+        // method or a header as the first word of an inline line: close
+        // before its body can run as commands, as Redis does.
+        let name = args.get(0);
+        if name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:") {
+            let addr = self.clients.get(&t).map(|c| c.info.addr);
+            if let Some(c) = self.clients.get_mut(&t) {
+                c.closed = true;
+            }
+            self.warn(1, &format!("possible SECURITY ATTACK: {addr:?} sent an HTTP POST or Host: line, a cross-protocol request; connection closed"));
+            return;
+        }
         let Some(c) = self.clients.get_mut(&t) else { return };
         let start = Instant::now();
         let Some((i, cmd)) = lookup(args.get(0)) else {
@@ -659,7 +722,7 @@ impl EventLoop {
         let max_value = self.shared.db.options().max_value_len;
         let scratch = &mut self.scratch;
         let resp3 = c.resp3;
-        let cursors = &mut c.cursors;
+        let cursors = &self.shared.cursors;
         let tables = &self.shared.tables;
         // The key and value buffers of the command before, so that a
         // command allocates none of its own (1-2% of a loop's time).
@@ -936,6 +999,15 @@ impl EventLoop {
 
 /// A client-supplied name shown in an error, cut short and without line
 /// breaks.
+/// Whether a peer is on this machine's loopback interface (127.0.0.0/8,
+/// ::1, or 127.x as an IPv4-mapped IPv6 address).
+fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
 pub fn printable(a: &[u8]) -> String {
     let s: String = String::from_utf8_lossy(&a[..a.len().min(128)]).chars().filter(|c| !c.is_control()).collect();
     s
@@ -969,14 +1041,14 @@ mod tests {
     #[test]
     fn a_read_buffer_keeps_what_is_not_consumed_and_shrinks_when_empty() {
         let mut b = ReadBuf::default();
-        let room = b.room(READ_CHUNK);
+        let room = b.room(READ_CHUNK, 0);
         assert!(room.len() >= READ_CHUNK);
         room[..5].copy_from_slice(b"hello");
         b.add(5);
         b.consume(2);
         assert_eq!(b.filled(), b"llo");
         // Growing for a big request keeps the bytes before it.
-        let room = b.room(2 * READ_KEEP);
+        let room = b.room(2 * READ_KEEP, 0);
         room[..2].copy_from_slice(b"!!");
         b.add(2);
         assert_eq!(b.filled(), b"llo!!");
@@ -986,5 +1058,17 @@ mod tests {
         b.consume(2);
         assert_eq!(b.filled(), b"");
         assert_eq!(b.buf.len(), READ_CHUNK, "cut back once empty");
+    }
+
+    #[test]
+    fn a_read_buffer_takes_a_declared_bulk_at_once_and_zeroes_only_what_it_reads_into() {
+        let mut b = ReadBuf::default();
+        let expect = 64 * READ_CHUNK;
+        for i in 0..64 {
+            let room = b.room(READ_CHUNK, expect - i * READ_CHUNK);
+            assert_eq!(room.len(), READ_CHUNK, "zeroed only as far as the next read");
+            b.add(READ_CHUNK);
+            assert_eq!(b.buf.capacity(), expect, "the bulk's room, exactly, from the start");
+        }
     }
 }

@@ -14,6 +14,34 @@
 /// Longest inline request or `*`/`$` header line (Redis: 64 KiB).
 pub const MAX_INLINE: usize = 64 * 1024;
 
+/// Argument bytes a connection keeps room for between requests.
+const KEEP_ARGS: usize = 16 << 20;
+
+/// Frees a buffer, first handing its whole pages back to the kernel when
+/// it is large (a value of megabytes, or one a client never finished
+/// sending): an allocator may keep freed memory for reuse (mimalloc
+/// purges it only at a later allocation by the same thread, which an idle
+/// event loop never makes), and the server's resident size must fall when
+/// the client that made it grow is gone.
+pub fn free_buffer(buf: Vec<u8>) {
+    const PAGE: usize = 4096;
+    if buf.capacity() < RELEASE_ABOVE {
+        return;
+    }
+    let start = buf.as_ptr() as usize;
+    let (first, end) = (start.next_multiple_of(PAGE), (start + buf.capacity()) / PAGE * PAGE);
+    if first < end {
+        // SAFETY: [first, end) lies inside `buf`'s allocation, which this
+        // function owns and frees right after; MADV_DONTNEED only drops
+        // the pages' contents (they read as zeros if touched again), which
+        // nothing reads before the allocator reuses them.
+        unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED) };
+    }
+}
+
+/// Buffers from this size up are handed back by [`free_buffer`].
+const RELEASE_ABOVE: usize = 1 << 20;
+
 /// Bounds on one request.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -65,15 +93,25 @@ impl Args {
         self.ends.push(self.data.len());
     }
 
-    /// Empties it, keeping the buffers.
+    /// Empties it, keeping the buffers unless a big request left them
+    /// large: a connection does not go on holding its largest value.
     pub fn clear(&mut self) {
         self.data.clear();
         self.ends.clear();
+        if self.data.capacity() > KEEP_ARGS {
+            free_buffer(std::mem::take(&mut self.data));
+        }
     }
 
     /// A copy that owns exactly what it needs (a command queued by MULTI).
     pub fn to_owned_args(&self) -> Args {
         Args { data: self.data.clone(), ends: self.ends.clone() }
+    }
+}
+
+impl Drop for Args {
+    fn drop(&mut self) {
+        free_buffer(std::mem::take(&mut self.data));
     }
 }
 

@@ -2,6 +2,7 @@
 //! starting and stopping it.
 
 use crate::acl::Users;
+use crate::commands::Cursors;
 use crate::counts::Counts;
 use crate::event_loop::EventLoop;
 use crate::resp::Limits;
@@ -68,6 +69,10 @@ pub struct Config {
     pub appendfsync: AppendFsync,
     /// The default user's password (`requirepass`); `None`: no password.
     pub requirepass: Option<String>,
+    /// Redis's protected mode: while the default user has no password,
+    /// only clients on the loopback interface are let in; others get a
+    /// `DENIED` error and are closed.
+    pub protected_mode: bool,
     /// Numbered databases (`SELECT 0..n`), each a table.
     pub databases: usize,
     pub maxclients: usize,
@@ -161,6 +166,7 @@ impl Default for Config {
             threads: 0,
             appendfsync: AppendFsync::Everysec,
             requirepass: None,
+            protected_mode: true,
             databases: 16,
             maxclients: 10_000,
             maxmemory: 0,
@@ -228,6 +234,7 @@ pub struct Settings {
     pub maxmemory: AtomicU64,
     pub max_bulk: AtomicUsize,
     pub query_buffer_limit: AtomicUsize,
+    pub protected_mode: AtomicBool,
 }
 
 /// State the event loops share; touched rarely on the request path.
@@ -249,6 +256,8 @@ pub struct Shared {
     /// INFO keyspace's counts.
     pub counts: Arc<Counts>,
     pub slowlog: Mutex<Slowlog>,
+    /// SCAN and HSCAN cursors, which any connection may continue.
+    pub cursors: Cursors,
     pub shutdown: AtomicBool,
     pub started: Instant,
     pub wakeups: Arc<Wakeups>,
@@ -378,6 +387,24 @@ fn primary_tables(backup: &Backup, r: &ReplicaOf, databases: usize) -> Result<Ve
     }
 }
 
+/// Says so at start when the data directory holds tables that are not
+/// the server's numbered databases (a benchmark's, an embedding
+/// program's): they are recovered and kept in memory, but no command
+/// reaches them.
+fn warn_of_other_tables(db: &Database) {
+    let numbered =
+        |n: &str| n.strip_prefix("redis.").is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
+    let others: Vec<String> = db.table_names().into_iter().filter(|n| !numbered(n)).collect();
+    if let (false, Some(dir)) = (others.is_empty(), &db.options().data_dir) {
+        ::log::warn!(
+            "{} holds tables that are not the server's ({}): they are recovered and kept in memory, but no command \
+             reaches them; give the server a --data-dir of its own",
+            dir.display(),
+            others.join(", ")
+        );
+    }
+}
+
 /// A running server.
 pub struct Server {
     shared: Arc<Shared>,
@@ -395,6 +422,7 @@ impl Server {
         let (db, backup, tables) = match &config.replicaof {
             None => {
                 let db = Database::open(options)?;
+                warn_of_other_tables(&db);
                 let tables = (0..config.databases)
                     .map(|i| {
                         let name = format!("redis.{i}");
@@ -434,7 +462,9 @@ impl Server {
                 maxmemory: AtomicU64::new(config.maxmemory),
                 max_bulk: AtomicUsize::new(config.limits.max_bulk),
                 query_buffer_limit: AtomicUsize::new(config.query_buffer_limit),
+                protected_mode: AtomicBool::new(config.protected_mode),
             },
+            cursors: Cursors::default(),
             slowlog: Mutex::new(Slowlog::new(config.slowlog_max_len)),
             config,
             db,

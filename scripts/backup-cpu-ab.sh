@@ -24,7 +24,7 @@ for rep in $(seq "$reps"); do
   mapfile -t order < <(round_order "$rep" "$@")
   for bin in "${order[@]}"; do
     taskset -c 0 "$bin" bench tpcc --threads 1 --duration 10 --warmup 5 --durability "$durability" \
-      --data-dir "$scratch/db" --replicas 1 --safety sync --replica-cpu 1 --replay-threads 1 \
+      --data-dir "$scratch/db" --overwrite --replicas 1 --safety sync --replica-cpu 1 --replay-threads 1 \
       --json "$scratch/r.json" >/dev/null 2>&1
     python3 - "$bin" "$scratch/r.json" <<'EOF' | tee -a "$runs"
 import json, sys

@@ -27,7 +27,7 @@ for rep in $(seq "$reps"); do
     for t in 1 2; do
       f="$out/bootstrap-$b-$t-$rep.json"
       "${bins[$b]}" bench tpcc --threads 2 --duration "$secs" --warmup 0 --durability log+checkpoint \
-        --data-dir "$scratch/db" --replicas 1 --replicas-join end --replay-threads $t --json "$f" >/dev/null 2>&1
+        --data-dir "$scratch/db" --overwrite --replicas 1 --replicas-join end --replay-threads $t --json "$f" >/dev/null 2>&1
       py 'print("'"${bins[$b]}"', replay threads '$t': %.1f MB, in sync %.2f s, caught up %.2f s, backup CPU %.2f s, backup peak RSS %.0f MB" % (r["primary_bytes"] / 1e6, r["in_sync_s"], r["caught_up_s"], r["backup_cpu_s"], r.get("backup_peak_rss_mb", 0)))' "$f"
       rm -rf "$scratch"/db*
     done

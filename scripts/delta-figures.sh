@@ -17,10 +17,10 @@ bench() { $bin bench tpcc --threads 2 --quiet "$@" > /dev/null; }
 # ONLY=recovery skips the throughput runs.
 [ "${ONLY:-}" = recovery ] || for run in 1 2 3; do
   for d in off log delta; do
-    bench --duration 20 --durability $d --data-dir "$dir" --json "$out/delta-$d-$run.json"
+    bench --duration 20 --durability $d --data-dir "$dir" --overwrite --json "$out/delta-$d-$run.json"
   done
   for d in log+checkpoint delta+checkpoint; do
-    bench --duration 30 --durability $d --data-dir "$dir" --json "$out/delta-$d-$run.json"
+    bench --duration 30 --durability $d --data-dir "$dir" --overwrite --json "$out/delta-$d-$run.json"
   done
 done
 [ "${ONLY:-}" = recovery ] || for d in off log delta log+checkpoint delta+checkpoint; do
@@ -41,7 +41,7 @@ done
 
 for d in log+checkpoint delta+checkpoint; do
   rm -rf "$dir" "$dir.orig"
-  bench --duration 30 --durability $d --data-dir "$dir.orig"
+  bench --duration 30 --durability $d --data-dir "$dir.orig" --overwrite
   recover_medians "$dir.orig" "$dir" "delta-$d"
 done
 rm -rf "$dir" "$dir.orig"

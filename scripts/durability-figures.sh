@@ -15,7 +15,7 @@ dir=${1:-target/figures-data}
 [ "${ONLY:-}" = recovery ] || for wl in tpcc ycsb; do
   for run in 1 2 3; do
     for d in off log log+checkpoint; do
-      $bin bench $wl --threads 2 --duration 20 --quiet --durability $d --data-dir "$dir" \
+      $bin bench $wl --threads 2 --duration 20 --quiet --durability $d --data-dir "$dir" --overwrite \
         --json "$out/$wl-$d-$run.json" > /dev/null
     done
   done

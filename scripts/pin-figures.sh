@@ -20,7 +20,7 @@ trap 'jobs -p | xargs -r kill 2>/dev/null; wait; rm -rf "$data"' EXIT
 declare -A res
 run() { # MODE CPU
   local mode=$1 cpu=$2 args=() out pid worker= best=-1
-  [ "$mode" = log ] && args=(--durability log --data-dir "$data/db")
+  [ "$mode" = log ] && args=(--durability log --data-dir "$data/db" --overwrite)
   out=$(mktemp -p "$data")
   "$bin" bench tpcc --threads 1 --duration 8 --warmup 2 --schema silo --quiet "${args[@]}" > "$out" 2>&1 &
   pid=$!

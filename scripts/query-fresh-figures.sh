@@ -53,7 +53,7 @@ for rep in $(seq "$reps"); do
       *) c0=${c%@tmpfs}; extra=(--replicas "${c0##*-}" --safety "${c0%-*}" --replica-cpu 1 --replay-threads 1) ;;
     esac
     taskset -c 0 $bin bench tpcc --threads 1 --duration "$secs" --warmup 5 --durability log \
-      --data-dir "$scratch/db" "${extra[@]}" --json "$out/qf-$c-$rep.json" >/dev/null 2>&1
+      --data-dir "$scratch/db" --overwrite "${extra[@]}" --json "$out/qf-$c-$rep.json" >/dev/null 2>&1
     if [ -n "$neighbour" ]; then kill "$neighbour"; wait "$neighbour" 2>/dev/null || true; fi
     rm -rf "$scratch"/db* "$shm"
   done

@@ -23,7 +23,7 @@ for rep in $(seq "$reps"); do
       [ "${READERS:-0}" = 0 ] || extra=(--replica-readers "$READERS")
       [ $p = pinned ] && pre=(taskset -c 0) extra+=(--replica-cpu 1) threads=1
       "${pre[@]}" "$bin" bench tpcc --threads $threads --duration "$secs" --warmup 1 --durability log \
-        --data-dir "$scratch/db" --replicas 1 --safety sync "${extra[@]}" --json "$scratch/$i-$p-$rep.json" \
+        --data-dir "$scratch/db" --overwrite --replicas 1 --safety sync "${extra[@]}" --json "$scratch/$i-$p-$rep.json" \
         >/dev/null 2>&1
     done
     i=$((i + 1))

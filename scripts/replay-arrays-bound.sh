@@ -73,7 +73,7 @@ builds=(direct bound nokeep)
 for rep in $(seq "$reps"); do
   for b in "${builds[@]}"; do
     taskset -c 0 "$scratch/$b" bench tpcc --threads 1 --duration "$secs" --warmup 1 --durability log \
-      --data-dir "$scratch/db" --replicas 1 --safety sync --replica-cpu 1 --replay-threads 1 \
+      --data-dir "$scratch/db" --overwrite --replicas 1 --safety sync --replica-cpu 1 --replay-threads 1 \
       --json "$out/ra-$b-$rep.json" >/dev/null 2>&1
     rm -rf "$scratch"/db*
   done

@@ -33,7 +33,7 @@ run() { # $1 workload $2 placement $3 config $4 rep
   local keys=()
   [ "$1" = ycsb ] && keys=(--keys 1000000)
   "${pre[@]}" $bin bench "$1" "${keys[@]}" --threads $threads --duration 5 --warmup 1 --durability log \
-    --data-dir "$scratch/db" "${extra[@]}" --json "$out/repl-$1-$2-$3-$4.json" >/dev/null 2>&1
+    --data-dir "$scratch/db" --overwrite "${extra[@]}" --json "$out/repl-$1-$2-$3-$4.json" >/dev/null 2>&1
 }
 
 for rep in $(seq "$reps"); do

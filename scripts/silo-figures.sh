@@ -99,7 +99,7 @@ silo_run() { # CONFIG THREADS LOG(0|1) FILE
 epochdb_run() { # CONFIG THREADS DURABILITY FILE
   local bench=${1%%-*} t=$2 d=$3 f=$4 args=()
   read -ra args <<< "$(epochdb_span "$1")"
-  [ "$d" = off ] || args+=(--durability "$d" --data-dir "$data/epochdb")
+  [ "$d" = off ] || args+=(--durability "$d" --data-dir "$data/epochdb" --overwrite)
   [ "$bench" = ycsb ] || args+=(--schema "$schema")
   # No warm-up, as Silo's driver has none: both sides measure from their
   # first transaction and run for the same seconds (peak memory grows

@@ -193,11 +193,14 @@ pub struct DurabilityArgs {
     /// Durability mode
     #[arg(long, value_enum, default_value_t = DurabilityArg::Off)]
     pub durability: DurabilityArg,
-    /// Data directory [env: EPOCHDB_DATA_DIR] [default: epochdb-data]. A benchmark loads afresh, so the
-    /// database there is deleted first: refused if a process has it open or it holds a file epochdb did not
-    /// write. Needs --durability
+    /// Data directory [default: epochdb-bench]. A benchmark loads afresh into an empty one: a database
+    /// already there is refused unless --overwrite. Needs --durability
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Delete the database in --data-dir (and in its replicas' directories) before loading. Refused all the
+    /// same if a process has it open or it holds a file epochdb did not write. Needs --durability
+    #[arg(long)]
+    pub overwrite: bool,
     /// A log directory, one logger each; repeat for several disks [default: DATA-DIR/log]. Needs --durability
     #[arg(long = "log-dir", value_name = "DIR")]
     pub log_dirs: Vec<PathBuf>,
@@ -219,6 +222,7 @@ impl DurabilityArgs {
                 ("--data-dir", self.data_dir.is_some()),
                 ("--log-dir", !self.log_dirs.is_empty()),
                 ("--checkpoint-interval", self.checkpoint_interval.is_some()),
+                ("--overwrite", self.overwrite),
             ];
             if let Some((flag, _)) = given.into_iter().find(|g| g.1) {
                 return Err(
@@ -230,7 +234,7 @@ impl DurabilityArgs {
         if !durability.checkpoints() && self.checkpoint_interval.is_some() {
             return Err("--checkpoint-interval needs --durability log+checkpoint or delta+checkpoint".into());
         }
-        let data_dir = self.data_dir.clone().unwrap_or_else(default_data_dir);
+        let data_dir = self.data_dir.clone().unwrap_or_else(|| BENCH_DATA_DIR.into());
         Ok(Options {
             durability,
             data_dir: Some(data_dir),
@@ -241,7 +245,12 @@ impl DurabilityArgs {
     }
 }
 
-/// `EPOCHDB_DATA_DIR`, else `epochdb-data`.
+/// A benchmark's data directory unless told otherwise: its own, apart
+/// from the server's, so that a benchmark never meets the server's data.
+pub const BENCH_DATA_DIR: &str = "epochdb-bench";
+
+/// The server's data directory unless told otherwise: `EPOCHDB_DATA_DIR`,
+/// else `epochdb-data`.
 pub fn default_data_dir() -> PathBuf {
     std::env::var_os("EPOCHDB_DATA_DIR").filter(|d| !d.is_empty()).map_or_else(|| "epochdb-data".into(), Into::into)
 }

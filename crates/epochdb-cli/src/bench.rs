@@ -14,6 +14,7 @@ use epochdb_workloads::report::{
 };
 use epochdb_workloads::ycsb::{self, Config, Distribution, Ycsb};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// `epochdb bench ycsb`.
@@ -99,17 +100,48 @@ fn check_memory(what: &str, bytes: u64) -> CliResult<()> {
 }
 
 /// Opens the engine. A durable benchmark starts from an empty data
-/// directory: [`epochdb::destroy`] removes the database there first, if
-/// no process has it open and it holds nothing epochdb did not write.
+/// directory (and empty directories for its backups): a database there is
+/// refused unless `overwrite`, and then [`epochdb::destroy`] removes it,
+/// if no process has it open and it holds nothing epochdb did not write.
 /// The command exits after its one run, so the database's rows are left
 /// to the exit rather than freed one by one.
-fn open(variant: Variant, options: Options) -> CliResult<EpochDb> {
-    if options.durability != Durability::Off {
+fn open(variant: Variant, options: Options, overwrite: bool, replicas: u32) -> CliResult<EpochDb> {
+    if let (true, Some(data)) = (options.durability != Durability::Off, &options.data_dir) {
+        refuse_a_database(data, &options.log_dirs, overwrite)?;
+        for i in 0..replicas {
+            refuse_a_database(&crate::replicas::replica_dir(data, i), &[], overwrite)?;
+        }
         epochdb::destroy(&options).map_err(|e| failed(format!("cannot start from an empty data directory: {e}")))?;
     }
     let engine = EpochDb::open(variant, options).map_err(failed)?;
     engine.database().skip_freeing_at_close();
     Ok(engine)
+}
+
+/// A benchmark deletes no database it did not make in this run unless
+/// told to: the error names the directory, what it holds, and the flag.
+fn refuse_a_database(dir: &Path, log_dirs: &[PathBuf], overwrite: bool) -> CliResult<()> {
+    if overwrite || !dir.is_dir() {
+        return Ok(());
+    }
+    let holds = match epochdb::inspect(dir, log_dirs) {
+        Err(epochdb::Error::NotADatabase(_)) => return Ok(()),
+        Err(e) => format!("a database that cannot be read ({e})"),
+        Ok(i) => {
+            let checkpoint = i.checkpoint.iter().flat_map(|c| &c.files).map(|f| f.bytes).sum::<u64>();
+            let log = i.logs.iter().map(|l| l.bytes).sum::<u64>();
+            format!(
+                "a database with tables {} ({:.1} MB of checkpoint and log)",
+                i.tables.join(", "),
+                (checkpoint + log) as f64 / 1e6
+            )
+        }
+    };
+    Err(failed(format!(
+        "{} holds {holds}; a benchmark loads afresh and would delete it: give another --data-dir, or pass \
+         --overwrite to delete it",
+        dir.display()
+    )))
 }
 
 /// Prints, and returns for the report, what durability cost: log bytes,
@@ -205,7 +237,7 @@ pub fn tpcc(a: TpccArgs) -> CliResult<ExitCode> {
     }
     check_memory(&format!("{warehouses} warehouses"), warehouses as u64 * WAREHOUSE_BYTES)?;
     let options = a.replication.apply(a.durability.options()?)?;
-    let mut engine = open(variant, options)?;
+    let mut engine = open(variant, options, a.durability.overwrite, a.replication.replicas)?;
     engine.snapshot_reads = a.snapshot_reads;
     let mut replicas = Replicas::start(&a.replication, engine.database(), Join::Start)?;
     let load_start = std::time::Instant::now();
@@ -319,7 +351,7 @@ pub fn ycsb(a: YcsbArgs) -> CliResult<ExitCode> {
         return Err("--replica-readers runs TPC-C's read-only transactions: use it with bench tpcc".into());
     }
     let options = a.replication.apply(a.durability.options()?)?;
-    let engine = open(variant, options)?;
+    let engine = open(variant, options, a.durability.overwrite, a.replication.replicas)?;
     let mut replicas = Replicas::start(&a.replication, engine.database(), Join::Start)?;
     let rss_before = rss_bytes();
     let load_start = std::time::Instant::now();

@@ -51,6 +51,11 @@ pub enum Join {
     End,
 }
 
+/// The data directory of a benchmark's backup `i`.
+pub fn replica_dir(data: &std::path::Path, i: u32) -> PathBuf {
+    PathBuf::from(format!("{}.replica-{i}", data.display()))
+}
+
 /// Pins this process's threads, and every thread it starts from now on, to
 /// `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> CliResult<()> {
@@ -244,7 +249,7 @@ impl Replicas {
         };
         let (released, primary_bytes, t0) = (st.released, dir_bytes(&data), Instant::now());
         for i in 0..a.replicas {
-            let dir = PathBuf::from(format!("{}.replica-{i}", data.display()));
+            let dir = replica_dir(&data, i);
             let dir_options =
                 Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
             epochdb::destroy(&dir_options).map_err(|e| failed(format!("cannot empty {}: {e}", dir.display())))?;

@@ -1,6 +1,6 @@
 //! `epochdb serve`: the Redis-protocol server.
 
-use crate::args::{epoch_ms, failed, run_secs, CliResult, DurabilityArg, DurabilityArgs};
+use crate::args::{default_data_dir, epoch_ms, failed, run_secs, CliResult, DurabilityArg, DurabilityArgs};
 use crate::signals::Stop;
 use clap::{Args, ValueEnum};
 use epochdb::{Backup, BackupOptions, Durability, PrimaryOptions, Safety};
@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// Password of the default user (clients must AUTH)
     #[arg(long, value_name = "PASSWORD", env = "EPOCHDB_REQUIREPASS", hide_env_values = true)]
     pub requirepass: Option<String>,
+    /// While the default user has no password, let in only clients on the loopback interface; others get a
+    /// DENIED error (as Redis's protected mode)
+    #[arg(long, value_name = "yes|no", default_value = "yes", value_parser = yes_no, action = clap::ArgAction::Set)]
+    pub protected_mode: bool,
     /// Numbered databases (SELECT 0..N-1)
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub databases: u16,
@@ -176,6 +180,15 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Redis's booleans: yes or no.
+fn yes_no(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("must be yes or no".into()),
+    }
+}
+
 fn memory_arg(text: &str) -> Result<u64, String> {
     epochdb_server::parse_memory(text).ok_or_else(|| format!("{text:?}: bytes, or a number with k, kb, m, mb, g or gb"))
 }
@@ -189,9 +202,11 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
     }
     // The same options, defaults and usage errors as a durable benchmark's
     // (only what happens to a database already there differs: kept).
+    let durable = a.durability.mode() != Durability::Off;
     let options = DurabilityArgs {
         durability: a.durability,
-        data_dir: a.data_dir,
+        data_dir: a.data_dir.or_else(|| durable.then(default_data_dir)),
+        overwrite: false,
         log_dirs: a.log_dirs,
         checkpoint_interval: a.checkpoint_interval,
         epoch_ms: a.epoch_ms,
@@ -218,6 +233,7 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
             AppendFsyncArg::No => AppendFsync::No,
         },
         requirepass: a.requirepass,
+        protected_mode: a.protected_mode,
         databases: a.databases.into(),
         maxclients: a.maxclients,
         maxmemory: a.maxmemory.unwrap_or(0),

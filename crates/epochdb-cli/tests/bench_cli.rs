@@ -302,7 +302,9 @@ fn a_benchmark_with_a_replica_reports_its_lag_and_the_backup_is_consistent() {
     // A 1-second, 1-thread durable TPC-C run with one replica.
     let bench = |durability: &str, extra: &[&str]| -> BenchReport {
         let mut args = vec!["bench", "tpcc", "--threads", "1", "--duration", "1", "--warmup", "0", "--quiet"];
-        args.extend(["--durability", durability, "--data-dir", &data, "--replicas", "1", "--json", json_path]);
+        // Each run replaces the last one's database and its replica's.
+        args.extend(["--durability", durability, "--data-dir", &data, "--overwrite", "--replicas", "1"]);
+        args.extend(["--json", json_path]);
         args.extend(extra);
         let out = epochdb(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -4,9 +4,11 @@
 //! opened only from the working directory that created it (#3), and
 //! numbers that panicked (#7).
 
+mod common;
 #[path = "../../epochdb/tests/common/files.rs"]
 mod files;
 
+use common::Scratch;
 use epochdb::{Database, Durability, Options, TableOptions};
 use files::snapshot_of;
 use std::path::{Path, PathBuf};
@@ -25,30 +27,9 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// A fresh directory for one test, removed when the test is done with it
-/// (kept after a failure, to look at).
+/// A fresh directory for one test, removed once it passed.
 fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("epochdb-safety-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    Scratch(dir)
-}
-
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    Scratch::new(&format!("safety-{name}"))
 }
 
 fn str_of(p: &Path) -> &str {
@@ -105,7 +86,8 @@ fn a_bench_never_empties_a_database_another_process_has_open() {
     for i in 0..10u32 {
         w.run_durable(|txn| txn.put(t, &i.to_be_bytes(), b"acknowledged")).expect("put");
     }
-    let out = bench(&dir, str_of(&dir), &[]);
+    // Even told to overwrite it.
+    let out = bench(&dir, str_of(&dir), &["--overwrite"]);
     assert!(!out.status.success(), "the bench ran on a live database: {}", text(&out));
     assert!(text(&out).contains("open elsewhere"), "{}", text(&out));
     for i in 10..15u32 {
@@ -152,7 +134,7 @@ fn a_bench_refuses_to_delete_files_epochdb_did_not_write() {
     assert!(bench(&dir, str_of(&data), &[]).status.success());
     let notes = data.join("log/notes.txt");
     std::fs::write(&notes, "mine").expect("user file");
-    let out = bench(&dir, str_of(&data), &[]);
+    let out = bench(&dir, str_of(&data), &["--overwrite"]);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("notes.txt"), "the refusal names the file: {}", text(&out));
     assert_eq!(std::fs::read_to_string(&notes).expect("still there"), "mine");

@@ -30,17 +30,7 @@ fn serve_with(dir: &std::path::Path, more: &[&str]) -> (Served, Option<String>) 
         .collect();
     args.extend(["--data-dir".into(), dir.as_os_str().to_owned()]);
     let (child, stderr, mut lines) = common::spawn(&args);
-    let port = loop {
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let addr: std::net::SocketAddr = rest.split_whitespace().next().unwrap().parse().unwrap();
-                    break addr.port();
-                }
-            }
-            _ => panic!("epochdb serve exited before listening: {}", stderr.lock().unwrap()),
-        }
-    };
+    let port = common::port_of(&mut lines, &stderr);
     let repl = more.contains(&"--replicate-listen").then(|| loop {
         match lines.next() {
             Some(Ok(line)) => {

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 // One helper for the process tests of both crates (control.rs uses it too).
 #[path = "../../../epochdb-control/tests/ports/mod.rs"]
 mod ports;
+#[allow(unused_imports)] // not every test file picks ports
 pub use ports::free_port;
 
 /// A running `epochdb serve`, its port, and what it wrote to stderr.
@@ -59,7 +60,16 @@ impl Drop for Served {
 /// Starts `epochdb <args>`: the child, its stderr as it comes (read by a
 /// thread), and its stdout's lines.
 pub fn spawn(args: &[OsString]) -> (Child, Arc<Mutex<String>>, Lines<BufReader<ChildStdout>>) {
+    spawn_in(std::path::Path::new("."), args)
+}
+
+/// [`spawn`] in working directory `cwd`.
+pub fn spawn_in(
+    cwd: &std::path::Path,
+    args: &[OsString],
+) -> (Child, Arc<Mutex<String>>, Lines<BufReader<ChildStdout>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_epochdb"))
+        .current_dir(cwd)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -76,6 +86,22 @@ pub fn spawn(args: &[OsString]) -> (Child, Arc<Mutex<String>>, Lines<BufReader<C
     });
     let lines = BufReader::new(child.stdout.take().unwrap()).lines();
     (child, stderr, lines)
+}
+
+/// Reads `epochdb serve`'s stdout up to the line that names its address,
+/// and returns the port (the server's log, `stderr`, if it exits first).
+pub fn port_of(lines: &mut Lines<BufReader<ChildStdout>>, stderr: &Mutex<String>) -> u16 {
+    loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let addr: std::net::SocketAddr = rest.split_whitespace().next().unwrap().parse().unwrap();
+                    return addr.port();
+                }
+            }
+            _ => panic!("epochdb serve exited before listening: {}", stderr.lock().unwrap()),
+        }
+    }
 }
 
 /// What a writer had acknowledged when its server died: the last value
@@ -113,4 +139,59 @@ pub fn join_writers(writers: Vec<std::thread::JoinHandle<Acked>>, server: &Serve
     (writers.into_iter())
         .map(|t| t.join().unwrap_or_else(|_| panic!("a writer failed; the server said: {}", server.log())))
         .collect()
+}
+
+/// Starts `epochdb serve --port 0 <args>` in `cwd` and waits for the line
+/// that names its port (a guessed port is racy: another test's server may
+/// hold it). Its stdout is drained so it never blocks on a full pipe.
+pub fn serve_in(cwd: &std::path::Path, args: &[&str]) -> Served {
+    let args: Vec<OsString> = ["serve", "--port", "0"].iter().chain(args).map(Into::into).collect();
+    let (child, stderr, mut lines) = spawn_in(cwd, &args);
+    let port = port_of(&mut lines, &stderr);
+    std::thread::spawn(move || lines.for_each(drop));
+    Served { child, port, stderr }
+}
+
+/// A fresh directory for one test, removed once it passed (kept after a
+/// failure, to look at).
+pub struct Scratch(pub std::path::PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("epochdb-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Served {
+    /// A client connection (RESP2) to it.
+    pub fn connect(&self) -> redis::Connection {
+        let url = format!("redis://127.0.0.1:{}/", self.port);
+        redis::Client::open(url).unwrap().get_connection().unwrap()
+    }
+
+    /// SHUTDOWN, and its exit.
+    pub fn shutdown(mut self) {
+        let mut c = self.connect();
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut c);
+        let status = self.wait_exit(std::time::Duration::from_secs(60));
+        assert!(status.success(), "{status}: {}", self.log());
+    }
 }

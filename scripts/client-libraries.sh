@@ -3,10 +3,11 @@
 # tests use) against `epochdb serve`: installs redis-py and ioredis, at the
 # versions pinned below, into a scratch folder (pip and npm from their
 # registries), starts a durable server with a password on a fresh data
-# directory (log+checkpoint, a `--safety sync` replication primary) and a
-# replica of it, and runs scripts/clients/*: redis-py over RESP2 and RESP3
-# (and against the replica: WAIT, reads, READONLY, ROLE), ioredis over
-# RESP2. Each checks what an application leans on: AUTH and ACL users,
+# directory (log+checkpoint, a `--safety sync` replication primary with a
+# TLS port) and a replica of it, replicating over TLS (certificates made
+# by openssl), and runs scripts/clients/*: redis-py over RESP2 and RESP3
+# (and against the replica: WAIT, reads, READONLY, ROLE) and over TLS,
+# ioredis over RESP2. Each checks what an application leans on: AUTH and ACL users,
 # strings, expiry, hashes, SCAN iterators, pipelines, MULTI, WATCH retried
 # under 4 contending clients, numbered databases, BGSAVE and LASTSAVE,
 # errors as the library's exceptions. Exits non-zero if a library cannot
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 redis_py=8.1.0 ioredis=5.11.1
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 bin=${1:-$target/debug/epochdb}
-port=7431 replica=7432 repl=7433 password=client-libraries
+port=7431 replica=7432 repl=7433 tls_port=7434 password=client-libraries
 scratch=$(mktemp -d)
 stop() {
   for p in $replica $port; do
@@ -31,6 +32,19 @@ trap stop EXIT
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target "$scratch/py" "redis==$redis_py"
 npm install -q --no-audit --no-fund --prefix "$scratch/js" "ioredis@$ioredis" >/dev/null
 
+# A CA and a certificate it signed for localhost, for the TLS port and
+# for replication.
+tls=$scratch/tls
+mkdir -p "$tls"
+ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+openssl req -x509 -new "${ec[@]}" -keyout "$tls/ca.key" -out "$tls/ca.crt" -days 2 -subj "/CN=epochdb test CA" 2>/dev/null
+openssl req -new "${ec[@]}" -keyout "$tls/server.key" -out "$tls/server.csr" -subj /CN=localhost 2>/dev/null
+echo "subjectAltName=DNS:localhost,IP:127.0.0.1" >"$tls/san"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+  -out "$tls/server.crt" -extfile "$tls/san" 2>/dev/null
+tls_args=(--tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key" --tls-ca-cert-file "$tls/ca.crt"
+  --tls-replication yes)
+
 # Waits until the server on port $1 answers, or fails with its log ($2).
 up() {
   for _ in $(seq 100); do
@@ -42,13 +56,15 @@ up() {
   exit 1
 }
 "$bin" serve --port $port --durability log+checkpoint --data-dir "$scratch/data" --requirepass $password \
-  --replicate-listen 127.0.0.1:$repl --safety sync 2>"$scratch/server.log" &
+  --replicate-listen 127.0.0.1:$repl --safety sync --tls-port $tls_port "${tls_args[@]}" 2>"$scratch/server.log" &
 up $port "$scratch/server.log"
 "$bin" serve --port $replica --durability log --data-dir "$scratch/replica" --requirepass $password \
-  --replicaof 127.0.0.1:$repl 2>"$scratch/replica.log" &
+  --replicaof 127.0.0.1:$repl "${tls_args[@]}" 2>"$scratch/replica.log" &
 up $replica "$scratch/replica.log"
 
 for protocol in 2 3; do
   PYTHONPATH="$scratch/py" python3 scripts/clients/redis_py_check.py $port $password $protocol $replica
 done
+PYTHONPATH="$scratch/py" python3 scripts/clients/redis_py_tls_check.py $tls_port $password "$tls/ca.crt" \
+  "$tls/server.crt" "$tls/server.key"
 NODE_PATH="$scratch/js/node_modules" node scripts/clients/ioredis_check.js $port $password

@@ -24,10 +24,13 @@ if ! command -v redis-benchmark >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq redis-tools) >/dev/null 2>&1 || true
 fi
 command -v redis-benchmark >/dev/null || { echo "redis-tools could not be installed" >&2; exit 1; }
-# The protected-mode test connects from a network namespace (ip netns).
-if ! command -v ip >/dev/null; then
-  (apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || true
-fi
+# The protected-mode test connects from a network namespace (ip netns);
+# the TLS tests make their certificates with openssl.
+for tool in ip:iproute2 openssl:openssl; do
+  if ! command -v "${tool%%:*}" >/dev/null; then
+    (apt-get update -qq && apt-get install -y -qq "${tool##*:}") >/dev/null 2>&1 || true
+  fi
+done
 EPOCHDB_REQUIRE_REDIS_TOOLS=1 cargo test --workspace
 
 echo "== examples"

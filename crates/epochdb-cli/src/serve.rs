@@ -4,7 +4,7 @@ use crate::args::{default_data_dir, epoch_ms, failed, run_secs, CliResult, Durab
 use crate::signals::Stop;
 use clap::{Args, ValueEnum};
 use epochdb::{Backup, BackupOptions, Durability, PrimaryOptions, Safety};
-use epochdb_server::{AppendFsync, Config, ReplicaOf, Server};
+use epochdb_server::{AppendFsync, AuthClients, Config, ReplicaOf, Server, TlsConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,7 +89,62 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECRET", env = "EPOCHDB_REPLICATION_SECRET", hide_env_values = true)]
     pub replication_secret: Option<String>,
     #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
     pub node: crate::cluster::NodeArgs,
+}
+
+/// TLS, by Redis's option names.
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// Also listen for TLS clients on this port (0: any free port, printed at start)
+    #[arg(long, value_name = "PORT")]
+    pub tls_port: Option<u16>,
+    /// The server's certificate chain (PEM); a replica also presents it to its primary
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The certificate's private key (PEM)
+    #[arg(long, value_name = "FILE")]
+    pub tls_key_file: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates, and a replica's primary's, must chain to
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must present a certificate the CA signed
+    #[arg(long, value_name = "yes|no|optional", default_value = "yes", value_parser = auth_clients)]
+    pub tls_auth_clients: AuthClients,
+    /// Replication connections (--replicate-listen, --replicaof) use TLS; set it on the primary and its replicas
+    #[arg(long, value_name = "yes|no", default_value = "no", value_parser = yes_no, action = clap::ArgAction::Set)]
+    pub tls_replication: bool,
+}
+
+impl TlsArgs {
+    /// The server's TLS settings, if any is asked for; a TLS port or TLS
+    /// replication without a certificate and key is a usage error.
+    pub fn config(&self) -> CliResult<Option<TlsConfig>> {
+        if self.tls_port.is_none() && !self.tls_replication {
+            return Ok(None);
+        }
+        let (Some(cert_file), Some(key_file)) = (&self.tls_cert_file, &self.tls_key_file) else {
+            return Err("--tls-port and --tls-replication need --tls-cert-file and --tls-key-file".into());
+        };
+        Ok(Some(TlsConfig {
+            port: self.tls_port,
+            cert_file: cert_file.clone(),
+            key_file: key_file.clone(),
+            ca_cert_file: self.tls_ca_cert_file.clone(),
+            auth_clients: self.tls_auth_clients,
+            replication: self.tls_replication,
+        }))
+    }
+}
+
+fn auth_clients(text: &str) -> Result<AuthClients, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" => Ok(AuthClients::Yes),
+        "no" => Ok(AuthClients::No),
+        "optional" => Ok(AuthClients::Optional),
+        _ => Err("must be yes, no or optional".into()),
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -241,6 +296,7 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
             .replicaof
             .map(|primary| ReplicaOf { secret: replication_secret.clone(), ..ReplicaOf::new(primary) }),
         options,
+        tls: a.tls.config()?,
         ..Config::default()
     };
     // Before the server starts a thread: they all inherit the mask. A
@@ -258,6 +314,9 @@ pub fn serve(a: ServeArgs) -> CliResult<ExitCode> {
     let stopper = server.stopper();
     stop.arm(move || stopper.stop());
     crate::say!("epochdb serve: listening on {} (redis-cli -p {})", server.local_addr(), server.local_addr().port());
+    if let Some(addr) = server.tls_addr() {
+        crate::say!("epochdb serve: TLS on {addr} (redis-cli --tls -p {})", addr.port());
+    }
     if let Some(primary) = server.replica_of() {
         crate::say!("epochdb serve: replica of {primary}: reads at its read view, writes refused until promoted");
     }

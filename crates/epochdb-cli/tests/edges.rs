@@ -403,3 +403,134 @@ fn an_idle_server_writes_no_checkpoints() {
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(dbsize, 4001);
 }
+
+/// A CA and a certificate it signed for `localhost` and 127.0.0.1, with
+/// its key, made by `openssl` in `dir`: (ca, cert, key).
+fn certificates(dir: &Path) -> [String; 3] {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl").current_dir(dir).args(args).output().expect("run openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", text(&out));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let ca = ["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=epochdb test CA"];
+    run(&[&["req", "-x509", "-new"][..], &ec, &ca].concat());
+    run(&[&["req", "-new"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"]]
+        .concat());
+    std::fs::write(dir.join("san"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    let sign = ["-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2"];
+    run(&[&["x509", "-req"][..], &sign, &["-out", "server.crt", "-extfile", "san"]].concat());
+    ["ca.crt", "server.crt", "server.key"].map(|f| dir.join(f).to_str().unwrap().to_string())
+}
+
+/// `epochdb serve` with more arguments in `cwd`, and what it prints on
+/// standard output after the line naming its port.
+fn serve_printing(cwd: &Path, args: &[&str]) -> (Served, std::sync::Arc<std::sync::Mutex<String>>) {
+    let args: Vec<std::ffi::OsString> = ["serve", "--port", "0"].iter().chain(args).map(Into::into).collect();
+    let (child, stderr, mut lines) = common::spawn_in(cwd, &args);
+    let port = common::port_of(&mut lines, &stderr);
+    let printed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = printed.clone();
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| sink.lock().unwrap().push_str(&(l + "\n"))));
+    (Served { child, port, stderr }, printed)
+}
+
+/// The first word after `label` in what a server printed (waiting for it).
+fn printed_after(printed: &std::sync::Mutex<String>, label: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(rest) = printed.lock().unwrap().split(label).nth(1) {
+            return rest.split_whitespace().next().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "nothing printed after {label:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `epochdb serve` with TLS arguments: the server, and its TLS port.
+fn serve_tls(cwd: &Path, args: &[&str]) -> (Served, u16) {
+    let (server, printed) = serve_printing(cwd, args);
+    let addr: std::net::SocketAddr = printed_after(&printed, "TLS on ").parse().unwrap();
+    (server, addr.port())
+}
+
+/// `redis-cli --tls` against `port` with `tls` (CA, and a client
+/// certificate and key unless empty): what it printed, and whether it
+/// succeeded.
+fn tls_cli(port: u16, ca: &str, client: Option<(&str, &str)>, args: &[&str]) -> (bool, String) {
+    let mut c = Command::new("redis-cli");
+    c.args(["--tls", "--cacert", ca, "-p", &port.to_string()]);
+    if let Some((cert, key)) = client {
+        c.args(["--cert", cert, "--key", key]);
+    }
+    let out = c.args(args).output().expect("run redis-cli (redis-tools)");
+    let said = text(&out);
+    (out.status.success() && !said.contains("Error"), said)
+}
+
+/// TLS clients on `--tls-port` beside the plain port, with client
+/// certificates required by default, optional or not asked for; and a
+/// replica that follows its primary over TLS (`--tls-replication yes`),
+/// where one without TLS gets nothing.
+#[test]
+fn tls_serves_clients_and_replicas() {
+    let dir = Scratch::new("edges-tls");
+    let [ca, cert, key] = certificates(&dir);
+    let tls = ["--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-ca-cert-file", &ca];
+    let client = Some((cert.as_str(), key.as_str()));
+    let (server, port) = serve_tls(&dir, &[&["--durability", "off", "--tls-port", "0"][..], &tls].concat());
+    assert_eq!(tls_cli(port, &ca, client, &["SET", "over", "tls"]), (true, "OK\n".into()));
+    assert_eq!(get(&mut server.connect(), "over").as_deref(), Some("tls"), "the plain port serves the same data");
+    let (ok, said) = tls_cli(port, &ca, None, &["GET", "over"]);
+    assert!(!ok, "a client with no certificate was let in: {said}");
+    // A large reply crosses many TLS records and socket writes.
+    let big = "x".repeat(3 << 20);
+    let mut c = server.connect();
+    let _: () = redis::cmd("SET").arg("big").arg(&big).query(&mut c).unwrap();
+    let (ok, said) = tls_cli(port, &ca, client, &["STRLEN", "big"]);
+    assert!(ok && said.trim() == "3145728", "{said}");
+    let (ok, said) = tls_cli(port, &ca, client, &["--no-raw", "GET", "big"]);
+    assert!(ok && said.len() > 3 << 20, "{} bytes", said.len());
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("tls-port").query(&mut c).unwrap();
+    assert_eq!(got, ["tls-port".to_string(), port.to_string()]);
+    let e = cmd(&mut c, &["CONFIG", "SET", "tls-auth-clients", "no"]).unwrap_err().to_string();
+    assert!(e.contains("read at start"), "{e}");
+    drop(server);
+
+    for auth in ["no", "optional"] {
+        let args = [&["--durability", "off", "--tls-port", "0", "--tls-auth-clients", auth][..], &tls].concat();
+        let (_server, port) = serve_tls(&dir, &args);
+        let (ok, said) = tls_cli(port, &ca, None, &["PING"]);
+        assert!(ok && said == "PONG\n", "tls-auth-clients {auth}: {said}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_epochdb")).args(["serve", "--tls-port", "0"]).output().unwrap();
+    assert!(text(&out).contains("--tls-cert-file"), "{}", text(&out));
+
+    // Replication over TLS, and a replica without it.
+    let repl_tls = [&tls[..], &["--tls-replication", "yes"]].concat();
+    let primary_args = [&["--data-dir", "p", "--replicate-listen", "127.0.0.1:0"][..], &repl_tls].concat();
+    let (primary, printed) = serve_printing(&dir, &primary_args);
+    let listen = printed_after(&printed, "backups connect to ");
+    let mut c = primary.connect();
+    let _: () = redis::cmd("SET").arg("replicated").arg("over tls").query(&mut c).unwrap();
+    let (replica, _) = serve_printing(&dir, &[&["--data-dir", "r", "--replicaof", &listen][..], &repl_tls].concat());
+    let mut r = replica.connect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(&mut r, "replicated").as_deref() != Some("over tls") {
+        assert!(Instant::now() < deadline, "the replica has nothing: {}\n{}", replica.log(), primary.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("SET").arg("later").arg("too").query(&mut c).unwrap();
+    while get(&mut r, "later").as_deref() != Some("too") {
+        assert!(Instant::now() < deadline, "the replica stopped following: {}", replica.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A replica that speaks in the clear gets nothing: it never starts
+    // serving, and the primary logs the failed handshake.
+    let args: Vec<std::ffi::OsString> =
+        ["serve", "--port", "0", "--data-dir", "plain", "--replicaof", &listen].iter().map(Into::into).collect();
+    let (mut plain, _, _) = common::spawn_in(&dir, &args);
+    logged(&primary, "no TLS handshake");
+    assert!(plain.try_wait().unwrap().is_none() || !plain.wait().unwrap().success());
+    let _ = plain.kill();
+    let _ = plain.wait();
+}

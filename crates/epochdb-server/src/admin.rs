@@ -868,6 +868,7 @@ fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> 
         .and_then(|d| d.passwords.first().cloned());
     let o = shared.db.options();
     let logging = o.durability != Durability::Off;
+    let tls = shared.tls.as_ref().map(|t| &t.config);
     vec![
         ("bind", cfg.bind.clone()),
         ("port", shared.addr.port().to_string()),
@@ -888,6 +889,15 @@ fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> 
         ("io-threads", cfg.threads.to_string()),
         ("dir", o.data_dir.as_ref().map_or(String::new(), |d| d.display().to_string())),
         ("epochdb-durability", o.durability.name().into()),
+        ("tls-port", shared.tls_addr.map_or(0, |a| a.port()).to_string()),
+        ("tls-cert-file", tls.map_or(String::new(), |t| t.cert_file.display().to_string())),
+        ("tls-key-file", tls.map_or(String::new(), |t| t.key_file.display().to_string())),
+        (
+            "tls-ca-cert-file",
+            tls.and_then(|t| t.ca_cert_file.as_ref()).map_or(String::new(), |f| f.display().to_string()),
+        ),
+        ("tls-auth-clients", tls.map_or("yes", |t| t.auth_clients.name()).into()),
+        ("tls-replication", if tls.is_some_and(|t| t.replication) { "yes" } else { "no" }.into()),
         ("epochdb-epoch-interval-ms", o.epoch_interval.as_millis().to_string()),
     ]
 }
@@ -1045,6 +1055,9 @@ fn config_change(shared: &crate::server::Shared, name: &str, v: &[u8]) -> Result
             return Err(failed(
                 "epochdb takes no snapshots at save points: checkpoints follow --checkpoint-interval while there are writes, and BGSAVE takes one now",
             ))
+        }
+        "tls-port" | "tls-cert-file" | "tls-key-file" | "tls-ca-cert-file" | "tls-auth-clients" | "tls-replication" => {
+            return Err(failed("TLS settings are read at start: restart the server with the new ones"))
         }
         "timeout" if text == "0" => Change::Unchanged,
         "timeout" => return Err(failed("epochdb does not close idle clients: only 0 is accepted")),

@@ -19,11 +19,12 @@ use crate::resp::{Args, Limits, Out, Parser};
 use crate::server::{now_ms, ClientInfo, Shared};
 use crate::stats::{SlowEntry, ThreadStats};
 use crate::table::{lookup, Command, Run};
+use crate::tls::Stream;
 use epochdb::{Error, TableId, Tid, Worker};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::{HashMap, VecDeque};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,7 +32,8 @@ use std::time::{Duration, Instant};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
-const FIRST_CLIENT: usize = 2;
+const TLS_LISTENER: Token = Token(2);
+const FIRST_CLIENT: usize = 3;
 /// Bytes read per `read` call (at least).
 const READ_CHUNK: usize = 16 * 1024;
 /// An empty read buffer larger than this (after a big request) is cut
@@ -151,7 +153,7 @@ impl Drop for ReadBuf {
 
 /// A connection's state.
 pub struct Client {
-    pub sock: TcpStream,
+    pub stream: Stream,
     pub info: Arc<ClientInfo>,
     rbuf: ReadBuf,
     parser: Parser,
@@ -237,6 +239,8 @@ pub struct EventLoop {
     pub worker: Worker,
     poll: Poll,
     listener: TcpListener,
+    /// The TLS port's listener (`tls-port`), if any.
+    tls_listener: Option<TcpListener>,
     pub(crate) clients: HashMap<Token, Client, FastHash>,
     next_token: usize,
     pub stats: Arc<ThreadStats>,
@@ -268,10 +272,18 @@ pub struct EventLoop {
 }
 
 impl EventLoop {
-    pub fn new(idx: usize, shared: Arc<Shared>, mut listener: TcpListener) -> epochdb::Result<EventLoop> {
+    pub fn new(
+        idx: usize,
+        shared: Arc<Shared>,
+        mut listener: TcpListener,
+        mut tls_listener: Option<TcpListener>,
+    ) -> epochdb::Result<EventLoop> {
         let io = |source| Error::Io { op: "set up the event loop", path: Default::default(), source };
         let poll = Poll::new().map_err(io)?;
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE).map_err(io)?;
+        if let Some(l) = tls_listener.as_mut() {
+            poll.registry().register(l, TLS_LISTENER, Interest::READABLE).map_err(io)?;
+        }
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
         shared.wakeups.wakers.lock().unwrap_or_else(|e| e.into_inner()).push(waker);
         let worker = shared.db.worker()?;
@@ -283,6 +295,7 @@ impl EventLoop {
             worker,
             poll,
             listener,
+            tls_listener,
             clients: HashMap::default(),
             next_token: FIRST_CLIENT,
             stats,
@@ -346,7 +359,8 @@ impl EventLoop {
             }
             for ev in events.iter() {
                 match ev.token() {
-                    LISTENER => self.accept(),
+                    LISTENER => self.accept(false),
+                    TLS_LISTENER => self.accept(true),
                     WAKER => {}
                     t => {
                         let closing = ev.is_read_closed() || ev.is_error();
@@ -390,9 +404,12 @@ impl EventLoop {
         }
     }
 
-    fn accept(&mut self) {
+    /// Takes the new connections of the plain port, or of the TLS port.
+    fn accept(&mut self, tls: bool) {
         loop {
-            let (mut sock, addr) = match self.listener.accept() {
+            let listener = if tls { self.tls_listener.as_ref() } else { Some(&self.listener) };
+            let Some(listener) = listener else { return };
+            let (mut sock, addr) = match listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -415,6 +432,21 @@ impl EventLoop {
                 continue;
             }
             let _ = sock.set_nodelay(true);
+            let session = match (tls, &self.shared.tls) {
+                (false, _) => None,
+                (true, Some(t)) => match rustls::ServerConnection::new(t.server.clone()) {
+                    Ok(s) => Some(Box::new(s)),
+                    Err(e) => {
+                        ::log::warn!("TLS session for {addr}: {e}");
+                        self.shared.connected.fetch_sub(1, Ordering::AcqRel);
+                        continue;
+                    }
+                },
+                (true, None) => {
+                    self.shared.connected.fetch_sub(1, Ordering::AcqRel);
+                    continue;
+                }
+            };
             let token = Token(self.next_token);
             self.next_token += 1;
             if self.poll.registry().register(&mut sock, token, Interest::READABLE | Interest::WRITABLE).is_err() {
@@ -447,7 +479,7 @@ impl EventLoop {
             self.clients.insert(
                 token,
                 Client {
-                    sock,
+                    stream: Stream { sock, tls: session },
                     info,
                     rbuf: ReadBuf::default(),
                     parser: Parser::default(),
@@ -502,7 +534,7 @@ impl EventLoop {
             let expect = c.parser.wants(c.rbuf.filled()).unwrap_or(0).min(limit);
             let room = c.rbuf.room(expect.clamp(READ_CHUNK, 16 << 20), expect);
             let asked = room.len();
-            match c.sock.read(room) {
+            match c.stream.read(room) {
                 Ok(0) => {
                     eof = true;
                     break;
@@ -519,7 +551,7 @@ impl EventLoop {
                     // A short read of a stream socket took everything it
                     // held (epoll(7)); what comes later raises a new edge.
                     // One read per request instead of two at `-P 1`.
-                    if n < asked && !closing {
+                    if n < asked && !closing && c.stream.short_read_drains() {
                         break;
                     }
                 }
@@ -877,8 +909,14 @@ impl EventLoop {
     pub fn flush(&mut self, t: Token) {
         let Some(c) = self.clients.get_mut(&t) else { return };
         let end = c.holds.front().map_or(c.out.len(), |&(at, _)| at);
-        while c.sent < end {
-            match c.sock.write(&c.out[c.sent..end]) {
+        // TLS records already made (a handshake's, replies' taken before
+        // the socket filled) go first.
+        match c.stream.flush_tls() {
+            Ok(drained) => c.writable &= drained,
+            Err(_) => c.closed = true,
+        }
+        while c.sent < end && !c.closed {
+            match c.stream.write(&c.out[c.sent..end]) {
                 Ok(0) => break,
                 Ok(n) => {
                     c.sent += n;
@@ -912,7 +950,8 @@ impl EventLoop {
 
     pub fn close(&mut self, t: Token) {
         if let Some(mut c) = self.clients.remove(&t) {
-            let _ = self.poll.registry().deregister(&mut c.sock);
+            c.stream.close_notify();
+            let _ = self.poll.registry().deregister(&mut c.stream.sock);
             self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.info.id);
             self.shared.connected.fetch_sub(1, Ordering::AcqRel);
         }

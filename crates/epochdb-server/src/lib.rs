@@ -27,7 +27,9 @@ pub mod resp;
 mod server;
 mod stats;
 mod table;
+mod tls;
 
 pub use server::{
     parse_memory, AppendFsync, Config, InfoLines, Members, Promoter, ReplicaOf, Server, StartError, Stopper, Switchover,
 };
+pub use tls::{AuthClients, TlsConfig};

@@ -7,7 +7,9 @@ use crate::counts::Counts;
 use crate::event_loop::EventLoop;
 use crate::resp::Limits;
 use crate::stats::{Slowlog, ThreadStats};
+use crate::tls::{Tls, TlsConfig};
 use epochdb::{Backup, BackupOptions, Database, Durability, Options, TableId, TableOptions};
+use mio::net::TcpListener;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -99,6 +101,9 @@ pub struct Config {
     pub switchover: Option<Switchover>,
     /// Lines the control plane adds to `INFO replication`.
     pub control_info: Option<InfoLines>,
+    /// TLS for clients (a port of its own) and, with `replication`, for
+    /// the connections to backups or to the primary.
+    pub tls: Option<TlsConfig>,
     /// How `EPOCHDB.MEMBER` asks the control plane to change its voters.
     pub members: Option<Members>,
 }
@@ -179,6 +184,7 @@ impl Default for Config {
             switchover: None,
             control_info: None,
             members: None,
+            tls: None,
         }
     }
 }
@@ -262,6 +268,9 @@ pub struct Shared {
     pub started: Instant,
     pub wakeups: Arc<Wakeups>,
     pub addr: SocketAddr,
+    /// The TLS port's address and configuration, if any.
+    pub tls_addr: Option<SocketAddr>,
+    pub tls: Option<Arc<Tls>>,
     /// A replica's backup until `REPLICAOF NO ONE` promotes it.
     pub backup: Mutex<Option<Backup>>,
 }
@@ -344,13 +353,18 @@ impl Shared {
 }
 
 /// Starts the backup a replica serves.
-fn start_replica(r: &ReplicaOf, options: Options) -> Result<Backup, StartError> {
+fn start_replica(
+    r: &ReplicaOf,
+    options: Options,
+    transport: Option<Arc<dyn epochdb::Transport>>,
+) -> Result<Backup, StartError> {
     let Some(dir) = options.data_dir.clone() else {
         return Err(StartError::Config("a replica needs a data directory (and durability other than off)".into()));
     };
     let opts = BackupOptions {
         secret: r.secret.clone(),
         node: r.node,
+        transport,
         database: options,
         ..BackupOptions::new(dir, &r.primary)
     };
@@ -419,6 +433,14 @@ impl Server {
         }
         let mut options = config.options.clone();
         options.max_value_len = options.max_value_len.max(config.limits.max_bulk.min(512 << 20));
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(Tls::load(t).map_err(|e| StartError::Config(format!("TLS: {e}")))?)),
+            None => None,
+        };
+        let relay = tls.as_ref().and_then(Tls::relay);
+        if let Some(p) = options.primary.as_mut() {
+            p.transport = relay.clone();
+        }
         let (db, backup, tables) = match &config.replicaof {
             None => {
                 let db = Database::open(options)?;
@@ -432,7 +454,7 @@ impl Server {
                 (db, None, tables)
             }
             Some(r) => {
-                let backup = start_replica(r, options)?;
+                let backup = start_replica(r, options, relay)?;
                 let tables = primary_tables(&backup, r, config.databases)?;
                 (backup.database().clone(), Some(backup), tables)
             }
@@ -446,6 +468,19 @@ impl Server {
             .map_err(|source| StartError::Bind { addr: format!("{}:{}", config.bind, config.port), source })?;
         let addr =
             listeners[0].local_addr().map_err(|source| StartError::Bind { addr: config.bind.clone(), source })?;
+        let tls_port = tls.as_ref().and_then(|t| t.config.port);
+        let mut tls_listeners: Vec<Option<TcpListener>> = match tls_port {
+            Some(port) => crate::event_loop::listen(&config.bind, port, threads)
+                .map_err(|source| StartError::Bind { addr: format!("{}:{port} (TLS)", config.bind), source })?
+                .into_iter()
+                .map(Some)
+                .collect(),
+            None => (0..threads).map(|_| None).collect(),
+        };
+        let tls_addr = match tls_listeners.first() {
+            Some(Some(l)) => Some(l.local_addr().map_err(|source| StartError::Bind { addr: "TLS".into(), source })?),
+            _ => None,
+        };
         let users = Users::new(config.requirepass.as_deref());
         let counts = Arc::new(Counts::new(&tables, threads));
         if backup.is_none() {
@@ -483,11 +518,14 @@ impl Server {
                 parked: (0..threads).map(|_| AtomicBool::new(false)).collect(),
             }),
             addr,
+            tls_addr,
+            tls,
             backup: Mutex::new(backup),
         });
         let mut loops = Vec::new();
         for (i, l) in listeners.into_iter().enumerate() {
-            loops.push(EventLoop::new(i, shared.clone(), l).map_err(StartError::Engine)?);
+            let tls_listener = tls_listeners[i].take();
+            loops.push(EventLoop::new(i, shared.clone(), l, tls_listener).map_err(StartError::Engine)?);
         }
         let wakeups = shared.wakeups.clone();
         shared.db.on_durable(move |_| wakeups.durable());
@@ -511,6 +549,11 @@ impl Server {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.addr
+    }
+
+    /// The TLS port's address, if it has one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.shared.tls_addr
     }
 
     /// The primary this server is a replica of, until promoted.

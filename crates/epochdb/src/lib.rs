@@ -58,7 +58,8 @@ pub use error::{AbortReason, Error, Result};
 pub use options::{Durability, LogReplay, Options, MAX_KEY_LEN};
 pub use replication::rules as replication_rules;
 pub use replication::{
-    Backup, BackupOptions, BackupState, Freshness, Membership, PrimaryOptions, ReplicationStatus, Safety, StandbyStatus,
+    Backup, BackupOptions, BackupState, Freshness, Membership, PrimaryOptions, ReplicationStatus, Safety,
+    StandbyStatus, Transport,
 };
 pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};

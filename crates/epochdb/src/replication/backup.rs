@@ -60,6 +60,9 @@ pub struct BackupOptions {
     /// This backup's node id in a control plane (`epochdb-control`), told
     /// to the primary so its in-sync set can name it; 0: none.
     pub node: u64,
+    /// How the connection to the primary travels (the server's TLS);
+    /// `None`: plain TCP.
+    pub transport: Option<std::sync::Arc<dyn super::Transport>>,
     /// The standby database's options, which are also those of the
     /// primary it becomes when promoted ([`Backup::promote`]): its
     /// durability (not `Off`; with checkpoints, the standby takes its own
@@ -81,6 +84,7 @@ impl BackupOptions {
             secret: None,
             replay_memory: super::standby::DEFAULT_REPLAY_MEMORY,
             node: 0,
+            transport: None,
             database: Options { durability: Durability::LogAndCheckpoint, ..Options::default() },
         }
     }
@@ -428,6 +432,10 @@ fn session(
     let addr = (primary.to_socket_addrs().map_err(net)?.next())
         .ok_or_else(|| Ended::Retry(Error::Replication(format!("primary {primary}: no address"))))?;
     let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(net)?;
+    let sock = match &opts.transport {
+        Some(t) => t.connected(sock, &primary).map_err(net)?,
+        None => sock,
+    };
     sock.set_nodelay(true).map_err(net)?;
     // Short reads, so a stop is seen; idleness is counted across them.
     sock.set_read_timeout(Some(Duration::from_millis(100))).map_err(net)?;

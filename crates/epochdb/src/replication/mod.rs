@@ -13,6 +13,7 @@ pub(crate) mod fence;
 mod primary;
 pub mod rules;
 pub(crate) mod standby;
+mod transport;
 pub(crate) mod wire;
 
 pub use backup::{Backup, BackupOptions};
@@ -20,6 +21,7 @@ pub use fence::Membership;
 pub use primary::BackupState;
 pub(crate) use primary::Primary;
 pub use standby::{Freshness, StandbyStatus};
+pub use transport::Transport;
 
 use crate::error::{Error, Result};
 use std::net::SocketAddr;
@@ -70,6 +72,9 @@ pub struct PrimaryOptions {
     /// committed a set without it, because a backup in the committed set
     /// may be promoted. `None`: the primary alone decides.
     pub membership: Option<std::sync::Arc<dyn Membership>>,
+    /// How backups' connections travel (the server's TLS); `None`: plain
+    /// TCP.
+    pub transport: Option<std::sync::Arc<dyn Transport>>,
 }
 
 impl Default for PrimaryOptions {
@@ -83,6 +88,7 @@ impl Default for PrimaryOptions {
             retain_bytes: 1 << 30,
             secret: None,
             membership: None,
+            transport: None,
         }
     }
 }

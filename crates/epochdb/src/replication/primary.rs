@@ -331,6 +331,13 @@ fn accept(
             Ok((sock, addr)) => {
                 let (h, d, s) = (hub.clone(), durable.clone(), stop.clone());
                 let t = std::thread::Builder::new().name("epochdb-repl-session".into()).spawn(move || {
+                    let sock = match &h.opts.transport {
+                        Some(t) => match t.accepted(sock) {
+                            Ok(s) => s,
+                            Err(e) => return ::log::warn!("backup {addr}: {e}"),
+                        },
+                        None => sock,
+                    };
                     if let Err(e) = session(sock, addr, &h, &d, &s) {
                         ::log::warn!("backup {addr}: {e}");
                     }

@@ -3,11 +3,12 @@
 //! COMMAND, CONFIG, INFO, ACL, SLOWLOG, WAIT and friends.
 
 use crate::commands::Exec;
+use crate::config::AppendFsync;
 use crate::event_loop::{engine_error, printable, write_wait_reply, AckWait, Blocked, Client, EventLoop};
 use crate::glob;
 use crate::keyspace::{Db, Tally};
 use crate::resp::{parse_i64, Args, Out};
-use crate::server::{now_ms, AppendFsync};
+use crate::shared::now_ms;
 use crate::stats::{percentile, totals};
 use crate::table::{lookup, Command, Run, COMMANDS};
 use epochdb::Durability;
@@ -412,7 +413,7 @@ impl EventLoop {
 }
 
 /// Whether this server is a replica not yet promoted.
-fn is_replica(shared: &crate::server::Shared) -> bool {
+fn is_replica(shared: &crate::shared::Shared) -> bool {
     shared.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
@@ -425,7 +426,7 @@ fn primary_of(b: &epochdb::Backup) -> (String, u16) {
 
 /// ROLE: a replica's primary and link, or a primary's backups; offsets
 /// are epochs (a replica's: the epoch it persisted).
-fn role(c: &mut Client, shared: &crate::server::Shared) {
+fn role(c: &mut Client, shared: &crate::shared::Shared) {
     let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
     let mut o = c.out();
     match backup.as_ref() {
@@ -461,7 +462,7 @@ fn role(c: &mut Client, shared: &crate::server::Shared) {
 /// HOST:PORT is that primary's replication address). A primary becomes a
 /// replica only by a restart (`--replicaof`), and under a control plane
 /// the appointments decide both.
-fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn replicaof(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let (host, port) = (a.get(1), a.get(2));
     if !(host.eq_ignore_ascii_case(b"NO") && port.eq_ignore_ascii_case(b"ONE")) {
         return follow(c, shared, host, port);
@@ -486,7 +487,7 @@ fn replicaof(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
 }
 
 /// REPLICAOF HOST PORT on a replica.
-fn follow(c: &mut Client, shared: &crate::server::Shared, host: &[u8], port: &[u8]) {
+fn follow(c: &mut Client, shared: &crate::shared::Shared, host: &[u8], port: &[u8]) {
     if shared.config.switchover.is_some() {
         c.out().error("ERR this node follows the primary its control plane appoints");
         return;
@@ -512,7 +513,7 @@ fn follow(c: &mut Client, shared: &crate::server::Shared, host: &[u8], port: &[u
 /// `EPOCHDB.MEMBER ADD id host:port` or `EPOCHDB.MEMBER REMOVE id`: asks
 /// the control plane to change its voters, one at a time. The reply means
 /// "asked"; `epochdb_voters` in INFO replication shows when it is done.
-fn member(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn member(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let Some(members) = &shared.config.members else {
         c.out().error("ERR this server is not a node of a control plane (epochdb serve --node-id)");
         return;
@@ -534,7 +535,7 @@ fn member(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
     }
 }
 
-fn auth(c: &mut Client, shared: &crate::server::Shared, user: &str, pass: &[u8]) -> bool {
+fn auth(c: &mut Client, shared: &crate::shared::Shared, user: &str, pass: &[u8]) -> bool {
     let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
     match users.users.get(user) {
         Some(u) if u.accepts(pass) => {
@@ -547,7 +548,7 @@ fn auth(c: &mut Client, shared: &crate::server::Shared, user: &str, pass: &[u8])
     }
 }
 
-fn hello(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn hello(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let mut proto = if c.resp3 { 3 } else { 2 };
     let mut i = 1;
     if a.len() > 1 {
@@ -600,7 +601,7 @@ fn hello(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
 
 /// INFO replication of a replica: Redis's fields (offsets are epochs),
 /// then the standby's epochs, lag and staleness.
-fn replica_info(out: &mut String, shared: &crate::server::Shared, b: &epochdb::Backup, host: &str, port: u16) {
+fn replica_info(out: &mut String, shared: &crate::shared::Shared, b: &epochdb::Backup, host: &str, port: u16) {
     let (term, term_start) = shared.db.term();
     let st = b.status();
     let staleness = st.staleness.map_or(-1, |d| d.as_millis() as i64);
@@ -628,7 +629,7 @@ fn replica_info(out: &mut String, shared: &crate::server::Shared, b: &epochdb::B
 }
 
 /// INFO replication of a primary: its backups, if it has any.
-fn primary_info(out: &mut String, shared: &crate::server::Shared) {
+fn primary_info(out: &mut String, shared: &crate::shared::Shared) {
     let (term, term_start) = shared.db.term();
     let _ =
         write!(out, "# Replication\r\nrole:master\r\nepochdb_term:{term}\r\nepochdb_term_start_epoch:{term_start}\r\n");
@@ -671,7 +672,7 @@ fn primary_info(out: &mut String, shared: &crate::server::Shared) {
     }
 }
 
-fn client_line(info: &crate::server::ClientInfo, now: std::time::Instant) -> String {
+fn client_line(info: &crate::shared::ClientInfo, now: std::time::Instant) -> String {
     let name = String::from_utf8_lossy(&info.name.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
     let cmd = match info.last_cmd.load(Ordering::Relaxed) {
         0 => "NULL",
@@ -691,7 +692,7 @@ fn client_line(info: &crate::server::ClientInfo, now: std::time::Instant) -> Str
     )
 }
 
-fn client(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn client(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let sub = a.get(1).to_ascii_uppercase();
     let now = std::time::Instant::now();
     match (&sub[..], a.len()) {
@@ -857,7 +858,7 @@ fn command(c: &mut Client, a: &Args) {
 }
 
 /// CONFIG GET's parameters and their current values.
-fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> {
+fn config_values(shared: &crate::shared::Shared) -> Vec<(&'static str, String)> {
     let (cfg, set) = (&shared.config, &shared.settings);
     let requirepass = shared
         .users
@@ -904,7 +905,7 @@ fn config_values(shared: &crate::server::Shared) -> Vec<(&'static str, String)> 
 
 /// BGSAVE [SCHEDULE]: a checkpoint now instead of at the end of the
 /// interval (Redis's RDB save is the nearest thing Redis has).
-fn bgsave(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn bgsave(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let schedule = match a.len() {
         1 => false,
         2 if a.get(1).eq_ignore_ascii_case(b"SCHEDULE") => true,
@@ -922,20 +923,20 @@ fn bgsave(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
 }
 
 /// SAVE's and BGSAVE's error when the durability mode takes no checkpoints.
-fn no_checkpoints(shared: &crate::server::Shared, command: &str) -> String {
+fn no_checkpoints(shared: &crate::shared::Shared, command: &str) -> String {
     let mode = shared.db.options().durability.name();
     format!("ERR --durability {mode} takes no checkpoints: {command} needs log+checkpoint or delta+checkpoint")
 }
 
 /// LASTSAVE: the Unix time the last checkpoint was installed, or the
 /// server's start if none was since (as Redis counts its start).
-fn lastsave(shared: &crate::server::Shared) -> u64 {
+fn lastsave(shared: &crate::shared::Shared) -> u64 {
     let installed = shared.db.checkpoint_stats().installed_at;
     let at = installed.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
     at.map_or_else(|| (now_ms() / 1000).saturating_sub(shared.started.elapsed().as_secs()), |d| d.as_secs())
 }
 
-fn config(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn config(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let sub = a.get(1).to_ascii_uppercase();
     match &sub[..] {
         b"GET" if a.len() >= 3 => {
@@ -1004,12 +1005,12 @@ enum Change {
 
 /// Checks `name value`: the change it makes, or the error that says why
 /// it cannot take effect (never an OK that changes nothing).
-fn config_change(shared: &crate::server::Shared, name: &str, v: &[u8]) -> Result<Change, String> {
+fn config_change(shared: &crate::shared::Shared, name: &str, v: &[u8]) -> Result<Change, String> {
     let text = String::from_utf8_lossy(v).into_owned();
     let failed = |why: &str| config_failed(name, why);
     let int = || text.parse::<i64>().map_err(|_| failed("argument couldn't be parsed into an integer"));
     let size = || int().and_then(|n| usize::try_from(n).map_err(|_| failed("argument must be 0 or more")));
-    let memory = || crate::server::parse_memory(&text).ok_or_else(|| failed("argument must be a memory value"));
+    let memory = || crate::config::parse_memory(&text).ok_or_else(|| failed("argument must be a memory value"));
     let yes_no = || match text.to_ascii_lowercase().as_str() {
         "yes" => Ok(true),
         "no" => Ok(false),
@@ -1065,7 +1066,7 @@ fn config_change(shared: &crate::server::Shared, name: &str, v: &[u8]) -> Result
     })
 }
 
-fn apply_config(shared: &crate::server::Shared, change: Change) {
+fn apply_config(shared: &crate::shared::Shared, change: Change) {
     let set = &shared.settings;
     match change {
         Change::AppendFsync(a) => shared.set_appendfsync(a),
@@ -1095,7 +1096,7 @@ fn info_wants(a: &Args, section: &str) -> bool {
 
 /// INFO's text for the sections asked for; `keyspace` is each database's
 /// `[keys, expires]`, if known.
-pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate::counts::Pair>>) -> String {
+pub fn info(shared: &crate::shared::Shared, a: &Args, keyspace: Option<Vec<crate::counts::Pair>>) -> String {
     let want = |s: &str| info_wants(a, s);
     let mut out = String::new();
     let o = shared.db.options();
@@ -1239,7 +1240,7 @@ pub fn info(shared: &crate::server::Shared, a: &Args, keyspace: Option<Vec<crate
     out
 }
 
-fn acl(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn acl(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let sub = a.get(1).to_ascii_uppercase();
     match &sub[..] {
         b"WHOAMI" => {
@@ -1312,7 +1313,7 @@ fn acl(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
     }
 }
 
-fn slowlog(c: &mut Client, shared: &crate::server::Shared, a: &Args) {
+fn slowlog(c: &mut Client, shared: &crate::shared::Shared, a: &Args) {
     let sub = a.get(1).to_ascii_uppercase();
     match &sub[..] {
         b"LEN" => {

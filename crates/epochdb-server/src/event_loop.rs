@@ -16,7 +16,7 @@ use crate::commands::{self, Exec};
 use crate::fasthash::FastHash;
 use crate::keyspace::Db;
 use crate::resp::{Args, Limits, Out, Parser};
-use crate::server::{now_ms, ClientInfo, Shared};
+use crate::shared::{now_ms, ClientInfo, Shared};
 use crate::stats::{SlowEntry, ThreadStats};
 use crate::table::{lookup, Command, Run};
 use crate::tls::Stream;

@@ -18,6 +18,7 @@ mod acl;
 mod admin;
 mod ahead;
 mod commands;
+mod config;
 mod counts;
 mod event_loop;
 mod fasthash;
@@ -25,11 +26,11 @@ mod glob;
 mod keyspace;
 pub mod resp;
 mod server;
+mod shared;
 mod stats;
 mod table;
 mod tls;
 
-pub use server::{
-    parse_memory, AppendFsync, Config, InfoLines, Members, Promoter, ReplicaOf, Server, StartError, Stopper, Switchover,
-};
+pub use config::{parse_memory, AppendFsync, Config, InfoLines, Members, ReplicaOf, Switchover};
+pub use server::{Promoter, Server, StartError, Stopper};
 pub use tls::{AuthClients, TlsConfig};

@@ -1,6 +1,6 @@
 //! Typed errors. Nothing a caller can do through the API panics.
 
-use crate::catalog::TableId;
+use crate::handle::TableId;
 use std::fmt;
 
 /// Why a transaction aborted (Silo §4.4–§4.6). Aborts are retryable.

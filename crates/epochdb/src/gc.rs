@@ -21,41 +21,10 @@
 //! Invariant: every object in a list is owned by that list alone; the index
 //! no longer reaches it (or, for cleanup entries, the list owns only the key).
 
-use crate::arena;
-use crate::index::{Leaf, Tree};
+use crate::index::{Retired, Tree};
 use crate::record::Record;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
-
-/// An object waiting for its reclamation epoch.
-#[derive(Debug)]
-pub enum Retired {
-    Record(NonNull<Record>),
-    Leaf(*mut Leaf),
-    Inner(*mut crate::index::InnerNode),
-    Key(*mut Box<[u8]>),
-}
-
-// SAFETY: a retired object is owned by whoever holds the `Retired`;
-// handing it to another thread hands over that ownership.
-unsafe impl Send for Retired {}
-
-impl Retired {
-    /// # Safety
-    /// The object is unreachable by every thread and freed only here.
-    pub unsafe fn free(self) {
-        // SAFETY: per the contract; each pointer came from the allocation
-        // function its variant names.
-        unsafe {
-            match self {
-                Retired::Record(r) => Record::free(r),
-                Retired::Leaf(l) => arena::free_boxed(l),
-                Retired::Inner(i) => arena::free_boxed(i),
-                Retired::Key(k) => drop(Box::from_raw(k)),
-            }
-        }
-    }
-}
 
 /// A deleted key to unhook once snapshots no longer need its absent record.
 #[derive(Debug)]

@@ -29,6 +29,7 @@ mod durability;
 mod epoch;
 mod error;
 mod gc;
+mod handle;
 mod index;
 mod options;
 mod record;

@@ -52,7 +52,7 @@ use super::manifest::Manifest;
 use super::merge::{self, Gathered, Mapped};
 use crate::catalog::{Schema, Table, TableId};
 use crate::error::{Error, Result};
-use crate::gc::Retired;
+use crate::index::Retired;
 use crate::index::{Insert, Leaf, Lookup, SortedRun, Tree, PREFETCH_BATCH};
 use crate::options::{LogReplay, Options};
 use crate::record::Record;

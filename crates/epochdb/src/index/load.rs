@@ -16,9 +16,9 @@
 //! child to its right, as a leaf split makes it.
 
 use super::node::{new_sep_key, Inner, Leaf, NodeHeader, SepKey, INNER_WIDTH, LEAF_WIDTH};
+use super::Retired;
 use super::Tree;
 use crate::arena;
-use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::Ordering;
 use std::ptr::NonNull;

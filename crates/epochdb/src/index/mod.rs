@@ -21,13 +21,14 @@
 mod load;
 mod node;
 mod node_version;
+mod retired;
 
 pub use load::SortedRun;
-pub use node::{prefetch, slice_at, Inner as InnerNode, Leaf, LEAF_WIDTH};
+pub use node::{prefetch, slice_at, Leaf, LEAF_WIDTH};
 pub use node_version::Restart;
+pub use retired::Retired;
 
 use crate::arena;
-use crate::gc::Retired;
 use crate::record::Record;
 use crate::sync::{AtomicPtr, Ordering};
 use node::{new_sep_key, Inner, NodeHeader, SepKey, Target, INNER_WIDTH};

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Client libraries other than the Rust `redis` crate (which the server's
 # tests use) against `epochdb serve`: installs redis-py and ioredis, at the
-# versions pinned below, into a scratch folder (pip and npm from their
-# registries), starts a durable server with a password on a fresh data
-# directory (log+checkpoint, a `--safety sync` replication primary with a
-# TLS port) and a replica of it, replicating over TLS (certificates made
-# by openssl), and runs scripts/clients/*: redis-py over RESP2 and RESP3
-# (and against the replica: WAIT, reads, READONLY, ROLE) and over TLS,
-# ioredis over RESP2. Each checks what an application leans on: AUTH and ACL users,
-# strings, expiry, hashes, SCAN iterators, pipelines, MULTI, WATCH retried
-# under 4 contending clients, numbered databases, BGSAVE and LASTSAVE,
-# errors as the library's exceptions. Exits non-zero if a library cannot
-# be installed or a check fails.
+# versions pinned below, under the target directory unless they are there
+# already (pip and npm from their registries), starts a durable server with
+# a password on a fresh data directory (log+checkpoint, a `--safety sync`
+# replication primary with a TLS port) and a replica of it, replicating
+# over TLS (certificates made by openssl), and runs scripts/clients/*:
+# redis-py over RESP2 and RESP3 (and against the replica: WAIT, reads,
+# READONLY, ROLE) and over TLS, ioredis over RESP2. Each checks what an
+# application leans on: AUTH and ACL users, strings, expiry, hashes, SCAN
+# iterators, pipelines, MULTI, WATCH retried under 4 contending clients,
+# numbered databases, BGSAVE and LASTSAVE, errors as the library's
+# exceptions. Exits non-zero if a library cannot be installed or a check
+# fails.
 # Usage: scripts/client-libraries.sh [EPOCHDB]   (default: the debug build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +30,22 @@ stop() {
 }
 trap stop EXIT
 
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target "$scratch/py" "redis==$redis_py"
-npm install -q --no-audit --no-fund --prefix "$scratch/js" "ioredis@$ioredis" >/dev/null
+# Installed once per version, under the target directory; a later run
+# reuses them.
+libs=$target/client-libraries
+py=$libs/redis-py-$redis_py js=$libs/ioredis-$ioredis
+if [ ! -f "$py/.installed" ]; then
+  echo "installing redis-py $redis_py into $py"
+  rm -rf "$py"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target "$py" "redis==$redis_py"
+  touch "$py/.installed"
+fi
+if [ ! -f "$js/.installed" ]; then
+  echo "installing ioredis $ioredis into $js"
+  rm -rf "$js"
+  npm install -q --no-audit --no-fund --prefix "$js" "ioredis@$ioredis" >/dev/null
+  touch "$js/.installed"
+fi
 
 # A CA and a certificate it signed for localhost, for the TLS port and
 # for replication.
@@ -63,8 +78,8 @@ up $port "$scratch/server.log"
 up $replica "$scratch/replica.log"
 
 for protocol in 2 3; do
-  PYTHONPATH="$scratch/py" python3 scripts/clients/redis_py_check.py $port $password $protocol $replica
+  PYTHONPATH="$py" python3 scripts/clients/redis_py_check.py $port $password $protocol $replica
 done
-PYTHONPATH="$scratch/py" python3 scripts/clients/redis_py_tls_check.py $tls_port $password "$tls/ca.crt" \
+PYTHONPATH="$py" python3 scripts/clients/redis_py_tls_check.py $tls_port $password "$tls/ca.crt" \
   "$tls/server.crt" "$tls/server.key"
-NODE_PATH="$scratch/js/node_modules" node scripts/clients/ioredis_check.js $port $password
+NODE_PATH="$js/node_modules" node scripts/clients/ioredis_check.js $port $password

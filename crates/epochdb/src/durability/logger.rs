@@ -26,10 +26,10 @@
 
 use super::frame::{self, BlockWriter, Damage};
 use super::fsio::{DataFile, Io};
-use super::lease::Lease;
 use super::log::{lock, Buf, LogSlot};
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
+use crate::lease::Lease;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -334,7 +334,7 @@ impl Durable {
         // waits for a release that checked before a revocation.
         let lease_valid = self.lease.get().is_none_or(|l| l.is_valid());
         let limit = self.limit.load(Ordering::Acquire);
-        let released = crate::replication::rules::release(self.pepoch(), self.local_pepoch(), limit, lease_valid);
+        let released = crate::lease::release(self.pepoch(), self.local_pepoch(), limit, lease_valid);
         if released <= self.pepoch() {
             return;
         }

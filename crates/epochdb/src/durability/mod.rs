@@ -28,7 +28,6 @@ pub(crate) mod datadir;
 pub(crate) mod frame;
 pub(crate) mod fsio;
 pub(crate) mod inspect;
-pub(crate) mod lease;
 pub(crate) mod log;
 pub(crate) mod logger;
 pub(crate) mod manifest;

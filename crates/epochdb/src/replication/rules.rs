@@ -1,7 +1,7 @@
 //! The decisions of replication as pure functions of what one side knows.
 //!
-//! The threads of `primary.rs`, `backup.rs` and `standby.rs` (and the
-//! loggers' release in `durability/logger.rs`) call these, and so does
+//! The threads of `primary.rs`, `backup.rs` and `standby.rs` call these
+//! (and the loggers `release`, kept below with the lease), and so does
 //! `epochdb-control`'s deterministic simulation of the data plane, which
 //! drives them under simulated faults and checks what they promise
 //! (ARCHITECTURE.md, "Simulation"). No clocks, no I/O, no locks here: the
@@ -9,6 +9,8 @@
 
 use super::Safety;
 pub use crate::durability::manifest::Promotion;
+/// The loggers decide release by it (below replication, with the lease).
+pub use crate::lease::release;
 
 /// The bound `safety` puts on release, from the acknowledged epochs of the
 /// backups in sync; `released` is the epoch released so far, `backups`
@@ -36,16 +38,6 @@ pub fn membership(in_sync: impl Iterator<Item = u64>, committed: &[u64]) -> (boo
     want.dedup();
     let held = committed.iter().any(|n| want.binary_search(n).is_err());
     (held, (committed != want).then_some(want))
-}
-
-/// The released epoch: what is durable here within `limit`, and only
-/// while the lease (if any) holds; it never goes back.
-pub fn release(released: u64, local: u64, limit: u64, lease_valid: bool) -> u64 {
-    if lease_valid {
-        released.max(local.min(limit))
-    } else {
-        released
-    }
 }
 
 /// Whether a backup that acknowledged `acked` may count for release: it

@@ -1,8 +1,10 @@
 //! Database options. Every field has a default that suits a server; see
 //! each field for what it trades.
 
-use crate::durability::fsio::Faults;
+pub mod replication;
+
 use crate::error::{Error, Result};
+use crate::faults::Faults;
 use crate::tid::TidSource;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -169,13 +171,13 @@ pub struct Options {
     /// block to the backups that connect, and with `Safety::Sync` or
     /// `VerySafe` release commits only once the backups have them. Needs
     /// a durable, writable database. `None`: no replication.
-    pub primary: Option<crate::replication::PrimaryOptions>,
+    pub primary: Option<replication::PrimaryOptions>,
     /// Fencing by a control plane (`epochdb-control`): commits are
     /// released (durable replies sent, `wait_durable` returns) only while
     /// this lease holds, so a deposed primary releases nothing a newly
     /// elected one may lack. Also for a backup, whose lease matters once it
     /// is promoted. `None`: release is this node's own decision.
-    pub lease: Option<Arc<crate::durability::lease::Lease>>,
+    pub lease: Option<Arc<crate::lease::Lease>>,
     /// Fault injection for tests: failed syncs and a full disk.
     #[doc(hidden)]
     pub faults: Option<Arc<Faults>>,

@@ -79,6 +79,16 @@ impl std::fmt::Debug for Lease {
     }
 }
 
+/// The released epoch: what is durable here within `limit`, and only
+/// while the lease (if any) holds; it never goes back.
+pub fn release(released: u64, local: u64, limit: u64, lease_valid: bool) -> u64 {
+    if lease_valid {
+        released.max(local.min(limit))
+    } else {
+        released
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Quick start"; CI runs it via .ci/run).
+# The project's test command (README, "Quick start"; CI runs it via .ci/run).
 # Needs the Rust toolchain; installs valgrind, redis-tools, pip and npm if
 # missing, and redis-py and ioredis (scripts/client-libraries.sh).
 set -euo pipefail

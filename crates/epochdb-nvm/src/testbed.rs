@@ -411,7 +411,7 @@ pub fn check(cfg: &Config, parts: &[Partition]) -> TxnResult<Vec<String>> {
     Ok(problems)
 }
 
-/// The JSON report (README, "JSON reports"); `consistency` and `run` are
+/// The JSON report (docs/json-reports.md); `consistency` and `run` are
 /// the caller's to fill in.
 pub fn report(cfg: &Config, r: &Report) -> NvmReport {
     let f = &r.footprint;

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! See `ARCHITECTURE.md` ("The server") for the threads and the data
-//! layout, and the README for the commands and where they differ from Redis.
+//! layout, and docs/server.md for the commands and where they differ from Redis.
 
 mod acl;
 mod admin;

@@ -1,9 +1,9 @@
 //! The JSON reports (`--json FILE`): one serde type per report, shared by
 //! `epochdb bench ycsb|tpcc`, `recover`/`verify`, `bench nvm` and its
-//! matrix. The README's schema tables are generated from these types' doc
+//! matrix. The schema tables of docs/json-reports.md are generated from these types' doc
 //! comments (a test checks they match; `EPOCHDB_BLESS=1 cargo test -p
 //! epochdb-workloads --lib report` rewrites them), so a field documented
-//! here is a field in the README and in every report.
+//! here is a field in docs/json-reports.md and in every report.
 
 use crate::driver::Measured;
 use serde::{Deserialize, Serialize};
@@ -483,7 +483,7 @@ mod tests {
     const BEGIN: &str = "<!-- report schema: generated from crates/epochdb-workloads/src/report.rs -->\n";
     const END: &str = "\n<!-- end of report schema -->";
 
-    /// The README's schema tables, rendered from the doc comments of the
+    /// The schema tables of docs/json-reports.md, rendered from the doc comments of the
     /// structs above the test module in `source`.
     fn schema_tables(source: &str) -> String {
         let mut out = String::new();
@@ -494,7 +494,7 @@ mod tests {
                 break;
             }
             if let Some(d) = line.strip_prefix("///") {
-                // Rustdoc's links read as plain code in the README.
+                // Rustdoc's links read as plain code in the guide.
                 doc.push(d.trim().replace("[`", "`").replace("`]", "`"));
             } else if let Some(rest) = line.strip_prefix("pub struct ") {
                 let name = rest.trim_end_matches(" {");
@@ -517,22 +517,22 @@ mod tests {
         out
     }
 
-    /// The README's tables are these types' doc comments.
+    /// The tables of docs/json-reports.md are these types' doc comments.
     #[test]
-    fn readme_schema_tables_match_the_types() {
-        let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(readme_path).expect("README.md");
+    fn documented_schema_tables_match_the_types() {
+        let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/json-reports.md");
+        let readme = std::fs::read_to_string(readme_path).expect("docs/json-reports.md");
         let tables = schema_tables(include_str!("report.rs"));
         let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
-            panic!("README.md lacks the report schema markers");
+            panic!("docs/json-reports.md lacks the report schema markers");
         };
         let current = &readme[b + BEGIN.len()..e];
         if current != tables {
             if std::env::var_os("EPOCHDB_BLESS").is_some() {
                 let updated = format!("{}{tables}{}", &readme[..b + BEGIN.len()], &readme[e..]);
-                std::fs::write(readme_path, updated).expect("write README.md");
+                std::fs::write(readme_path, updated).expect("write docs/json-reports.md");
             } else {
-                panic!("README.md's report schema is out of date: EPOCHDB_BLESS=1 cargo test -p epochdb-workloads --lib report");
+                panic!("docs/json-reports.md's report schema is out of date: EPOCHDB_BLESS=1 cargo test -p epochdb-workloads --lib report");
             }
         }
     }

@@ -49,6 +49,16 @@ mod txn;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// The embedding guide's code blocks, compiled and run as doc-tests.
+#[doc = include_str!("../../../docs/embedding.md")]
+#[cfg(doctest)]
+pub struct EmbeddingDoctests;
+
+/// The replication guide's code blocks, compiled as doc-tests.
+#[doc = include_str!("../../../docs/replication.md")]
+#[cfg(doctest)]
+pub struct ReplicationDoctests;
+
 pub use catalog::{Column, ColumnType, IndexId, Schema, TableId, TableOptions};
 pub use db::{Database, Worker, WorkerStats};
 pub use durability::checkpoint::CheckpointStats;

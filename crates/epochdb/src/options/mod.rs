@@ -92,7 +92,7 @@ pub const MAX_KEY_LEN: usize = 1024;
 /// The longest epoch interval accepted.
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
-/// How to open a [`Database`](crate::Database). `Options::default()` is an in-memory database; README "Options" lists every field with its default.
+/// How to open a [`Database`](crate::Database). `Options::default()` is an in-memory database; docs/embedding.md, "Options", lists every field with its default.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// How often the global epoch advances (Silo: 40 ms). Shorter epochs

@@ -16,7 +16,8 @@ export TMPDIR="$scratch"
 
 echo "== format and lints"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+# --all-features: the lab code too (the NVM testbed's `bench nvm`).
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 
 echo "== tests"
 # The server's tests run redis-cli and redis-benchmark against it.
@@ -31,7 +32,7 @@ for tool in ip:iproute2 openssl:openssl; do
     (apt-get update -qq && apt-get install -y -qq "${tool##*:}") >/dev/null 2>&1 || true
   fi
 done
-EPOCHDB_REQUIRE_REDIS_TOOLS=1 cargo test --workspace
+EPOCHDB_REQUIRE_REDIS_TOOLS=1 cargo test --workspace --all-features
 
 echo "== examples"
 # Every example runs to completion; the durable counter twice on one

@@ -26,6 +26,7 @@ mod bench;
 mod churn;
 mod cluster;
 mod datacmd;
+#[cfg(feature = "lab")]
 mod nvm;
 mod remote;
 mod replicas;
@@ -91,7 +92,8 @@ enum Bench {
     Ycsb(bench::YcsbArgs),
     /// The full TPC-C: nine tables, five transactions, consistency conditions 1-4
     Tpcc(bench::TpccArgs),
-    /// The NVM storage-engine testbed: six engines on emulated persistent memory
+    /// The NVM storage-engine testbed: six engines on emulated persistent memory (built with --features lab)
+    #[cfg(feature = "lab")]
     Nvm(nvm::NvmArgs),
     /// Range scans under insert/delete churn, in memory
     Churn(churn::ChurnArgs),
@@ -186,6 +188,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
     match cli.command {
         Command::Bench(Bench::Ycsb(a)) => bench::ycsb(a),
         Command::Bench(Bench::Tpcc(a)) => bench::tpcc(a),
+        #[cfg(feature = "lab")]
         Command::Bench(Bench::Nvm(a)) => nvm::bench(a),
         Command::Bench(Bench::Churn(a)) => churn::bench(a),
         Command::Recover(a) => datacmd::recover(a),

@@ -50,13 +50,7 @@ fi
 # A CA and a certificate it signed for localhost, for the TLS port and
 # for replication.
 tls=$scratch/tls
-mkdir -p "$tls"
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 -new "${ec[@]}" -keyout "$tls/ca.key" -out "$tls/ca.crt" -days 2 -subj "/CN=epochdb test CA" 2>/dev/null
-openssl req -new "${ec[@]}" -keyout "$tls/server.key" -out "$tls/server.csr" -subj /CN=localhost 2>/dev/null
-echo "subjectAltName=DNS:localhost,IP:127.0.0.1" >"$tls/san"
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
-  -out "$tls/server.crt" -extfile "$tls/san" 2>/dev/null
+scripts/tls-certs.sh "$tls"
 tls_args=(--tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key" --tls-ca-cert-file "$tls/ca.crt"
   --tls-replication yes)
 

@@ -23,13 +23,8 @@ stop() {
 }
 trap stop EXIT
 
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 -new "${ec[@]}" -keyout "$scratch/ca.key" -out "$scratch/ca.crt" -days 2 -subj "/CN=bench CA" 2>/dev/null
-openssl req -new "${ec[@]}" -keyout "$scratch/s.key" -out "$scratch/s.csr" -subj /CN=localhost 2>/dev/null
-echo "subjectAltName=DNS:localhost,IP:127.0.0.1" >"$scratch/san"
-openssl x509 -req -in "$scratch/s.csr" -CA "$scratch/ca.crt" -CAkey "$scratch/ca.key" -CAcreateserial -days 2 \
-  -out "$scratch/s.crt" -extfile "$scratch/san" 2>/dev/null
-tls=(--tls-cert-file "$scratch/s.crt" --tls-key-file "$scratch/s.key" --tls-ca-cert-file "$scratch/ca.crt"
+scripts/tls-certs.sh "$scratch"
+tls=(--tls-cert-file "$scratch/server.crt" --tls-key-file "$scratch/server.key" --tls-ca-cert-file "$scratch/ca.crt"
   --tls-auth-clients no)
 
 mkdir -p "$scratch/redis"

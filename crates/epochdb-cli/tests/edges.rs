@@ -405,20 +405,12 @@ fn an_idle_server_writes_no_checkpoints() {
 }
 
 /// A CA and a certificate it signed for `localhost` and 127.0.0.1, with
-/// its key, made by `openssl` in `dir`: (ca, cert, key).
+/// its key, made in `dir` by `scripts/tls-certs.sh` (openssl): (ca, cert,
+/// key).
 fn certificates(dir: &Path) -> [String; 3] {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl").current_dir(dir).args(args).output().expect("run openssl");
-        assert!(out.status.success(), "openssl {args:?}: {}", text(&out));
-    };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    let ca = ["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=epochdb test CA"];
-    run(&[&["req", "-x509", "-new"][..], &ec, &ca].concat());
-    run(&[&["req", "-new"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"]]
-        .concat());
-    std::fs::write(dir.join("san"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
-    let sign = ["-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2"];
-    run(&[&["x509", "-req"][..], &sign, &["-out", "server.crt", "-extfile", "san"]].concat());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/tls-certs.sh");
+    let out = Command::new(script).arg(dir).output().expect("run scripts/tls-certs.sh");
+    assert!(out.status.success(), "scripts/tls-certs.sh: {}", text(&out));
     ["ca.crt", "server.crt", "server.key"].map(|f| dir.join(f).to_str().unwrap().to_string())
 }
 

@@ -139,12 +139,7 @@ impl TlsArgs {
 }
 
 fn auth_clients(text: &str) -> Result<AuthClients, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "yes" => Ok(AuthClients::Yes),
-        "no" => Ok(AuthClients::No),
-        "optional" => Ok(AuthClients::Optional),
-        _ => Err("must be yes, no or optional".into()),
-    }
+    AuthClients::parse(text).ok_or_else(|| "must be yes, no or optional".into())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -237,11 +232,7 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
 
 /// Redis's booleans: yes or no.
 fn yes_no(text: &str) -> Result<bool, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "yes" => Ok(true),
-        "no" => Ok(false),
-        _ => Err("must be yes or no".into()),
-    }
+    epochdb_server::parse_yes_no(text).ok_or_else(|| "must be yes or no".into())
 }
 
 fn memory_arg(text: &str) -> Result<u64, String> {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{serve_in, Scratch, Served};
+use common::{serve_in, serve_printing, Scratch, Served};
 use redis::{Connection, RedisResult, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -412,18 +412,6 @@ fn certificates(dir: &Path) -> [String; 3] {
     let out = Command::new(script).arg(dir).output().expect("run scripts/tls-certs.sh");
     assert!(out.status.success(), "scripts/tls-certs.sh: {}", text(&out));
     ["ca.crt", "server.crt", "server.key"].map(|f| dir.join(f).to_str().unwrap().to_string())
-}
-
-/// `epochdb serve` with more arguments in `cwd`, and what it prints on
-/// standard output after the line naming its port.
-fn serve_printing(cwd: &Path, args: &[&str]) -> (Served, std::sync::Arc<std::sync::Mutex<String>>) {
-    let args: Vec<std::ffi::OsString> = ["serve", "--port", "0"].iter().chain(args).map(Into::into).collect();
-    let (child, stderr, mut lines) = common::spawn_in(cwd, &args);
-    let port = common::port_of(&mut lines, &stderr);
-    let printed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let sink = printed.clone();
-    std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| sink.lock().unwrap().push_str(&(l + "\n"))));
-    (Served { child, port, stderr }, printed)
 }
 
 /// The first word after `label` in what a server printed (waiting for it).

@@ -1011,11 +1011,7 @@ fn config_change(shared: &crate::shared::Shared, name: &str, v: &[u8]) -> Result
     let int = || text.parse::<i64>().map_err(|_| failed("argument couldn't be parsed into an integer"));
     let size = || int().and_then(|n| usize::try_from(n).map_err(|_| failed("argument must be 0 or more")));
     let memory = || crate::config::parse_memory(&text).ok_or_else(|| failed("argument must be a memory value"));
-    let yes_no = || match text.to_ascii_lowercase().as_str() {
-        "yes" => Ok(true),
-        "no" => Ok(false),
-        _ => Err(failed("argument must be 'yes' or 'no'")),
-    };
+    let yes_no = || crate::config::parse_yes_no(&text).ok_or_else(|| failed("argument must be 'yes' or 'no'"));
     let durability = shared.db.options().durability;
     Ok(match name {
         "appendfsync" => Change::AppendFsync(

@@ -178,6 +178,16 @@ impl Default for Config {
     }
 }
 
+/// A boolean as Redis's configuration takes it: `yes` or `no`, in either
+/// case.
+pub fn parse_yes_no(text: &str) -> Option<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
 /// A memory size as Redis's configuration takes it: bytes, or a number
 /// with `k`/`m`/`g` (powers of 1000) or `kb`/`mb`/`gb` (of 1024), in
 /// either case (`maxmemory 100mb`).

@@ -508,7 +508,7 @@ impl EventLoop {
     /// Whether protected mode refuses a client from `addr`: it is on, the
     /// default user needs no password, and the client is not on loopback.
     fn protected(&self, addr: SocketAddr) -> bool {
-        if !self.shared.settings.protected_mode.load(Ordering::Relaxed) || is_loopback(addr.ip()) {
+        if !self.shared.settings.protected_mode.load(Ordering::Relaxed) || addr.ip().to_canonical().is_loopback() {
             return false;
         }
         let users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
@@ -640,21 +640,19 @@ impl EventLoop {
 
     /// Runs one request and writes its reply.
     fn execute(&mut self, t: Token, args: &Args) {
-        // An HTTP request (a browser led to post to this port) shows its
-        // method or a header as the first word of an inline line: close
-        // before its body can run as commands, as Redis does.
-        let name = args.get(0);
-        if name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:") {
-            let addr = self.clients.get(&t).map(|c| c.info.addr);
-            if let Some(c) = self.clients.get_mut(&t) {
-                c.closed = true;
-            }
-            self.warn(1, &format!("possible SECURITY ATTACK: {addr:?} sent an HTTP POST or Host: line, a cross-protocol request; connection closed"));
-            return;
-        }
         let Some(c) = self.clients.get_mut(&t) else { return };
         let start = Instant::now();
         let Some((i, cmd)) = lookup(args.get(0)) else {
+            // An HTTP request (a browser led to post to this port) shows
+            // its method or a header as the first word of an inline line:
+            // close before its body can run as commands, as Redis does.
+            let name = args.get(0);
+            if name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:") {
+                c.closed = true;
+                let addr = c.info.addr;
+                self.warn(1, &format!("possible SECURITY ATTACK: {addr} sent an HTTP POST or Host: line, a cross-protocol request; connection closed"));
+                return;
+            }
             let mut msg = format!("ERR unknown command '{}', with args beginning with: ", printable(args.get(0)));
             for a in args.iter_from(1).take(16) {
                 msg.push_str(&format!("'{}' ", printable(a)));
@@ -1038,15 +1036,6 @@ impl EventLoop {
 
 /// A client-supplied name shown in an error, cut short and without line
 /// breaks.
-/// Whether a peer is on this machine's loopback interface (127.0.0.0/8,
-/// ::1, or 127.x as an IPv4-mapped IPv6 address).
-fn is_loopback(ip: std::net::IpAddr) -> bool {
-    match ip {
-        std::net::IpAddr::V4(v4) => v4.is_loopback(),
-        std::net::IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
-    }
-}
-
 pub fn printable(a: &[u8]) -> String {
     let s: String = String::from_utf8_lossy(&a[..a.len().min(128)]).chars().filter(|c| !c.is_control()).collect();
     s

@@ -31,6 +31,6 @@ mod stats;
 mod table;
 mod tls;
 
-pub use config::{parse_memory, AppendFsync, Config, InfoLines, Members, ReplicaOf, Switchover};
+pub use config::{parse_memory, parse_yes_no, AppendFsync, Config, InfoLines, Members, ReplicaOf, Switchover};
 pub use server::{Promoter, Server, StartError, Stopper};
 pub use tls::{AuthClients, TlsConfig};

@@ -31,6 +31,16 @@ pub enum AuthClients {
 }
 
 impl AuthClients {
+    /// `yes`, `no` or `optional`, in either case.
+    pub fn parse(text: &str) -> Option<AuthClients> {
+        match text.to_ascii_lowercase().as_str() {
+            "yes" => Some(AuthClients::Yes),
+            "no" => Some(AuthClients::No),
+            "optional" => Some(AuthClients::Optional),
+            _ => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             AuthClients::Yes => "yes",

@@ -143,13 +143,22 @@ pub fn join_writers(writers: Vec<std::thread::JoinHandle<Acked>>, server: &Serve
 
 /// Starts `epochdb serve --port 0 <args>` in `cwd` and waits for the line
 /// that names its port (a guessed port is racy: another test's server may
-/// hold it). Its stdout is drained so it never blocks on a full pipe.
+/// hold it).
 pub fn serve_in(cwd: &std::path::Path, args: &[&str]) -> Served {
+    serve_printing(cwd, args).0
+}
+
+/// [`serve_in`], and what the server prints on standard output after the
+/// line naming its port (read by a thread, so it never blocks on a full
+/// pipe).
+pub fn serve_printing(cwd: &std::path::Path, args: &[&str]) -> (Served, Arc<Mutex<String>>) {
     let args: Vec<OsString> = ["serve", "--port", "0"].iter().chain(args).map(Into::into).collect();
     let (child, stderr, mut lines) = spawn_in(cwd, &args);
     let port = port_of(&mut lines, &stderr);
-    std::thread::spawn(move || lines.for_each(drop));
-    Served { child, port, stderr }
+    let printed = Arc::new(Mutex::new(String::new()));
+    let sink = printed.clone();
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| sink.lock().unwrap().push_str(&(l + "\n"))));
+    (Served { child, port, stderr }, printed)
 }
 
 /// A fresh directory for one test, removed once it passed (kept after a

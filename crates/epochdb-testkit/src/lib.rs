@@ -1,10 +1,18 @@
 //! What the project's tests share.
 //!
-//! [`module_circles`]: the layers check. Each top-level module of a
+//! [`module_circles`]: the layers check. [`child`]: crash-test children
+//! killed with SIGKILL; [`files`]: a data directory's files read back;
+//! [`ports`]: ports for the servers tests start.
+//!
+//! The layers check. Each top-level module of a
 //! crate (`src/x.rs` or `src/x/`) may use the modules below it, never one
 //! that uses it back, directly or through others. The check reads the
 //! `crate::` paths of each module's code (comments aside) and names every
 //! circle, with the paths that close it.
+
+pub mod child;
+pub mod files;
+pub mod ports;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -54,6 +62,15 @@ pub fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     graph
+}
+
+/// Panics, naming every circle and the paths that close it, if the
+/// top-level modules of the crate at `manifest_dir` import each other in
+/// a circle.
+pub fn assert_no_module_circles(manifest_dir: &str) {
+    let circles = module_circles(&Path::new(manifest_dir).join("src"));
+    let shown: Vec<String> = circles.iter().map(ToString::to_string).collect();
+    assert!(circles.is_empty(), "modules in a circle:\n{}", shown.join("\n"));
 }
 
 /// Every circle among the top-level modules of the crate in `src`.

@@ -36,7 +36,6 @@ mod lease;
 mod options;
 mod record;
 mod replication;
-mod snapshot;
 mod spin;
 mod sync;
 #[cfg(test)]
@@ -60,7 +59,7 @@ pub struct EmbeddingDoctests;
 pub struct ReplicationDoctests;
 
 pub use catalog::{Column, ColumnType, IndexId, Schema, TableId, TableOptions};
-pub use db::{Database, Worker, WorkerStats};
+pub use db::{Backup, Database, Worker};
 pub use durability::checkpoint::CheckpointStats;
 pub use durability::datadir::{destroy, set_aside};
 pub use durability::inspect::{inspect, CheckpointSummary, FileSummary, Inspection};
@@ -71,12 +70,10 @@ pub use lease::Lease;
 pub use options::{Durability, LogReplay, Options, MAX_KEY_LEN};
 pub use replication::rules as replication_rules;
 pub use replication::{
-    Backup, BackupOptions, BackupState, Freshness, Membership, PrimaryOptions, ReplicationStatus, Safety,
-    StandbyStatus, Transport,
+    BackupOptions, BackupState, Membership, PrimaryOptions, ReplicationStatus, Safety, StandbyStatus, Transport,
 };
-pub use snapshot::SnapshotTxn;
 pub use tid::{Tid, TidSource};
-pub use txn::{CommitInfo, Range, Txn};
+pub use txn::{CommitInfo, Freshness, Range, SnapshotTxn, Txn, WorkerStats};
 
 /// Bytes of records and index nodes live now, in every database of the
 /// process (as its allocator counts them: each block at its size class).

@@ -10,16 +10,15 @@
 //! sends those epochs again, or names them void in its manifest).
 //!
 //! The backup is also a hot standby: its directory is recovered into a
-//! read-only [`Database`], and `standby.rs` replays each persisted,
+//! read-only [`crate::Database`], and `standby.rs` replays each persisted,
 //! released epoch into it for snapshot reads. With checkpointing options
 //! the standby checkpoints its memory into the directory, as a primary
 //! does, and deletes the log files below it (`durability/checkpoint.rs`),
 //! so the backup's log does not grow without end.
 
 use super::rules;
-use super::standby::{ReadView, Replay, Replayer, StandbyStatus};
+use super::standby::{Replay, Replayer, StandbyStatus};
 use super::wire::{self, Msg};
-use crate::db::Database;
 use crate::durability::datadir;
 use crate::durability::frame;
 use crate::durability::log::lock;
@@ -28,6 +27,7 @@ use crate::durability::manifest::Manifest;
 use crate::durability::Store;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
+use crate::txn::{ReadView, Shared};
 use std::io::BufRead;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
@@ -43,7 +43,7 @@ pub struct BackupOptions {
     /// another database's: a backup only ever holds its primary's log.
     pub data_dir: PathBuf,
     /// The primary's replication address (`host:port`) at start
-    /// ([`Backup::follow`] moves it).
+    /// ([`crate::Backup::follow`] moves it).
     pub primary: String,
     /// Wait between attempts to reach the primary.
     pub retry: Duration,
@@ -64,7 +64,7 @@ pub struct BackupOptions {
     /// `None`: plain TCP.
     pub transport: Option<std::sync::Arc<dyn super::Transport>>,
     /// The standby database's options, which are also those of the
-    /// primary it becomes when promoted ([`Backup::promote`]): its
+    /// primary it becomes when promoted ([`crate::Backup::promote`]): its
     /// durability (not `Off`; with checkpoints, the standby takes its own
     /// every `checkpoint_interval`, always full ones), epochs,
     /// and `primary` (where its own backups connect once promoted).
@@ -90,22 +90,21 @@ impl BackupOptions {
     }
 }
 
-/// A running backup process's receiver thread. Stop it with
-/// [`Backup::stop`]; dropping it stops it too.
-pub struct Backup {
+/// The receiver of a backup: a thread that receives the primary's
+/// streams into the data directory and hands persisted blocks to replay,
+/// and the replayer. Stopping or dropping it stops both.
+pub(crate) struct Receiver {
     status: Arc<Status>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<(Result<()>, Disk)>>,
     view: Arc<ReadView>,
     replay: Arc<Replay>,
-    // Stopped before the database it replays into is dropped.
     replayer: Option<Replayer>,
-    db: Database,
 }
 
 #[derive(Default)]
 struct Status {
-    /// Where the primary is ([`Backup::follow`] moves it).
+    /// Where the primary is ([`crate::Backup::follow`] moves it).
     primary: Mutex<String>,
     /// Bumped by each move: a session with an older number ends.
     moves: AtomicU64,
@@ -119,7 +118,7 @@ struct Status {
 
 /// What the receiver writes with.
 struct Disk {
-    db: Database,
+    shared: Arc<Shared>,
     store: Arc<Store>,
     log: LogFile,
     pepoch_file: PepochFile,
@@ -132,60 +131,41 @@ struct Disk {
     top: u64,
 }
 
-impl Backup {
-    /// Opens (recovering) the data directory, then receives from the
-    /// primary in a thread, connecting again whenever the connection
-    /// drops. A primary that refuses this backup stops it: see
-    /// [`Backup::error`].
-    pub fn start(opts: BackupOptions) -> Result<Backup> {
-        let options = Options { data_dir: Some(opts.data_dir.clone()), ..opts.database.clone() };
-        if options.durability == Durability::Off || options.read_only {
-            return Err(Error::InvalidOptions(
-                "a backup's database needs durability, and must not be read-only".into(),
-            ));
-        }
-        let view = Arc::new(ReadView::default());
-        let (db, pepoch_file, top) = Database::open_standby(options.clone(), view.clone())?;
-        let store = db.store().clone();
+impl Receiver {
+    /// Starts receiving into the standby `shared`, opened from the
+    /// backup's directory with `pepoch_file` and the largest epoch its
+    /// log may hold (`top`), and replaying into it at `view`.
+    /// `start_checkpoints` is given the persisted epoch the standby's
+    /// checkpoints may cover, before the first block arrives.
+    pub fn start(
+        opts: BackupOptions,
+        shared: Arc<Shared>,
+        view: Arc<ReadView>,
+        (pepoch_file, top): (PepochFile, u64),
+        start_checkpoints: impl FnOnce(Arc<AtomicU64>) -> Result<()>,
+    ) -> Result<Receiver> {
+        let store = shared.store.clone();
         let pepoch = store.recovery.as_ref().map_or(0, |r| r.pepoch);
         let replay = Arc::new(Replay::new(opts.replay_memory.max(1 << 16)));
         replay.persisted(pepoch);
-        let replayer = Replayer::start(db.clone(), view.clone(), replay.clone(), pepoch)?;
+        let replayer = Replayer::start(shared.clone(), view.clone(), replay.clone(), pepoch)?;
         let log = LogFile::create(&store.dirs.log[0], &store.io)?;
-        let rotate = Rotation::of(&options);
-        let disk = Disk {
-            db: db.clone(),
-            store,
-            log,
-            pepoch_file,
-            pepoch,
-            rotate,
-            replay: replay.clone(),
-            view: view.clone(),
-            top,
-        };
+        let rotate = Rotation::of(&shared.options);
+        let disk =
+            Disk { shared, store, log, pepoch_file, pepoch, rotate, replay: replay.clone(), view: view.clone(), top };
         let status = Arc::new(Status {
             primary: Mutex::new(opts.primary.clone()),
             persisted: Arc::new(AtomicU64::new(pepoch)),
             ..Status::default()
         });
-        db.start_standby_checkpoints(status.persisted.clone())?;
+        start_checkpoints(status.persisted.clone())?;
         let stop = Arc::new(AtomicBool::new(false));
         let (st, s) = (status.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("epochdb-backup".into())
             .spawn(move || receive(opts, disk, &st, &s))
             .map_err(|e| Error::Replication(format!("start the backup thread: {e}")))?;
-        Ok(Backup { status, stop, thread: Some(thread), view, replay, replayer: Some(replayer), db })
-    }
-
-    /// The hot standby: a read-only database that follows the primary.
-    /// Read it with snapshot transactions ([`crate::Worker::snapshot`],
-    /// [`crate::Worker::snapshot_fresh`]): they show the read view, every
-    /// epoch the backup has persisted and replayed and the primary has
-    /// released, and nothing newer. Writes give [`Error::ReadOnly`].
-    pub fn database(&self) -> &Database {
-        &self.db
+        Ok(Receiver { status, stop, thread: Some(thread), view, replay, replayer: Some(replayer) })
     }
 
     /// The read view: snapshots show every epoch `<=` this (0: none yet).
@@ -193,8 +173,6 @@ impl Backup {
         self.view.view()
     }
 
-    /// Where the standby stands: persisted, released and read-view epochs,
-    /// replay backlog and staleness.
     pub fn status(&self) -> StandbyStatus {
         let (pending_bytes, log_pending_bytes, peak_pending_bytes, log_replayed_bytes) = self.replay.pending();
         StandbyStatus {
@@ -211,62 +189,39 @@ impl Backup {
         }
     }
 
-    /// The largest epoch this backup has on disk and acknowledged.
     pub fn persisted_epoch(&self) -> u64 {
         self.status.persisted.load(Ordering::Acquire)
     }
 
-    /// The primary's replication address it follows now.
     pub fn primary(&self) -> String {
         lock(&self.status.primary).clone()
     }
 
-    /// Follows the primary at `primary` from now on: a primary promoted
-    /// after its own (by a control plane, or by hand). The connection to
-    /// the old one ends, and the backup connects to the new one at once,
-    /// resuming from its persisted epoch as after any reconnection. The
-    /// new primary admits it only if its history is a prefix of its own
-    /// (it persisted nothing that the promotion did not keep), else it
-    /// refuses it as diverged ([`Backup::diverged`]); what the backup
-    /// received above its persisted epoch and the promotion made void is
-    /// never replayed.
-    pub fn follow(&self, primary: impl Into<String>) {
-        let primary = primary.into();
+    pub fn follow(&self, primary: String) {
         ::log::info!("backup: following the primary at {primary}");
         *lock(&self.status.primary) = primary;
         self.status.moves.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Whether it is connected to its primary now.
     pub fn is_connected(&self) -> bool {
         self.status.connected.load(Ordering::Acquire)
     }
 
-    /// The last error: a refusal (which stopped it) or a lost connection.
     pub fn error(&self) -> Option<String> {
         lock(&self.status.error).clone()
     }
 
-    /// Why the primary refused this backup as diverged, if it did: its
-    /// directory holds epochs the primary's history does not (a deposed
-    /// primary's tail, or a tail of an older term). It must be moved aside
-    /// and the backup started from an empty one; the receiver has stopped.
     pub fn diverged(&self) -> Option<String> {
         lock(&self.status.diverged).clone()
     }
 
-    /// Whether the receiver has stopped (refused, or a local disk error).
     pub fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
-    /// Stops receiving (what is persisted stays) and returns the error that
-    /// stopped it earlier, if one did.
-    pub fn stop(mut self) -> Result<()> {
-        self.finish()
-    }
-
-    fn finish(&mut self) -> Result<()> {
+    /// Stops receiving (what is persisted stays); the error that stopped
+    /// it earlier, if one did.
+    pub fn finish(&mut self) -> Result<()> {
         self.stop_receiving()?.map_or(Ok(()), |(r, _)| r)
     }
 
@@ -281,30 +236,12 @@ impl Backup {
         }
     }
 
-    /// Promotes this standby to a primary, in place, and returns its
-    /// database: the same handle [`Backup::database`] gave, whose workers
-    /// and snapshots go on, now accepting writes.
-    ///
-    /// Receiving stops, and every epoch this backup persisted is replayed,
-    /// including those its primary had not released yet (their clients
-    /// had no answer). What it received above that is made void, durably,
-    /// and the new primary's epochs start above it all. Then the loggers,
-    /// the checkpointer and, if [`BackupOptions::database`] has
-    /// `primary`, a replication primary for backups of its own start.
-    ///
-    /// Under `sync` every released commit is on each in-sync backup, so
-    /// promoting one loses no acknowledged commit; under `async` the last
-    /// epochs the backup had not persisted are lost (compare
-    /// [`Backup::persisted_epoch`] of the backups and promote the highest).
-    /// Nothing fences the old primary yet (issue #18's control plane):
-    /// promote only once it is down for good, or it may go on releasing
-    /// commits alone once this backup stops acknowledging.
-    ///
-    /// A replay that failed cannot be promoted in place ([`Error::Replication`]):
-    /// open the directory with [`Database::open`] instead (once the
-    /// returned error has dropped the backup), which recovers it the same
-    /// way; so after any error of a promotion.
-    pub fn promote(mut self) -> Result<Database> {
+    /// The receiver's half of a promotion: receiving stops, every
+    /// persisted epoch is replayed, replay stops, and the log is sealed
+    /// (the loggers start a `data.log` of their own). Returns the standby's
+    /// pepoch, the largest epoch its log may hold and its pepoch file,
+    /// for the database's half.
+    pub fn hand_over(&mut self) -> Result<(u64, u64, PepochFile)> {
         let Some((received, mut disk)) = self.stop_receiving()? else {
             return Err(Error::Replication("promote: the backup was stopped".into()));
         };
@@ -320,15 +257,13 @@ impl Backup {
             std::thread::sleep(Duration::from_millis(1));
         }
         drop(self.replayer.take());
-        // The loggers start a `data.log` of their own.
         disk.log.seal(&disk.store.io)?;
         let Disk { pepoch_file, top, .. } = disk;
-        self.db.promote(pepoch, top, pepoch_file)?;
-        Ok(self.db.clone())
+        Ok((pepoch, top, pepoch_file))
     }
 }
 
-impl Drop for Backup {
+impl Drop for Receiver {
     fn drop(&mut self) {
         let _ = self.finish();
     }
@@ -590,7 +525,7 @@ impl Disk {
             }
         }
         self.store.store_manifest(&mut ours, next)?;
-        self.db.extend_catalog(&ours);
+        self.shared.extend_catalog(&ours);
         Ok(())
     }
 
@@ -637,10 +572,6 @@ impl Disk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::manifest::{Manifest, TableEntry};
-    use crate::durability::{frame, log};
-    use crate::tid::Tid;
-    use std::net::TcpListener;
 
     #[test]
     fn the_same_connection_failure_is_logged_once_per_period() {
@@ -656,72 +587,5 @@ mod tests {
         r.last.as_mut().expect("a failure logged").1 -= REPEAT_LOG;
         r.warn("reset", retry);
         assert_eq!(r.last.as_ref().map(|l| l.2), Some(0));
-    }
-
-    /// One session of a fake primary: the handshake, a welcome naming
-    /// table `t`, then `frames`; then it waits until the backup hangs up.
-    fn fake_session(listener: &TcpListener, frames: &[Msg]) {
-        let (mut s, _) = listener.accept().expect("accept");
-        let ours = [7u8; 32];
-        wire::send(&mut s, &Msg::Challenge { version: wire::VERSION, nonce: ours }).expect("challenge");
-        let mut r = std::io::BufReader::new(s.try_clone().expect("clone"));
-        let Ok(Some(Msg::Hello { nonce: theirs, .. })) = wire::recv(&mut r, &mut Vec::new()) else {
-            panic!("expected a hello")
-        };
-        let table = TableEntry { name: "t".into(), index_of: None, schema: None };
-        let manifest = Manifest { tables: vec![table], ..Manifest::default() }.encode();
-        let proof = wire::proof(b"", wire::Side::Primary, &ours, &theirs);
-        wire::send(&mut s, &Msg::Welcome { streams: 1, proof, manifest }).expect("welcome");
-        frames.iter().for_each(|m| wire::send(&mut s, m).expect("send"));
-        // Until the backup has read it all and hung up.
-        let _ = std::io::copy(&mut r, &mut std::io::sink());
-    }
-
-    /// A catch-up cut short before anything was persisted leaves its block
-    /// in the log; the backup restarts (which seals that log into an
-    /// `old_data` file), and the next catch-up, from a newer checkpoint
-    /// without the row, persists past its epoch. The row must not come
-    /// back when the directory is opened.
-    #[test]
-    fn a_catch_up_cut_short_before_a_restart_does_not_come_back() {
-        let dir = std::env::temp_dir().join(format!("epochdb-backup-forget-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        let mut block = frame::new_block(frame::BLOCK_HEADER_LEN + 64);
-        log::encode_txn(&mut block, Tid::new(3, 1), 1);
-        log::encode_entry(&mut block, 0, b"ghost", Some(b"deleted later"));
-        frame::seal(&mut block, 3, 3);
-        let wait = |what: &str, done: &dyn Fn() -> bool| {
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
-            while !done() {
-                assert!(std::time::Instant::now() < deadline, "{what}");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
-        std::thread::scope(|s| {
-            let l = &listener;
-            s.spawn(move || fake_session(l, &[Msg::Block { stream: 0, lo: 3, hi: 3, block }]));
-            let backup = Backup::start(BackupOptions::new(&dir, &addr)).expect("start");
-            wait("the block never arrived", &|| backup.status().pending_bytes > 0);
-            assert_eq!(backup.persisted_epoch(), 0, "nothing persisted");
-            let _ = backup.stop();
-        });
-        std::thread::scope(|s| {
-            let l = &listener;
-            s.spawn(move || fake_session(l, &[Msg::Seal { stream: 0, epoch: 5 }]));
-            let backup = Backup::start(BackupOptions::new(&dir, &addr)).expect("restart");
-            wait("epoch 5 was not persisted", &|| backup.persisted_epoch() >= 5);
-            let _ = backup.stop();
-        });
-        let options =
-            Options { durability: Durability::Log, data_dir: Some(dir.clone()), read_only: true, ..Options::default() };
-        let db = Database::open(options).expect("open");
-        let t = db.table("t").expect("table");
-        let mut w = db.worker().expect("worker");
-        let ghost = w.run(|txn| txn.get(t, b"ghost").map(|v| v.map(<[u8]>::to_vec))).expect("get");
-        assert_eq!(ghost, None, "a row of a catch-up nothing of which was persisted came back");
-        drop((w, db));
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -3,7 +3,7 @@
 //! A primary ([`PrimaryOptions`] in `Options::primary`) ships every sealed
 //! log block of each logger, as written, to the backups that connect,
 //! before its own sync, and releases commits by its [`Safety`] mode. A
-//! backup ([`Backup`]) writes the blocks to a data directory of its own,
+//! backup ([`crate::Backup`]) writes the blocks to a data directory of its own,
 //! syncs at each seal and acknowledges the epoch it persisted. ARCHITECTURE.md
 //! ("Replication") has the life of a block and the safety argument of each
 //! mode; FORMAT.md the wire protocol.
@@ -14,10 +14,11 @@ pub mod rules;
 pub(crate) mod standby;
 pub(crate) mod wire;
 
-pub use backup::{Backup, BackupOptions};
+pub use backup::BackupOptions;
+pub(crate) use backup::Receiver;
 pub use primary::BackupState;
 pub(crate) use primary::Primary;
-pub use standby::{Freshness, StandbyStatus};
+pub use standby::StandbyStatus;
 
 pub use crate::options::replication::{Membership, PrimaryOptions, Safety, Transport};
 use std::net::SocketAddr;

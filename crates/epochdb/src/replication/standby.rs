@@ -30,46 +30,20 @@
 
 use super::rules;
 use crate::catalog::Schema;
-use crate::db::{Database, Worker};
 use crate::durability::log::{self, lock, Entry, Write};
 use crate::durability::manifest::Manifest;
 use crate::durability::{columns, frame};
-use crate::epoch::Epochs;
 use crate::error::{Error, Result};
 use crate::gc::Cleanup;
 use crate::index::{Lookup, Tree, PREFETCH_BATCH};
-use crate::options::Options;
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
+use crate::txn::{Context, ReadView, Shared};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// How fresh a snapshot must be ([`Worker::snapshot_fresh`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Freshness {
-    /// Whatever the snapshot (or a standby's read view) holds.
-    #[default]
-    Any,
-    /// Every commit of epochs `<= epoch` (for example a write's
-    /// `CommitInfo::epoch` on the primary: read your own writes); waits up
-    /// to `wait` for it.
-    AtLeast {
-        /// The epoch the snapshot must include.
-        epoch: u64,
-        /// How long to wait for it before [`Error::Stale`]. On a primary,
-        /// the first snapshot after a quiet stretch may also wait 1-2 s
-        /// while writers start keeping old versions (see
-        /// [`crate::Worker::snapshot`]); that wait is not counted here.
-        wait: Duration,
-    },
-    /// At most this far behind: on a standby, it shows everything its
-    /// primary had released this long ago; on a primary, the snapshot
-    /// epoch trails the current one by at most this (in epoch intervals).
-    Within(Duration),
-}
 
 /// A hot standby's state ([`crate::Backup::status`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,123 +71,6 @@ pub struct StandbyStatus {
     pub connected: bool,
     /// Why replay stopped, if it did.
     pub replay_error: Option<String>,
-}
-
-/// Where snapshot reads on a standby stand.
-#[derive(Debug, Default)]
-pub(crate) struct ReadView {
-    view: AtomicU64,
-    /// When the newest release the view covers was heard.
-    fresh_at: Mutex<Option<Instant>>,
-    /// Reads at the view under way (from `reader_begins` to `reader_ends`).
-    readers: AtomicU64,
-    /// The view when the last read began.
-    last_read: AtomicU64,
-    /// Set while replay installs a batch without keeping the versions it
-    /// overwrites: a read may not begin then.
-    bare: AtomicBool,
-}
-
-/// Epochs (about a second) without a read before replay stops keeping
-/// overwritten versions for reads: copying every overwritten row costs a
-/// backup about a tenth of its CPU, and a read that arrives during a bare
-/// batch waits for its end, so reads that keep coming never wait.
-const QUIET_EPOCHS: u64 = 25;
-
-/// The largest batch replayed bare: a read that arrives waits for at most
-/// this much replay (about 0.1 s on one thread here); a catch-up's batch
-/// of many epochs keeps versions, and reads during it go on at the view.
-const BARE_MAX_BYTES: usize = 32 << 20;
-
-impl ReadView {
-    /// Every epoch `<=` this is replayed and released; 0 before the first.
-    pub fn view(&self) -> u64 {
-        self.view.load(Ordering::Acquire)
-    }
-
-    pub fn staleness(&self) -> Option<Duration> {
-        lock(&self.fresh_at).map(|t| t.elapsed())
-    }
-
-    /// A read at the view begins: waits out a bare batch (whose
-    /// overwritten versions are gone), after which the view covers it.
-    pub fn reader_begins(&self) {
-        // SeqCst with `begin_batch`: either replay sees this reader, or
-        // this reader sees the batch bare and waits.
-        self.readers.fetch_add(1, Ordering::SeqCst);
-        self.last_read.fetch_max(self.view(), Ordering::Relaxed);
-        while self.bare.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-
-    pub fn reader_ends(&self) {
-        self.readers.fetch_sub(1, Ordering::Release);
-    }
-
-    /// Whether replay must keep, for reads, the versions the next batch
-    /// (of `bytes`) overwrites: unless it is at most [`BARE_MAX_BYTES`],
-    /// no read is under way and none began in the last [`QUIET_EPOCHS`];
-    /// then the batch is bare until `end_batch`.
-    fn begin_batch(&self, bytes: usize) -> bool {
-        let quiet = self.view().saturating_sub(self.last_read.load(Ordering::Relaxed)) >= QUIET_EPOCHS;
-        if bytes > BARE_MAX_BYTES || !quiet || self.readers.load(Ordering::SeqCst) != 0 {
-            return true;
-        }
-        self.bare.store(true, Ordering::SeqCst);
-        if self.readers.load(Ordering::SeqCst) != 0 {
-            self.bare.store(false, Ordering::SeqCst);
-            return true;
-        }
-        false
-    }
-
-    /// After the view moved past a batch.
-    fn end_batch(&self) {
-        self.bare.store(false, Ordering::SeqCst);
-    }
-}
-
-/// Checks `freshness` before a snapshot begins: on a standby against its
-/// read view, else against the snapshot epoch.
-pub(crate) fn check_fresh(
-    epochs: &Epochs,
-    view: Option<&ReadView>,
-    options: &Options,
-    freshness: Freshness,
-    closed: &AtomicBool,
-) -> Result<()> {
-    // The largest epoch a snapshot begun now shows in full.
-    let shows = || view.map_or(epochs.snapshot().saturating_sub(1), ReadView::view);
-    match freshness {
-        Freshness::Any => Ok(()),
-        Freshness::AtLeast { epoch, wait } => {
-            let deadline = Instant::now() + wait;
-            while shows() < epoch {
-                if closed.load(Ordering::Acquire) {
-                    return Err(Error::Closed);
-                }
-                if Instant::now() >= deadline {
-                    return Err(Error::Stale { view: shows(), wanted: format!("epoch {epoch} within {wait:?}") });
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Ok(())
-        }
-        Freshness::Within(bound) => {
-            let behind = match view {
-                Some(v) => v.staleness(),
-                None => {
-                    let epochs_behind = epochs.current().saturating_sub(epochs.snapshot()) as u32;
-                    Some(options.epoch_interval * epochs_behind)
-                }
-            };
-            match behind {
-                Some(b) if b <= bound => Ok(()),
-                _ => Err(Error::Stale { view: shows(), wanted: format!("at most {bound:?} behind (is {behind:?})") }),
-            }
-        }
-    }
 }
 
 /// Unreplayed received bytes a backup holds in memory by default
@@ -460,9 +317,9 @@ pub(crate) struct Replayer {
 }
 
 impl Replayer {
-    /// Replays into `db` (a standby) from `replay`; memory already holds
+    /// Replays into `db` (a standby's) from `replay`; memory already holds
     /// every epoch `<= applied` (recovery).
-    pub fn start(db: Database, view: Arc<ReadView>, replay: Arc<Replay>, applied: u64) -> Result<Replayer> {
+    pub fn start(db: Arc<Shared>, view: Arc<ReadView>, replay: Arc<Replay>, applied: u64) -> Result<Replayer> {
         let r = replay.clone();
         let thread = std::thread::Builder::new()
             .name("epochdb-replay".into())
@@ -487,10 +344,9 @@ impl Drop for Replayer {
     }
 }
 
-fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Result<()> {
-    let threads = db.options().recovery_threads().max(1);
-    let mut parts =
-        (0..threads).map(|_| Ok(Part { w: db.worker()?, s: Scratch::default() })).collect::<Result<Vec<_>>>()?;
+fn run(db: &Arc<Shared>, view: &ReadView, replay: &Replay, mut applied: u64) -> Result<()> {
+    let threads = db.options.recovery_threads().max(1);
+    let mut parts: Vec<Part> = (0..threads).map(|_| Part::new(db)).collect();
     while let Some((target, batch, heard_at)) = replay.next(view.view(), applied) {
         if target > applied {
             let keep = view.begin_batch(batch.iter().map(|b| b.len).sum());
@@ -500,20 +356,22 @@ fn run(db: &Database, view: &ReadView, replay: &Replay, mut applied: u64) -> Res
         }
         replay.recycle(batch);
         // The versions of epochs <= target are all in place: show them.
-        db.epochs().drive_snapshot(target + 1);
-        view.view.store(target, Ordering::Release);
-        view.end_batch();
-        if heard_at.is_some() {
-            *lock(&view.fresh_at) = heard_at;
-        }
+        db.epochs.drive_snapshot(target + 1);
+        view.publish(target, heard_at);
     }
     Ok(())
 }
 
-/// One replay thread's worker and buffers.
+/// One replay thread's transaction context and buffers.
 struct Part {
-    w: Worker,
+    w: Context,
     s: Scratch,
+}
+
+impl Part {
+    fn new(db: &Arc<Shared>) -> Part {
+        Part { w: Context::new(db.clone()), s: Scratch::default() }
+    }
 }
 
 /// Buffers reused across entries.
@@ -541,8 +399,8 @@ const PARALLEL_MIN_BYTES: usize = 64 << 10;
 /// independent (a snapshot sees nothing of `(from, to]` until the view
 /// moves), so the threads need no order between them.
 /// Without `keep`, no read can need the versions the batch overwrites.
-fn apply(db: &Database, parts: &mut [Part], batch: &[Arc<Block>], from: u64, to: u64, keep: bool) -> Result<()> {
-    let manifest = lock(&db.store().manifest).clone();
+fn apply(db: &Shared, parts: &mut [Part], batch: &[Arc<Block>], from: u64, to: u64, keep: bool) -> Result<()> {
+    let manifest = lock(&db.store.manifest).clone();
     let bytes: usize = batch.iter().map(|b| b.len).sum();
     let n = if bytes < PARALLEL_MIN_BYTES { 1 } else { parts.len() };
     // Idle parts still collect the garbage and deletes due from their
@@ -673,7 +531,7 @@ fn entries<'a>(
 /// `on_delta`; installs nothing after a failure in `result`. The error is
 /// the block's decoding's.
 fn install_rows<'a>(
-    w: &mut Worker,
+    w: &mut Context,
     block: &'a [u8],
     scope: (&Manifest, u64, u64, usize, usize),
     keep_below: Option<u64>,
@@ -702,7 +560,7 @@ fn install_rows<'a>(
 /// recovery does (a backup's CPU per MB of log 6-8% lower than one
 /// lookup after another).
 fn flush_window(
-    w: &mut Worker,
+    w: &mut Context,
     manifest: &Manifest,
     window: &mut Vec<Entry<'_>>,
     keep_below: Option<u64>,
@@ -732,7 +590,7 @@ fn flush_window(
 
 /// Installs `e` into its table (see `install`).
 fn install_entry(
-    w: &mut Worker,
+    w: &mut Context,
     manifest: &Manifest,
     e: &Entry<'_>,
     hint: Option<Lookup>,
@@ -751,7 +609,7 @@ fn install_entry(
 /// may see (of an epoch `<= keep_below`) is kept behind the new one;
 /// `None`: no read can.
 fn install(
-    w: &mut Worker,
+    w: &mut Context,
     ti: usize,
     schema: Option<&Schema>,
     e: &Entry<'_>,
@@ -866,8 +724,11 @@ fn install(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::Durability;
-    use crate::TableOptions;
+    use crate::catalog::{TableId, Tables};
+    use crate::durability::{self, manifest::TableEntry};
+    use crate::epoch::Epochs;
+    use crate::options::{Durability, Options};
+    use crate::txn::{Freshness, SnapshotTxn};
 
     /// `(epoch, key, value)`; no value: a delete.
     type Write1<'a> = (u64, &'a [u8], Option<&'a [u8]>);
@@ -891,33 +752,41 @@ mod tests {
             let dir = std::env::temp_dir().join(format!("epochdb-standby-order-{parts}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             let options = Options { durability: Durability::Log, data_dir: Some(dir.clone()), ..Options::default() };
-            let db = Database::open(options.clone()).expect("open");
-            db.create_table("t", TableOptions::new()).expect("create table");
-            drop(db);
+            // A data directory with table `t`, opened as a standby.
+            let made = durability::open(&options, 1, &|_| {}, false).expect("create");
+            let mut m = lock(&made.store.manifest);
+            let mut next = m.clone();
+            next.tables.push(TableEntry { name: "t".into(), index_of: None, schema: None });
+            made.store.store_manifest(&mut m, next).expect("add table t");
+            drop(m);
+            drop(made);
+            let opened = durability::open(&options, 1, &|_| {}, true).expect("open the standby");
+            let epochs = Arc::new(Epochs::standby(options.snapshot_epochs, opened.first_epoch));
+            let (tables, store) = (Arc::new(Tables::new(opened.tables)), Arc::new(opened.store));
             let view = Arc::new(ReadView::default());
-            let (db, _pepoch_file, _) = Database::open_standby(options, view.clone()).expect("open the standby");
+            let db = Arc::new(Shared::new(options, 1, epochs, tables, store, Some(view.clone())));
             let batch = [
                 block(2, 3, &[(3, b"gone", None), (3, b"kept", Some(b"new"))]),
                 block(1, 2, &[(1, b"gone", Some(b"old")), (2, b"kept", Some(b"older")), (2, b"back", None)]),
                 block(3, 3, &[(3, b"back", Some(b"again"))]),
             ];
-            let mut p: Vec<Part> =
-                (0..parts).map(|_| Part { w: db.worker().expect("worker"), s: Scratch::default() }).collect();
+            let mut p: Vec<Part> = (0..parts).map(|_| Part::new(&db)).collect();
             // Below PARALLEL_MIN_BYTES `apply` uses one part: call each.
-            let manifest = lock(&db.store().manifest).clone();
+            let manifest = lock(&db.store.manifest).clone();
             for (i, part) in p.iter_mut().enumerate() {
                 apply_part(&manifest, part, &batch, (0, 3, true), (i, parts)).expect("apply");
             }
-            db.epochs().drive_snapshot(4);
-            view.view.store(3, Ordering::Release);
-            let t = db.table("t").expect("table");
-            let mut w = db.worker().expect("worker");
-            let mut snap = w.snapshot().expect("snapshot");
+            db.epochs.drive_snapshot(4);
+            view.publish(3, None);
+            let t = TableId::new(1, 0);
+            let mut w = Context::new(db.clone());
+            let se = w.enter_fresh(Freshness::Any).expect("a read at the view");
+            let mut snap = SnapshotTxn::new(&mut w, se);
             assert_eq!(snap.get(t, b"gone").expect("get"), None);
             assert_eq!(snap.get(t, b"kept").expect("get"), Some(&b"new"[..]));
             assert_eq!(snap.get(t, b"back").expect("get"), Some(&b"again"[..]));
             drop(snap);
-            drop((w, p, db));
+            drop((w, p, db, opened.locks));
             std::fs::remove_dir_all(&dir).ok();
         }
     }
@@ -935,36 +804,5 @@ mod tests {
         assert!(spare.is_empty() && spare.capacity() >= frame::BLOCK_HEADER_LEN);
         assert_eq!(replay.spare().capacity(), 0, "the shared block's buffer stays with it");
         assert!(matches!(&still_queued.data, Data::Memory(b) if !b.is_empty()));
-    }
-
-    /// Replay drops overwritten versions only in short batches while no
-    /// read is under way or recent, and a read that arrives meanwhile
-    /// waits for the batch's end.
-    #[test]
-    fn bare_batches_only_without_reads_and_reads_wait_them_out() {
-        let view = ReadView::default();
-        assert!(view.begin_batch(1), "no quiet stretch yet: the first epochs keep versions");
-        view.view.store(QUIET_EPOCHS, Ordering::Release);
-        assert!(!view.begin_batch(1), "quiet, no reads: bare");
-        let began = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                view.reader_begins();
-                began.store(true, Ordering::Release);
-            });
-            std::thread::sleep(Duration::from_millis(50));
-            assert!(!began.load(Ordering::Acquire), "a read began inside a bare batch");
-            view.view.store(QUIET_EPOCHS + 1, Ordering::Release);
-            view.end_batch();
-        });
-        assert!(began.load(Ordering::Acquire));
-        assert!(view.begin_batch(1), "a read under way");
-        view.end_batch();
-        view.reader_ends();
-        assert!(view.begin_batch(1), "a read began in the last QUIET_EPOCHS");
-        view.view.store(2 * QUIET_EPOCHS + 1, Ordering::Release);
-        assert!(view.begin_batch(BARE_MAX_BYTES + 1), "a batch too long to make a read wait for");
-        assert!(!view.begin_batch(1), "quiet again");
-        view.end_batch();
     }
 }

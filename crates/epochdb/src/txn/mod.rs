@@ -17,22 +17,38 @@
 //! locks). Its writes are refused with [`Error::ReadOnly`].
 
 pub(crate) mod commit;
+mod context;
 pub(crate) mod delta;
 mod range;
 pub(crate) mod sets;
+mod snapshot;
+mod view;
 
 use crate::catalog::{index_entry_key, index_entry_primary, index_prefix, Extractor, IndexId, TableId};
-use crate::db::{check_key, Worker};
 use crate::error::{AbortReason, Error, Result};
+use crate::options::MAX_KEY_LEN;
 use crate::record::Record;
-use crate::snapshot::{read_at, scan_at};
 use crate::tid::{is_absent, is_latest, Tid, ABSENT_BIT, LATEST_BIT};
 use sets::{NodeEntry, ReadEntry, WriteKind};
+use snapshot::{read_at, scan_at};
 use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
 
 pub use commit::CommitInfo;
+pub use context::WorkerStats;
+pub(crate) use context::{Context, Shared};
 pub use range::Range;
+pub use snapshot::SnapshotTxn;
+pub use view::Freshness;
+pub(crate) use view::ReadView;
+
+/// Keys longer than `MAX_KEY_LEN` are a typed error everywhere.
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+    }
+    Ok(())
+}
 
 /// The TID word of an insert placeholder: absent, latest, TID 0.
 pub(crate) const PLACEHOLDER_WORD: u64 = ABSENT_BIT | LATEST_BIT;
@@ -43,7 +59,7 @@ type ScanVisitor<'a> = dyn FnMut(&[u8], Option<&[u8]>, Option<Tid>) -> bool + 'a
 
 /// A read/write transaction. Dropping it without committing aborts it.
 pub struct Txn<'w> {
-    pub(crate) w: &'w mut Worker,
+    pub(crate) w: &'w mut Context,
     /// `e_w` when the transaction began.
     epoch: u64,
     doomed: Option<AbortReason>,
@@ -64,14 +80,14 @@ enum Observed {
 }
 
 impl<'w> Txn<'w> {
-    pub(crate) fn new(w: &'w mut Worker, epoch: u64) -> Txn<'w> {
+    pub(crate) fn new(w: &'w mut Context, epoch: u64) -> Txn<'w> {
         debug_assert!(w.sets.read.is_empty() && w.sets.write.is_empty() && w.sets.nodes.is_empty());
         Txn { w, epoch, doomed: None, finished: false, snapshot: None }
     }
 
     /// A transaction of a standby, reading at snapshot epoch `se` (its
     /// epoch, the serialization point, is the read view `se - 1`).
-    pub(crate) fn at_view(w: &'w mut Worker, se: u64) -> Txn<'w> {
+    pub(crate) fn at_view(w: &'w mut Context, se: u64) -> Txn<'w> {
         let mut txn = Txn::new(w, se - 1);
         txn.snapshot = Some(se);
         txn
@@ -115,7 +131,7 @@ impl<'w> Txn<'w> {
 
     /// Finds the current version of `key` and registers what was observed.
     fn observe(&mut self, ti: usize, key: &[u8]) -> Observed {
-        let Worker { tables, sets, scratch, .. } = &mut *self.w;
+        let Context { tables, sets, scratch, .. } = &mut *self.w;
         let tree = &tables[ti].tree;
         if let Some(se) = self.snapshot {
             let rec = tree.lookup(key).record;
@@ -348,7 +364,7 @@ impl<'w> Txn<'w> {
     ) -> Result<usize> {
         self.check(&[])?;
         let ti = self.w.table_index(table)?;
-        let Worker { tables, sets, scratch, .. } = &mut *self.w;
+        let Context { tables, sets, scratch, .. } = &mut *self.w;
         let tree = &tables[ti].tree;
         if let Some(se) = self.snapshot {
             let range = (lower, upper);

@@ -82,7 +82,7 @@ pub struct Sets {
     /// Records `Txn::prefetch` found, with their tables, for the reads
     /// that follow (each taken once): such a read starts from the record
     /// instead of descending the index again. Only until the transaction
-    /// ends (`Worker::leave`), while its epoch keeps them live.
+    /// ends (`Context::leave`), while its epoch keeps them live.
     pub ahead: Vec<Ahead>,
     /// The first entry of `ahead` not taken.
     ahead_from: usize,

@@ -14,8 +14,8 @@
 //! the state at the *start* of epoch `se_w`, and the version it needs always
 //! has `snap(epoch) < se_w`, so it is the one writers keep.
 
+use super::{check_key, Context};
 use crate::catalog::TableId;
-use crate::db::{check_key, Worker};
 use crate::error::Result;
 use crate::index::Tree;
 use crate::record::Record;
@@ -25,7 +25,7 @@ use std::ptr::NonNull;
 
 /// A read-only transaction at a recent snapshot (Silo §4.9): it reads the versions committed as of the snapshot epoch, never aborts and never blocks writers. Made by [`Worker::snapshot`](crate::Worker::snapshot).
 pub struct SnapshotTxn<'w> {
-    w: &'w mut Worker,
+    w: &'w mut Context,
     se: u64,
 }
 
@@ -86,7 +86,7 @@ pub(crate) fn scan_at(
 }
 
 impl<'w> SnapshotTxn<'w> {
-    pub(crate) fn new(w: &'w mut Worker, se: u64) -> SnapshotTxn<'w> {
+    pub(crate) fn new(w: &'w mut Context, se: u64) -> SnapshotTxn<'w> {
         SnapshotTxn { w, se }
     }
 
@@ -105,7 +105,7 @@ impl<'w> SnapshotTxn<'w> {
     pub fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<&[u8]>> {
         check_key(key)?;
         let ti = self.w.table_index(table)?;
-        let Worker { tables, scratch, .. } = &mut *self.w;
+        let Context { tables, scratch, .. } = &mut *self.w;
         let rec = tables[ti].tree.lookup(key).record;
         Ok(match rec.and_then(|rec| read_at(rec, self.se, scratch)) {
             Some(word) if !is_absent(word) => Some(&scratch[..]),
@@ -146,7 +146,7 @@ impl<'w> SnapshotTxn<'w> {
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<usize> {
         let ti = self.w.table_index(table)?;
-        let Worker { tables, scratch, .. } = &mut *self.w;
+        let Context { tables, scratch, .. } = &mut *self.w;
         let bounds = (range.start_bound(), range.end_bound());
         Ok(scan_at(&tables[ti].tree, self.se, scratch, bounds, reverse, limit, |k, v, _| visit(k, v)))
     }

@@ -1,9 +1,17 @@
 //! Users and their command permissions (a subset of Redis ACLs: passwords,
 //! on/off, and commands or categories allowed; every key is allowed).
 
-use crate::table::COMMANDS;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// What ACL rules know of a command: its name, its categories, and
+/// whether it takes keys (`@keyspace`). Given in the command table's order.
+#[derive(Debug, Clone, Copy)]
+pub struct Rights {
+    pub name: &'static str,
+    pub categories: &'static [&'static str],
+    pub keys: bool,
+}
 
 /// One user.
 #[derive(Debug, Clone)]
@@ -11,13 +19,13 @@ pub struct User {
     pub enabled: bool,
     pub nopass: bool,
     pub passwords: Vec<String>,
-    /// Indexed like [`COMMANDS`].
+    /// Indexed like the command table.
     pub allowed: Arc<Vec<bool>>,
 }
 
 impl User {
-    fn all(enabled: bool) -> User {
-        User { enabled, nopass: false, passwords: Vec::new(), allowed: Arc::new(vec![enabled; COMMANDS.len()]) }
+    fn all(enabled: bool, commands: usize) -> User {
+        User { enabled, nopass: false, passwords: Vec::new(), allowed: Arc::new(vec![enabled; commands]) }
     }
 
     /// Whether `password` opens this user (a constant-time compare per
@@ -27,7 +35,7 @@ impl User {
     }
 
     /// The user as `ACL LIST` prints it.
-    pub fn describe(&self, name: &str) -> String {
+    pub fn describe(&self, name: &str, commands: &[Rights]) -> String {
         let mut s = format!("user {name} {}", if self.enabled { "on" } else { "off" });
         if self.nopass {
             s.push_str(" nopass");
@@ -40,7 +48,7 @@ impl User {
             s.push_str(" +@all");
         } else {
             s.push_str(" -@all");
-            for (c, _) in COMMANDS.iter().zip(self.allowed.iter()).filter(|(_, &a)| a) {
+            for (c, _) in commands.iter().zip(self.allowed.iter()).filter(|(_, &a)| a) {
                 s.push_str(&format!(" +{}", c.name));
             }
         }
@@ -66,26 +74,29 @@ fn fingerprint(p: &str) -> String {
     format!("{h:016x}")
 }
 
-/// Every user, by name.
+/// Every user, by name, and the commands their permissions name.
 #[derive(Debug)]
 pub struct Users {
     pub users: BTreeMap<String, User>,
+    pub commands: &'static [Rights],
 }
 
 impl Users {
-    /// The `default` user: every command, with `requirepass` if given.
-    pub fn new(requirepass: Option<&str>) -> Users {
-        let mut default = User::all(true);
+    /// The `default` user: every one of `commands`, with `requirepass` if
+    /// given.
+    pub fn new(requirepass: Option<&str>, commands: &'static [Rights]) -> Users {
+        let mut default = User::all(true, commands.len());
         match requirepass {
             Some(p) => default.passwords = vec![p.to_string()],
             None => default.nopass = true,
         }
-        Users { users: BTreeMap::from([("default".to_string(), default)]) }
+        Users { users: BTreeMap::from([("default".to_string(), default)]), commands }
     }
 
     /// Sets the default user's password (CONFIG SET requirepass; "" clears).
     pub fn set_requirepass(&mut self, p: &str) {
-        let d = self.users.entry("default".into()).or_insert_with(|| User::all(true));
+        let n = self.commands.len();
+        let d = self.users.entry("default".into()).or_insert_with(|| User::all(true, n));
         d.passwords.clear();
         d.nopass = p.is_empty();
         if !p.is_empty() {
@@ -95,7 +106,8 @@ impl Users {
 
     /// Applies ACL SETUSER rules to `name` (created off with no commands).
     pub fn set_user(&mut self, name: &str, rules: &[&[u8]]) -> Result<(), String> {
-        let mut u = self.users.get(name).cloned().unwrap_or_else(|| User::all(false));
+        let commands = self.commands;
+        let mut u = self.users.get(name).cloned().unwrap_or_else(|| User::all(false, commands.len()));
         let mut allowed = (*u.allowed).clone();
         for rule in rules {
             let r = String::from_utf8_lossy(rule);
@@ -114,8 +126,8 @@ impl Users {
                 "nocommands" | "-@all" => allowed.iter_mut().for_each(|a| *a = false),
                 "allkeys" | "~*" | "allchannels" | "&*" | "resetkeys" | "resetchannels" => {}
                 "reset" => {
-                    u = User::all(false);
-                    allowed = vec![false; COMMANDS.len()];
+                    u = User::all(false, commands.len());
+                    allowed = vec![false; commands.len()];
                 }
                 _ if r.starts_with('>') => {
                     u.nopass = false;
@@ -128,8 +140,8 @@ impl Users {
                     let cat = &r[2..];
                     let on = r.starts_with('+');
                     let mut any = false;
-                    for (c, a) in COMMANDS.iter().zip(allowed.iter_mut()) {
-                        if c.categories.contains(&cat) || (cat == "keyspace" && c.keys.0 > 0) {
+                    for (c, a) in commands.iter().zip(allowed.iter_mut()) {
+                        if c.categories.contains(&cat) || (cat == "keyspace" && c.keys) {
                             *a = on;
                             any = true;
                         }
@@ -141,7 +153,7 @@ impl Users {
                     }
                 }
                 _ if r.starts_with('+') || r.starts_with('-') => {
-                    let Some((i, _)) = crate::table::lookup(r[1..].as_bytes()) else {
+                    let Some(i) = commands.iter().position(|c| c.name.eq_ignore_ascii_case(&r[1..])) else {
                         return Err(format!(
                             "ERR Error in ACL SETUSER modifier '{r}': Unknown command or category name in ACL"
                         ));
@@ -166,11 +178,18 @@ mod tests {
 
     #[test]
     fn rules_grant_and_revoke() {
-        let mut users = Users::new(None);
+        const R: &[&str] = &["read"];
+        static COMMANDS: &[Rights] = &[
+            Rights { name: "get", categories: R, keys: true },
+            Rights { name: "hgetall", categories: R, keys: true },
+            Rights { name: "set", categories: &["write"], keys: true },
+            Rights { name: "keys", categories: R, keys: false },
+        ];
+        let mut users = Users::new(None, COMMANDS);
         users.set_user("app", &[b"on", b">s3cret", b"+@read", b"-keys"]).unwrap();
         let u = &users.users["app"];
         assert!(u.accepts(b"s3cret") && !u.accepts(b"s3cre") && !u.accepts(b"s3crets"));
-        let allowed = |n: &str| u.allowed[crate::table::lookup(n.as_bytes()).unwrap().0];
+        let allowed = |n: &str| u.allowed[COMMANDS.iter().position(|c| c.name == n).unwrap()];
         assert!(allowed("get") && allowed("hgetall") && !allowed("set") && !allowed("keys"));
         assert!(users.set_user("x", &[b"+nosuch"]).is_err());
         assert!(users.set_user("x", &[b"~user:*"]).is_err());

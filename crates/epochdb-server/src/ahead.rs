@@ -9,9 +9,10 @@
 //! and run exactly as they would be without it. The read-ahead uses a
 //! parser of its own, so the client's parser state is never touched.
 
+use crate::cmd::lookup;
+use crate::command::Run;
 use crate::keyspace::head_key;
 use crate::resp::{Args, Limits, Parser};
-use crate::table::{lookup, Run};
 
 /// Requests read ahead at once: about what one read of a pipeline holds.
 pub const AHEAD: usize = 16;

@@ -12,18 +12,20 @@
 //! wakes it, so a lone client's write costs about one log sync.
 
 use crate::ahead::{Ahead, AHEAD};
-use crate::commands::{self, Exec};
+use crate::client::{Blocked, Client, READ_CHUNK};
+use crate::cmd::replication::{acknowledged, durable_here, write_wait_reply};
+use crate::cmd::{engine_error, key_too_long, key_too_long_msg, lookup, printable};
+use crate::command::{Call, Command, DataFn, Local, Run};
 use crate::fasthash::FastHash;
 use crate::keyspace::Db;
-use crate::resp::{Args, Limits, Out, Parser};
+use crate::resp::{Args, Limits};
 use crate::shared::{now_ms, ClientInfo, Shared};
 use crate::stats::{SlowEntry, ThreadStats};
-use crate::table::{lookup, Command, Run};
 use crate::tls::Stream;
-use epochdb::{Error, TableId, Tid, Worker};
+use epochdb::{Error, TableId, Worker};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::{ErrorKind, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -34,11 +36,6 @@ const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 const TLS_LISTENER: Token = Token(2);
 const FIRST_CLIENT: usize = 3;
-/// Bytes read per `read` call (at least).
-const READ_CHUNK: usize = 16 * 1024;
-/// An empty read buffer larger than this (after a big request) is cut
-/// back to [`READ_CHUNK`], as Redis shrinks idle query buffers.
-const READ_KEEP: usize = 1 << 20;
 /// A client whose unsent output passes this is not read from until it
 /// drains: a client that does not read its replies cannot make us buffer
 /// without bound, and others are not slowed by it.
@@ -92,145 +89,6 @@ pub fn listen(bind: &str, port: u16, threads: usize) -> std::io::Result<Vec<TcpL
         out.push(TcpListener::from_std(l));
     }
     Ok(out)
-}
-
-/// A WATCHed key: its database, name and the version seen.
-pub type Watched = (usize, Vec<u8>, (bool, Option<Tid>));
-
-/// A client's unparsed input. The buffer stays zeroed past what was read,
-/// so a read goes into it as it is: zeroing 16 KiB before every read (a
-/// `Vec` truncated and resized) was 9% of a loop's time at `-c 50 -P 1`.
-#[derive(Default)]
-struct ReadBuf {
-    buf: Vec<u8>,
-    /// Bytes of `buf` read and not yet consumed, from its start.
-    len: usize,
-}
-
-impl ReadBuf {
-    fn filled(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-
-    /// Room for at least `want` more bytes (zeroed only when it grows),
-    /// in a buffer with capacity for `expect` more: the rest of a bulk
-    /// string whose length has arrived. Its capacity is taken at once,
-    /// exactly (as Redis does for a big argument), so the buffer is never
-    /// copied as the bulk arrives and never grows past it; only what is
-    /// zeroed and read into becomes resident.
-    fn room(&mut self, want: usize, expect: usize) -> &mut [u8] {
-        let cap = self.len + expect.max(want);
-        if self.buf.capacity() < cap {
-            self.buf.reserve_exact(cap - self.buf.len());
-        }
-        if self.buf.len() < self.len + want {
-            self.buf.resize(self.len + want, 0);
-        }
-        &mut self.buf[self.len..]
-    }
-
-    /// `n` bytes were read into [`ReadBuf::room`].
-    fn add(&mut self, n: usize) {
-        self.len += n;
-    }
-
-    /// Drops the first `n` bytes, parsed.
-    fn consume(&mut self, n: usize) {
-        let n = n.min(self.len);
-        self.buf.copy_within(n..self.len, 0);
-        self.len -= n;
-        if self.len == 0 && self.buf.capacity() > READ_KEEP {
-            crate::resp::free_buffer(std::mem::replace(&mut self.buf, vec![0; READ_CHUNK]));
-        }
-    }
-}
-
-impl Drop for ReadBuf {
-    fn drop(&mut self) {
-        crate::resp::free_buffer(std::mem::take(&mut self.buf));
-    }
-}
-
-/// A connection's state.
-pub struct Client {
-    pub stream: Stream,
-    pub info: Arc<ClientInfo>,
-    rbuf: ReadBuf,
-    parser: Parser,
-    args: Args,
-    pub out: Vec<u8>,
-    sent: usize,
-    /// `(offset, epoch)`: output from `offset` on waits until `epoch` is
-    /// durable. Offsets and epochs both grow.
-    holds: VecDeque<(usize, u64)>,
-    pub db: usize,
-    pub resp3: bool,
-    /// Authenticated user; `None` until AUTH when a password is required.
-    pub user: Option<String>,
-    pub allowed: Arc<Vec<bool>>,
-    pub acl_generation: u64,
-    pub multi: Option<Vec<(usize, Args)>>,
-    pub multi_failed: bool,
-    pub watched: Vec<Watched>,
-    /// The epoch of this client's last write (WAIT, WAITAOF).
-    pub last_write_epoch: u64,
-    /// In WAIT or WAITAOF: nothing more of its input runs until it is
-    /// answered.
-    pub blocked: Option<Blocked>,
-    pub close_after_reply: bool,
-    closed: bool,
-    writable: bool,
-}
-
-/// What a blocked client's reply waits for; its later input waits behind
-/// it, as in Redis.
-#[derive(Debug, Clone, Copy)]
-pub enum Blocked {
-    /// WAIT or WAITAOF.
-    Acks(AckWait),
-    /// SAVE: until the database has installed this many checkpoints since
-    /// it opened (one that began after SAVE arrived).
-    Save { installed: u64 },
-}
-
-/// A client in WAIT or WAITAOF: it wants `replicas` backups to have
-/// acknowledged `epoch` (its last write), until `deadline` (`None`: no
-/// limit).
-#[derive(Debug, Clone, Copy)]
-pub struct AckWait {
-    pub epoch: u64,
-    pub replicas: usize,
-    pub deadline: Option<Instant>,
-    /// WAITAOF's: whether `epoch` must also be durable here (numlocal);
-    /// `None` for WAIT.
-    pub local: Option<bool>,
-}
-
-impl AckWait {
-    /// The reply if the wait is over (enough acknowledgements, or the
-    /// deadline passed), else `None`. `acked`: each backup's acknowledged
-    /// epoch (`None`: no replication, so none will come); `durable`: the
-    /// epoch durable here (`None`: no logging).
-    pub fn answer(&self, acked: Option<&[u64]>, durable: Option<u64>, now: Instant) -> Option<(Option<i64>, i64)> {
-        let count = acked.map_or(0, |a| a.iter().filter(|&&e| e >= self.epoch).count());
-        let local = durable.is_some_and(|d| d >= self.epoch);
-        let done = (count >= self.replicas || acked.is_none()) && (self.local != Some(true) || local);
-        (done || self.deadline.is_some_and(|d| now >= d)).then(|| (self.local.map(|_| local as i64), count as i64))
-    }
-}
-
-impl Client {
-    pub fn out(&mut self) -> Out<'_> {
-        Out { buf: &mut self.out, resp3: self.resp3 }
-    }
-
-    /// Holds output from here on until `epoch` is durable.
-    pub fn hold_from(&mut self, offset: usize, epoch: u64) {
-        match self.holds.back_mut() {
-            Some((_, e)) if *e >= epoch => {}
-            _ => self.holds.push_back((offset, epoch)),
-        }
-    }
 }
 
 pub struct EventLoop {
@@ -476,32 +334,8 @@ impl EventLoop {
             });
             self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
             let generation = self.shared.acl_generation.load(Ordering::Acquire);
-            self.clients.insert(
-                token,
-                Client {
-                    stream: Stream { sock, tls: session },
-                    info,
-                    rbuf: ReadBuf::default(),
-                    parser: Parser::default(),
-                    args: Args::default(),
-                    out: Vec::new(),
-                    sent: 0,
-                    holds: VecDeque::new(),
-                    db: 0,
-                    resp3: false,
-                    user,
-                    allowed,
-                    acl_generation: generation,
-                    multi: None,
-                    multi_failed: false,
-                    watched: Vec::new(),
-                    last_write_epoch: 0,
-                    blocked: None,
-                    close_after_reply: false,
-                    closed: false,
-                    writable: true,
-                },
-            );
+            let stream = Stream { sock, tls: session };
+            self.clients.insert(token, Client::new(stream, info, user, allowed, generation));
         }
     }
 
@@ -676,8 +510,8 @@ impl EventLoop {
             return;
         }
         let Some(c) = self.clients.get_mut(&t) else { return };
-        if c.multi.is_some() && !matches!(cmd.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset") {
-            if matches!(cmd.run, Run::Conn) && !matches!(cmd.name, "ping" | "echo" | "select" | "time") {
+        if c.multi.is_some() && !cmd.runs_in_multi() {
+            if matches!(cmd.run, Run::Conn(_)) {
                 c.multi_failed = true;
                 c.out().error(&format!("ERR '{}' inside MULTI is not supported by epochdb", cmd.name));
                 return;
@@ -689,9 +523,19 @@ impl EventLoop {
             return;
         }
         let failed = match cmd.run {
-            Run::Data(_) if cmd.name == "dbsize" && self.dbsize_from_counts(t) => false,
             Run::Data(f) => self.run_data(t, cmd, f, args, start),
-            Run::Conn => self.conn_command(t, cmd, args),
+            Run::Local(f) => {
+                let before = c.out.len();
+                let mut db = c.db;
+                let databases = self.shared.tables.len();
+                f(&mut Local { out: c.out(), db: &mut db, databases }, args);
+                if db != c.db {
+                    c.db = db;
+                    c.info.db.store(db, Ordering::Relaxed);
+                }
+                c.out.get(before) == Some(&b'-')
+            }
+            Run::Conn(f) | Run::Either { alone: f, .. } => self.run_conn(t, cmd, f, args, start),
         };
         let usec = start.elapsed().as_micros() as u64;
         self.stats.call(i, usec, failed);
@@ -716,7 +560,7 @@ impl EventLoop {
                 }
             }
         }
-        let no_auth = matches!(cmd.name, "auth" | "hello" | "quit" | "reset");
+        let no_auth = cmd.no_auth();
         if c.user.is_none() && !no_auth {
             return Some("NOAUTH Authentication required.".into());
         }
@@ -724,8 +568,8 @@ impl EventLoop {
             let user = c.user.as_deref().unwrap_or("default");
             return Some(format!("NOPERM User {user} has no permissions to run the '{}' command", cmd.name));
         }
-        if commands::key_too_long(args, cmd.key_positions(args.len())) {
-            return Some(commands::key_too_long_msg());
+        if key_too_long(args, cmd.key_positions(args.len())) {
+            return Some(key_too_long_msg());
         }
         if cmd.write && self.shared.db.is_read_only() {
             return Some("READONLY You can't write against a read only replica.".into());
@@ -745,30 +589,48 @@ impl EventLoop {
 
     /// Runs a data command, begun at `start`, in its own transaction;
     /// returns whether it failed.
-    fn run_data(&mut self, t: Token, cmd: &Command, f: commands::DataFn, args: &Args, start: Instant) -> bool {
+    fn run_data(&mut self, t: Token, cmd: &Command, f: DataFn, args: &Args, start: Instant) -> bool {
+        self.call(t, start, |x| x.run_data(f, args, cmd.write))
+    }
+
+    /// Runs a connection or server command, begun at `start`; returns
+    /// whether it failed.
+    fn run_conn(&mut self, t: Token, cmd: &Command, f: fn(&mut Call<'_>, &Args), args: &Args, start: Instant) -> bool {
+        let _ = cmd;
+        self.call(t, start, |x| f(x, args))
+    }
+
+    /// Runs `f` on client `t`'s [`Call`], then sends a transaction's reply
+    /// it finished (held for durability as replies are) and registers the
+    /// client if `f` blocked it; returns whether it failed.
+    fn call(&mut self, t: Token, start: Instant, f: impl FnOnce(&mut Call<'_>)) -> bool {
         let now = self.clock.1 + start.saturating_duration_since(self.clock.0).as_millis() as u64;
-        let Some(c) = self.clients.get_mut(&t) else { return true };
-        let table = self.shared.tables[c.db];
-        let max_value = self.shared.db.options().max_value_len;
-        let scratch = &mut self.scratch;
-        let resp3 = c.resp3;
-        let cursors = &self.shared.cursors;
-        let tables = &self.shared.tables;
-        // The key and value buffers of the command before, so that a
-        // command allocates none of its own (1-2% of a loop's time).
-        let db = &mut self.db;
-        (db.table, db.now) = (table, now);
-        let r = self.worker.run_with_info(|txn| {
-            scratch.clear();
-            db.tally.clear();
-            let mut x = Exec { db: &mut *db, out: Out { buf: scratch, resp3 }, tables, cursors, max_value };
-            f(&mut x, txn, args)
-        });
-        if let Ok((_, info)) = &r {
-            self.shared.counts.apply(self.idx, info.epoch, &self.db.tally);
+        let Some(client) = self.clients.get_mut(&t) else { return true };
+        let (before, was_blocked) = (client.out.len(), client.blocked.is_some());
+        let mut x = Call {
+            client,
+            shared: &self.shared,
+            worker: &mut self.worker,
+            scratch: &mut self.scratch,
+            db: &mut self.db,
+            idx: self.idx,
+            now,
+            finished: None,
+        };
+        f(&mut x);
+        let (finished, blocked) = (x.finished.take(), !was_blocked && x.client.blocked.is_some());
+        let failed = x.client.out.get(before) == Some(&b'-');
+        if blocked {
+            self.blocked.push(t);
+            self.count_blocked();
         }
-        let failed = self.scratch.first() == Some(&b'-');
-        self.finish(t, r.map(|((), info)| info.release_epoch), cmd.write) || failed
+        match finished {
+            Some((r, write)) => {
+                let failed = self.scratch.first() == Some(&b'-');
+                self.finish(t, r, write) || failed
+            }
+            None => failed,
+        }
     }
 
     /// Appends a transaction's reply (in `scratch`), holding it for
@@ -850,8 +712,8 @@ impl EventLoop {
     /// whose time is up, and those in SAVE whose checkpoint is installed,
     /// and runs the input they sent meanwhile.
     fn unblock(&mut self) {
-        let acked = self.acknowledged();
-        let durable = self.durable_here();
+        let acked = acknowledged(&self.shared);
+        let durable = durable_here(&self.shared);
         let now = Instant::now();
         let shared = self.shared.clone();
         let db = &shared.db;
@@ -889,18 +751,6 @@ impl EventLoop {
     /// `unblock`.
     pub(crate) fn count_blocked(&self) {
         self.stats.blocked.store(self.blocked.len() as u64, Ordering::Relaxed);
-    }
-
-    /// The epoch durable on this server's own disk; `None` without logging.
-    pub fn durable_here(&self) -> Option<u64> {
-        (self.shared.db.options().durability != epochdb::Durability::Off).then(|| self.shared.db.durable_epoch())
-    }
-
-    /// The epoch each connected backup has acknowledged; `None` if this
-    /// is no replication primary.
-    pub fn acknowledged(&self) -> Option<Vec<u64>> {
-        let st = self.shared.db.replication_status()?;
-        Some(st.backups.iter().map(|b| b.acked).collect())
     }
 
     /// Writes what may be sent; closes after a final reply.
@@ -1027,76 +877,5 @@ impl EventLoop {
             name: c.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         };
         self.shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).push(entry);
-    }
-
-    pub fn client(&mut self, t: Token) -> Option<&mut Client> {
-        self.clients.get_mut(&t)
-    }
-}
-
-/// A client-supplied name shown in an error, cut short and without line
-/// breaks.
-pub fn printable(a: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(&a[..a.len().min(128)]).chars().filter(|c| !c.is_control()).collect();
-    s
-}
-
-/// An engine error as a reply line.
-pub fn engine_error(e: &Error) -> String {
-    match e {
-        Error::Aborted(r) => format!("ERR transaction aborted after retries ({r:?}); try again"),
-        Error::ValueTooLarge { len, max } => format!("ERR value of {len} bytes is over the limit of {max}"),
-        // Clients retry LOADING (a replica that has nothing to show yet).
-        Error::Stale { .. } => format!("LOADING {other}", other = e),
-        other => format!("ERR {other}"),
-    }
-}
-
-/// WAIT's reply (the backups that acknowledged), or WAITAOF's (`[local,
-/// backups]`: whether it is durable here, and on how many backups).
-pub fn write_wait_reply(o: &mut Out<'_>, (local, backups): (Option<i64>, i64)) {
-    if let Some(local) = local {
-        o.array(2);
-        o.int(local);
-    }
-    o.int(backups);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_read_buffer_keeps_what_is_not_consumed_and_shrinks_when_empty() {
-        let mut b = ReadBuf::default();
-        let room = b.room(READ_CHUNK, 0);
-        assert!(room.len() >= READ_CHUNK);
-        room[..5].copy_from_slice(b"hello");
-        b.add(5);
-        b.consume(2);
-        assert_eq!(b.filled(), b"llo");
-        // Growing for a big request keeps the bytes before it.
-        let room = b.room(2 * READ_KEEP, 0);
-        room[..2].copy_from_slice(b"!!");
-        b.add(2);
-        assert_eq!(b.filled(), b"llo!!");
-        b.consume(3);
-        assert_eq!(b.filled(), b"!!");
-        assert!(b.buf.len() > READ_KEEP, "not cut back while it holds bytes");
-        b.consume(2);
-        assert_eq!(b.filled(), b"");
-        assert_eq!(b.buf.len(), READ_CHUNK, "cut back once empty");
-    }
-
-    #[test]
-    fn a_read_buffer_takes_a_declared_bulk_at_once_and_zeroes_only_what_it_reads_into() {
-        let mut b = ReadBuf::default();
-        let expect = 64 * READ_CHUNK;
-        for i in 0..64 {
-            let room = b.room(READ_CHUNK, expect - i * READ_CHUNK);
-            assert_eq!(room.len(), READ_CHUNK, "zeroed only as far as the next read");
-            b.add(READ_CHUNK);
-            assert_eq!(b.buf.capacity(), expect, "the bulk's room, exactly, from the start");
-        }
     }
 }

@@ -15,11 +15,13 @@
 //! layout, and docs/server.md for the commands and where they differ from Redis.
 
 mod acl;
-mod admin;
 mod ahead;
-mod commands;
+mod client;
+mod cmd;
+mod command;
 mod config;
 mod counts;
+mod cursors;
 mod event_loop;
 mod fasthash;
 mod glob;
@@ -28,7 +30,6 @@ pub mod resp;
 mod server;
 mod shared;
 mod stats;
-mod table;
 mod tls;
 
 pub use config::{parse_memory, parse_yes_no, AppendFsync, Config, InfoLines, Members, ReplicaOf, Switchover};

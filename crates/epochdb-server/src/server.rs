@@ -2,9 +2,9 @@
 //! or starts a replica's backup, binds, and runs the event loops.
 
 use crate::acl::Users;
-use crate::commands::Cursors;
 use crate::config::{Config, ReplicaOf};
 use crate::counts::Counts;
+use crate::cursors::Cursors;
 use crate::event_loop::EventLoop;
 use crate::shared::{Settings, Shared, Wakeups};
 use crate::stats::{Slowlog, ThreadStats};
@@ -173,7 +173,7 @@ impl Server {
             Some(Some(l)) => Some(l.local_addr().map_err(|source| StartError::Bind { addr: "TLS".into(), source })?),
             _ => None,
         };
-        let users = Users::new(config.requirepass.as_deref());
+        let users = Users::new(config.requirepass.as_deref(), crate::cmd::rights());
         let counts = Arc::new(Counts::new(&tables, threads));
         if backup.is_none() {
             let began = Instant::now();
@@ -201,7 +201,7 @@ impl Server {
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),
-            stats: (0..threads).map(|_| Arc::new(ThreadStats::new())).collect(),
+            stats: (0..threads).map(|_| Arc::new(ThreadStats::new(crate::cmd::COMMANDS.len()))).collect(),
             counts,
             shutdown: AtomicBool::new(false),
             started: Instant::now(),

@@ -2,9 +2,9 @@
 //! of its clients.
 
 use crate::acl::Users;
-use crate::commands::Cursors;
 use crate::config::{AppendFsync, Config};
 use crate::counts::Counts;
+use crate::cursors::Cursors;
 use crate::resp::Limits;
 use crate::stats::{Slowlog, ThreadStats};
 use crate::tls::Tls;

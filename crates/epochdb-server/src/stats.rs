@@ -5,7 +5,6 @@
 //! (relaxed load and store, no read-modify-write), so counting costs no
 //! shared cache line; INFO sums the loops' copies.
 
-use crate::table::COMMANDS;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -52,16 +51,11 @@ pub struct ThreadStats {
     pub blocked: AtomicU64,
 }
 
-impl Default for ThreadStats {
-    fn default() -> ThreadStats {
-        ThreadStats::new()
-    }
-}
-
 impl ThreadStats {
-    pub fn new() -> ThreadStats {
+    /// Counters for `commands` commands (the command table's length).
+    pub fn new(commands: usize) -> ThreadStats {
         ThreadStats {
-            commands: COMMANDS.iter().map(|_| CommandStats::new()).collect(),
+            commands: (0..commands).map(|_| CommandStats::new()).collect(),
             connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             net_input: AtomicU64::new(0),

@@ -1,0 +1,212 @@
+//! The commands: one file per family, and the command table, the only
+//! place a command's name leads to its handler. A new family is a file
+//! here and its rows in [`COMMANDS`].
+//!
+//! Data commands ([`Run::Data`]) run inside an epochdb transaction, alone
+//! or in EXEC, and write their reply as they go; connection-local ones
+//! ([`Run::Local`]) touch only the connection; the rest ([`Run::Conn`])
+//! the connection and the server.
+
+pub mod connection;
+pub mod hashes;
+pub mod keys;
+pub mod replication;
+pub mod server;
+pub mod strings;
+pub mod transactions;
+
+use crate::acl::Rights;
+use crate::command::{Command, Run};
+use crate::fasthash::FastHash;
+use crate::keyspace::MAX_KEY;
+use crate::resp::{parse_i64, Args, Out};
+use epochdb::Error;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+pub(crate) const NOT_INT: &str = "ERR value is not an integer or out of range";
+pub(crate) const NOT_FLOAT: &str = "ERR value is not a valid float";
+pub(crate) const SYNTAX: &str = "ERR syntax error";
+pub(crate) const NO_KEY: &str = "ERR no such key";
+pub(crate) const OVERFLOW: &str = "ERR increment or decrement would overflow";
+
+/// Checks every key argument's length before any is used.
+pub fn key_too_long(args: &Args, keys: impl Iterator<Item = usize>) -> bool {
+    keys.into_iter().any(|i| i < args.len() && args.get(i).len() > MAX_KEY)
+}
+
+pub fn key_too_long_msg() -> String {
+    format!("ERR key is too long (epochdb keys are at most {MAX_KEY} bytes)")
+}
+
+/// The integer argument `a`, or `None` with the error replied.
+pub(crate) fn int_arg(out: &mut Out<'_>, a: &[u8]) -> Option<i64> {
+    let v = parse_i64(a);
+    if v.is_none() {
+        out.error(NOT_INT);
+    }
+    v
+}
+
+/// Parses an expiry option's number into a Unix ms time (`unit` ms per
+/// unit; `absolute` for EXAT/PXAT); `None` for an invalid one.
+pub(crate) fn expire_time(now: u64, n: i64, unit: u64, absolute: bool) -> Option<u64> {
+    if n <= 0 {
+        return None;
+    }
+    let ms = (n as u64).checked_mul(unit)?;
+    let at = if absolute { ms } else { now.checked_add(ms)? };
+    (at < i64::MAX as u64).then_some(at)
+}
+
+/// A client-supplied name shown in an error, cut short and without line
+/// breaks.
+pub fn printable(a: &[u8]) -> String {
+    String::from_utf8_lossy(&a[..a.len().min(128)]).chars().filter(|c| !c.is_control()).collect()
+}
+
+/// An engine error as a reply line.
+pub fn engine_error(e: &Error) -> String {
+    match e {
+        Error::Aborted(r) => format!("ERR transaction aborted after retries ({r:?}); try again"),
+        Error::ValueTooLarge { len, max } => format!("ERR value of {len} bytes is over the limit of {max}"),
+        // Clients retry LOADING (a replica that has nothing to show yet).
+        Error::Stale { .. } => format!("LOADING {other}", other = e),
+        other => format!("ERR {other}"),
+    }
+}
+
+const R: &[&str] = &["read", "fast"];
+const RS: &[&str] = &["read", "slow"];
+const W: &[&str] = &["write", "fast"];
+const WS: &[&str] = &["write", "slow"];
+const CONN: &[&str] = &["connection", "fast"];
+const ADMIN: &[&str] = &["admin", "slow", "dangerous"];
+const TXN: &[&str] = &["transaction", "fast"];
+const SRV: &[&str] = &["slow"];
+
+macro_rules! cmds {
+    ($($name:literal $arity:literal $write:literal $cats:ident ($f:literal $l:literal $s:literal) $run:expr;)*) => {
+        &[$(Command { name: $name, arity: $arity, write: $write, categories: $cats, keys: ($f, $l, $s), run: $run },)*]
+    };
+}
+
+/// Every command epochdb serves.
+/// Every command epochdb serves.
+pub static COMMANDS: &[Command] = cmds! {
+    // connection and server
+    "ping" -1 false CONN (0 0 0) Run::Local(connection::ping);
+    "echo" 2 false CONN (0 0 0) Run::Local(connection::echo);
+    "hello" -1 false CONN (0 0 0) Run::Conn(connection::hello);
+    "auth" -2 false CONN (0 0 0) Run::Conn(connection::auth);
+    "select" 2 false CONN (0 0 0) Run::Local(connection::select);
+    "quit" -1 false CONN (0 0 0) Run::Conn(connection::quit);
+    "reset" 1 false CONN (0 0 0) Run::Conn(connection::reset);
+    "client" -2 false SRV (0 0 0) Run::Conn(connection::client);
+    "command" -1 false SRV (0 0 0) Run::Conn(server::command);
+    "config" -2 false ADMIN (0 0 0) Run::Conn(server::config);
+    "info" -1 false SRV (0 0 0) Run::Conn(server::info);
+    "time" 1 false R (0 0 0) Run::Local(server::time);
+    "shutdown" -1 false ADMIN (0 0 0) Run::Conn(server::shutdown);
+    "role" 1 false R (0 0 0) Run::Conn(replication::role);
+    "acl" -2 false SRV (0 0 0) Run::Conn(server::acl);
+    "slowlog" -2 false ADMIN (0 0 0) Run::Conn(server::slowlog);
+    "bgsave" -1 false ADMIN (0 0 0) Run::Conn(server::bgsave);
+    "save" 1 false ADMIN (0 0 0) Run::Conn(server::save);
+    "lastsave" 1 false ADMIN (0 0 0) Run::Conn(server::lastsave);
+    "wait" 3 false SRV (0 0 0) Run::Conn(replication::wait);
+    "waitaof" 4 false SRV (0 0 0) Run::Conn(replication::waitaof);
+    "replicaof" 3 false ADMIN (0 0 0) Run::Conn(replication::replicaof);
+    "epochdb.member" -3 false ADMIN (0 0 0) Run::Conn(replication::member);
+    "flushall" -1 true WS (0 0 0) Run::Conn(server::flushall);
+    // transactions
+    "multi" 1 false TXN (0 0 0) Run::Conn(transactions::multi);
+    "exec" 1 false TXN (0 0 0) Run::Conn(transactions::exec);
+    "discard" 1 false TXN (0 0 0) Run::Conn(transactions::discard);
+    "watch" -2 false TXN (1 -1 1) Run::Conn(transactions::watch);
+    "unwatch" 1 false TXN (0 0 0) Run::Conn(transactions::unwatch);
+    // strings
+    "get" 2 false R (1 1 1) Run::Data(strings::get);
+    "set" -3 true WS (1 1 1) Run::Data(strings::set);
+    "setnx" 3 true W (1 1 1) Run::Data(strings::setnx);
+    "setex" 4 true WS (1 1 1) Run::Data(strings::setex);
+    "psetex" 4 true WS (1 1 1) Run::Data(strings::psetex);
+    "getset" 3 true W (1 1 1) Run::Data(strings::getset);
+    "getdel" 2 true W (1 1 1) Run::Data(strings::getdel);
+    "getex" -2 true W (1 1 1) Run::Data(strings::getex);
+    "mget" -2 false R (1 -1 1) Run::Data(strings::mget);
+    "mset" -3 true WS (1 -1 2) Run::Data(strings::mset);
+    "msetnx" -3 true WS (1 -1 2) Run::Data(strings::msetnx);
+    "incr" 2 true W (1 1 1) Run::Data(strings::incr);
+    "decr" 2 true W (1 1 1) Run::Data(strings::decr);
+    "incrby" 3 true W (1 1 1) Run::Data(strings::incrby);
+    "decrby" 3 true W (1 1 1) Run::Data(strings::decrby);
+    "incrbyfloat" 3 true W (1 1 1) Run::Data(strings::incrbyfloat);
+    "append" 3 true W (1 1 1) Run::Data(strings::append);
+    "strlen" 2 false R (1 1 1) Run::Data(strings::strlen);
+    "memory" -2 false RS (2 2 1) Run::Data(keys::memory);
+    "getrange" 4 false RS (1 1 1) Run::Data(strings::getrange);
+    "setrange" 4 true WS (1 1 1) Run::Data(strings::setrange);
+    // keyspace
+    "del" -2 true WS (1 -1 1) Run::Data(keys::del);
+    "unlink" -2 true W (1 -1 1) Run::Data(keys::del);
+    "exists" -2 false R (1 -1 1) Run::Data(keys::exists);
+    "type" 2 false R (1 1 1) Run::Data(keys::type_);
+    "keys" 2 false RS (0 0 0) Run::Data(keys::keys);
+    "scan" -2 false RS (0 0 0) Run::Data(keys::scan);
+    "rename" 3 true WS (1 2 1) Run::Data(keys::rename);
+    "renamenx" 3 true W (1 2 1) Run::Data(keys::renamenx);
+    "copy" -3 true WS (1 2 1) Run::Data(keys::copy);
+    "randomkey" 1 false RS (0 0 0) Run::Data(keys::randomkey);
+    "dbsize" 1 false R (0 0 0) Run::Either { alone: keys::dbsize, queued: keys::dbsize_scan };
+    "flushdb" -1 true WS (0 0 0) Run::Data(keys::flushdb);
+    "expire" -3 true W (1 1 1) Run::Data(keys::expire);
+    "pexpire" -3 true W (1 1 1) Run::Data(keys::pexpire);
+    "expireat" -3 true W (1 1 1) Run::Data(keys::expireat);
+    "pexpireat" -3 true W (1 1 1) Run::Data(keys::pexpireat);
+    "ttl" 2 false R (1 1 1) Run::Data(keys::ttl);
+    "pttl" 2 false R (1 1 1) Run::Data(keys::pttl);
+    "expiretime" 2 false R (1 1 1) Run::Data(keys::expiretime);
+    "pexpiretime" 2 false R (1 1 1) Run::Data(keys::pexpiretime);
+    "persist" 2 true W (1 1 1) Run::Data(keys::persist);
+    // hashes
+    "hset" -4 true W (1 1 1) Run::Data(hashes::hset);
+    "hmset" -4 true W (1 1 1) Run::Data(hashes::hset);
+    "hsetnx" 4 true W (1 1 1) Run::Data(hashes::hsetnx);
+    "hget" 3 false R (1 1 1) Run::Data(hashes::hget);
+    "hmget" -3 false R (1 1 1) Run::Data(hashes::hmget);
+    "hdel" -3 true W (1 1 1) Run::Data(hashes::hdel);
+    "hexists" 3 false R (1 1 1) Run::Data(hashes::hexists);
+    "hstrlen" 3 false R (1 1 1) Run::Data(hashes::hstrlen);
+    "hlen" 2 false R (1 1 1) Run::Data(hashes::hlen);
+    "hgetall" 2 false RS (1 1 1) Run::Data(hashes::hgetall);
+    "hkeys" 2 false RS (1 1 1) Run::Data(hashes::hkeys);
+    "hvals" 2 false RS (1 1 1) Run::Data(hashes::hvals);
+    "hincrby" 4 true W (1 1 1) Run::Data(hashes::hincrby);
+    "hincrbyfloat" 4 true W (1 1 1) Run::Data(hashes::hincrbyfloat);
+    "hscan" -3 false RS (1 1 1) Run::Data(hashes::hscan);
+    // epochdb's own
+    "epochdb.range" -3 false RS (0 0 0) Run::Data(keys::range);
+};
+
+/// Looks a command up by name, in any case.
+pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
+    static BY_NAME: OnceLock<HashMap<&'static [u8], usize, FastHash>> = OnceLock::new();
+    let map = BY_NAME.get_or_init(|| COMMANDS.iter().enumerate().map(|(i, c)| (c.name.as_bytes(), i)).collect());
+    if name.len() > 32 {
+        return None;
+    }
+    let mut lower = [0u8; 32];
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    map.get(&lower[..]).map(|&i| (i, &COMMANDS[i]))
+}
+
+/// The table as ACL rules see it (`Users`), in the table's order.
+pub fn rights() -> &'static [Rights] {
+    static RIGHTS: OnceLock<Vec<Rights>> = OnceLock::new();
+    RIGHTS.get_or_init(|| {
+        COMMANDS.iter().map(|c| Rights { name: c.name, categories: c.categories, keys: c.keys.0 > 0 }).collect()
+    })
+}

@@ -1,16 +1,14 @@
-//! Regression tests for issue #17's command-line defects, run as child
-//! processes of the real binary: a bench that emptied a live database (#1)
-//! or user files inside epochdb-named entries (#2), a data directory that
-//! opened only from the working directory that created it (#3), and
-//! numbers that panicked (#7).
+//! Regression tests for command-line defects, run as child
+//! processes of the real binary: a bench that emptied a live database
+//! or user files inside epochdb-named entries, a data directory that
+//! opened only from the working directory that created it, and
+//! numbers that panicked.
 
 mod common;
-#[path = "../../epochdb/tests/common/files.rs"]
-mod files;
 
 use common::Scratch;
 use epochdb::{Database, Durability, Options, TableOptions};
-use files::snapshot_of;
+use epochdb_testkit::files::snapshot_of;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -459,7 +459,7 @@ fn redis_cli_and_redis_benchmark_work_against_it() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A pipeline of durable writes is made durable together (issue #19): the
+/// A pipeline of durable writes is made durable together: the
 /// loop hastens the epoch once per pass, after every request it read has
 /// committed, so a pipeline read in one pass costs one hastened epoch,
 /// not one for its first reply and another for the rest. With 2 s epochs

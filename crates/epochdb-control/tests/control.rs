@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-mod ports;
+use epochdb_testkit::ports;
 
 fn free_addr() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], ports::free_port()))

@@ -149,17 +149,40 @@ fn crash_at(engine: &str, seed: u64, txns: usize, cut: Option<u64>, evict: Evict
     events
 }
 
-#[test]
-fn every_engine_survives_a_crash_at_every_persist() {
-    for engine in ENGINES {
-        for seed in 1..4u64 {
-            let txns = 40;
-            let events = crash_at(engine, seed, txns, None, Evict::Nothing);
-            // Every cut for one seed, every fifth for the others.
-            for cut in (0..events).step_by(if seed == 1 { 1 } else { 5 }) {
-                let evict = if cut % 3 == 0 { Evict::Random { seed: cut, percent: 40 } } else { Evict::Nothing };
-                crash_at(engine, seed, txns, Some(cut), evict);
-            }
+/// Every cut for one seed, every fifth for two more, on `engine`.
+fn survives_a_crash_at_every_persist(engine: &str) {
+    for seed in 1..4u64 {
+        let txns = 40;
+        let events = crash_at(engine, seed, txns, None, Evict::Nothing);
+        for cut in (0..events).step_by(if seed == 1 { 1 } else { 5 }) {
+            let evict = if cut % 3 == 0 { Evict::Random { seed: cut, percent: 40 } } else { Evict::Nothing };
+            crash_at(engine, seed, txns, Some(cut), evict);
         }
     }
+}
+
+// One test per engine, so the harness runs them side by side.
+macro_rules! per_engine {
+    ($($test:ident: $engine:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                survives_a_crash_at_every_persist($engine);
+            }
+        )*
+
+        #[test]
+        fn every_engine_has_a_test() {
+            assert_eq!(ENGINES, [$($engine),*]);
+        }
+    };
+}
+
+per_engine! {
+    inp_survives_a_crash_at_every_persist: "inp",
+    cow_survives_a_crash_at_every_persist: "cow",
+    log_survives_a_crash_at_every_persist: "log",
+    nvm_inp_survives_a_crash_at_every_persist: "nvm-inp",
+    nvm_cow_survives_a_crash_at_every_persist: "nvm-cow",
+    nvm_log_survives_a_crash_at_every_persist: "nvm-log",
 }

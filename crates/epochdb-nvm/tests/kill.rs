@@ -45,22 +45,47 @@ fn child() {
     testbed::child(&config(engine, workload, dir.into()), n).expect("child");
 }
 
-#[test]
-fn sigkill_mid_run_then_restart_keeps_the_invariants() {
+/// Kills a child running each workload on `engine` after 300 and after
+/// 3,000 transactions, and checks the restart.
+fn sigkill_mid_run_then_restart_keeps_the_invariants(engine: &str) {
     let exe = std::env::current_exe().expect("exe");
-    for engine in ENGINES {
-        for (w, workload) in workloads().into_iter().enumerate() {
-            for n in [300u64, 3000] {
-                let dir = PathBuf::from(format!("/dev/shm/epochdb-nvm-kill-{}-{engine}-{w}", std::process::id()));
-                let cfg = config(engine, workload.clone(), dir.clone());
-                let mut cmd = Command::new(&exe);
-                cmd.args(["--exact", "child", "--nocapture", "--test-threads", "1"]);
-                cmd.env(CHILD, format!("{engine},{w},{n},{}", dir.display()));
-                eprintln!("kill test: {engine} {workload:?} after {n}");
-                let (_, problems) = testbed::recovery(&cfg, cmd).expect("recovery");
-                assert!(problems.is_empty(), "{engine} {workload:?} after {n}: {problems:?}");
-                std::fs::remove_dir_all(&dir).expect("clean up");
-            }
+    for (w, workload) in workloads().into_iter().enumerate() {
+        for n in [300u64, 3000] {
+            let dir = PathBuf::from(format!("/dev/shm/epochdb-nvm-kill-{}-{engine}-{w}", std::process::id()));
+            let cfg = config(engine, workload.clone(), dir.clone());
+            let mut cmd = Command::new(&exe);
+            cmd.args(["--exact", "child", "--nocapture", "--test-threads", "1"]);
+            cmd.env(CHILD, format!("{engine},{w},{n},{}", dir.display()));
+            eprintln!("kill test: {engine} {workload:?} after {n}");
+            let (_, problems) = testbed::recovery(&cfg, cmd).expect("recovery");
+            assert!(problems.is_empty(), "{engine} {workload:?} after {n}: {problems:?}");
+            std::fs::remove_dir_all(&dir).expect("clean up");
         }
     }
+}
+
+// One test per engine, so the harness runs them side by side.
+macro_rules! per_engine {
+    ($($test:ident: $engine:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                sigkill_mid_run_then_restart_keeps_the_invariants($engine);
+            }
+        )*
+
+        #[test]
+        fn every_engine_has_a_test() {
+            assert_eq!(ENGINES, [$($engine),*]);
+        }
+    };
+}
+
+per_engine! {
+    inp_keeps_its_invariants_after_sigkill: "inp",
+    cow_keeps_its_invariants_after_sigkill: "cow",
+    log_keeps_its_invariants_after_sigkill: "log",
+    nvm_inp_keeps_its_invariants_after_sigkill: "nvm-inp",
+    nvm_cow_keeps_its_invariants_after_sigkill: "nvm-cow",
+    nvm_log_keeps_its_invariants_after_sigkill: "nvm-log",
 }

@@ -1,4 +1,4 @@
-//! TPC-C under kill -9 (issue #4). A child process (this test binary,
+//! TPC-C under kill -9. A child process (this test binary,
 //! re-run with an environment variable) runs the standard TPC-C mix on two
 //! threads with logging and frequent checkpoints on, and appends to a side
 //! file every new order and every delivery it saw become durable. The
@@ -17,10 +17,10 @@ use epochdb_workloads::tpcc_rows::{order_key, Order, Schema};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[path = "../../epochdb/tests/common/child.rs"]
-mod child;
 #[path = "common/tpcc_child.rs"]
 mod tpcc_child;
+
+use epochdb_testkit::child;
 
 const WAREHOUSES: u32 = 2;
 const THREADS: usize = 2;

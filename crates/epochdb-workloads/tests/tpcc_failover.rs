@@ -1,4 +1,4 @@
-//! Failover under kill -9 (issue #18). A child process (this test binary,
+//! Failover under kill -9. A child process (this test binary,
 //! re-run with an environment variable) is a replication primary running
 //! the TPC-C mix on two threads; this process runs its backup. The child
 //! appends to side files every new order and delivery it saw released.
@@ -22,10 +22,10 @@ use epochdb_workloads::tpcc_rows::{order_key, Order, Schema};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[path = "../../epochdb/tests/common/child.rs"]
-mod child;
 #[path = "common/tpcc_child.rs"]
 mod tpcc_child;
+
+use epochdb_testkit::child;
 
 const WAREHOUSES: u32 = 2;
 const THREADS: usize = 2;

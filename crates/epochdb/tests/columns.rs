@@ -12,8 +12,9 @@
 
 mod common;
 
-use common::{child, contents, durable_options, temp_dir, Rng};
+use common::{contents, durable_options, temp_dir, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableId, TableOptions};
+use epochdb_testkit::child;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::Path;

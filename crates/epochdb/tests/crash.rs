@@ -21,8 +21,9 @@
 
 mod common;
 
-use common::{child, durable_options, temp_dir, u64_of, Rng};
+use common::{durable_options, temp_dir, u64_of, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableId, TableOptions};
+use epochdb_testkit::child;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -1,13 +1,13 @@
-//! Regression tests for issue #17's library defects, each named by what a
-//! user lost: a truncated log accepted below pepoch (#4), snapshots blind
-//! after a reopen (#5), and another set of log directories opening the
-//! wrong database (#6).
+//! Regression tests for library defects, each named by what a
+//! user lost: a truncated log accepted below pepoch, snapshots blind
+//! after a reopen, and another set of log directories opening the
+//! wrong database.
 
 mod common;
 
-use common::files::{block_len, block_offsets};
 use common::{contents, durable_options, temp_dir};
 use epochdb::{Database, Durability, Error, Faults, Options, TableOptions};
+use epochdb_testkit::files::{self, block_len, block_offsets};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -97,7 +97,7 @@ fn damage_above_pepoch_is_dropped_and_inspect_agrees() {
     let mut bytes = std::fs::read(&log).expect("read");
     let blocks = data_blocks(&bytes);
     let victim = blocks[blocks.len() - 3];
-    let (lo, _) = common::files::block_epochs(&bytes, victim);
+    let (lo, _) = files::block_epochs(&bytes, victim);
     common::write_pepoch(&dir, lo - 1); // as if the crash came before its sync
     bytes[victim + 40] ^= 1; // its payload: the header stays intact
                              // Nor did the seal markers of later flushes reach the disk (the blocks
@@ -265,7 +265,7 @@ fn a_read_only_open_writes_nothing() {
         let db = Database::open(durable_options(&dir, Durability::LogAndCheckpoint)).expect("open");
         write_rows(&db, 0, 30)
     };
-    let listing = || common::files::snapshot_of(&dir);
+    let listing = || files::snapshot_of(&dir);
     let before = listing();
     let read_only = || Options { read_only: true, ..durable_options(&dir, Durability::LogAndCheckpoint) };
     let db = Database::open(read_only()).expect("read-only open");

@@ -8,9 +8,9 @@
 
 mod common;
 
-use common::files::{block_epochs, block_len, block_offsets};
 use common::{contents, durable_options, temp_dir};
 use epochdb::{Column, Database, Durability, Error, Fault, Faults, Options, Schema, TableId, TableOptions};
+use epochdb_testkit::files::{block_epochs, block_len, block_offsets};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

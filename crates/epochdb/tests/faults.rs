@@ -1,4 +1,4 @@
-//! Systematic fault injection (issue #17): a short durable run (logging,
+//! Systematic fault injection: a short durable run (logging,
 //! checkpoints, log rotation, removal of old files) with the k-th file
 //! operation of one kind failed, for every k up to that kind's count in a
 //! clean run and every kind: an error on a write, on an fsync, on a

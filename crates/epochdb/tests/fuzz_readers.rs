@@ -18,9 +18,9 @@
 
 mod common;
 
-use common::files::block_offsets;
 use common::{durable_options, temp_dir, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableOptions};
+use epochdb_testkit::files::{self, block_offsets};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -94,7 +94,7 @@ fn seed(dir: &Path) -> Vec<PathBuf> {
     drop(w);
     drop(db);
     let files: Vec<PathBuf> =
-        common::files::files_under(dir).into_iter().filter(|p| p.file_name().is_some_and(|n| n != "LOCK")).collect();
+        files::files_under(dir).into_iter().filter(|p| p.file_name().is_some_and(|n| n != "LOCK")).collect();
     // A data.log is preallocated with zeros, which every open reads to the
     // end to tell a clean end from damage; trimmed to its blocks (as a
     // sealed log is), the cases run many times faster.

@@ -1,4 +1,4 @@
-//! Replication (issue #18): a primary ships its log to a backup, which
+//! Replication: a primary ships its log to a backup, which
 //! persists it in a data directory of its own; `Sync` releases a commit
 //! only once the in-sync backups have it.
 
@@ -618,7 +618,7 @@ fn a_standby_of_a_delta_logging_primary_merges_columns() {
     }
 }
 
-/// Parallel replay (issue #18): a backup with three replay threads
+/// Parallel replay: a backup with three replay threads
 /// bootstraps a delta-logging primary's history in one large batch, then
 /// follows epochs of over 64 KiB of updates, deltas, deletes and
 /// re-inserts of the same keys; each key's entries stay in TID order, so
@@ -697,7 +697,7 @@ fn parallel_replay_keeps_each_keys_order() {
     }
 }
 
-/// A backup checkpoints its standby's memory (issue #18): the log files
+/// A backup checkpoints its standby's memory: the log files
 /// below its checkpoint go, and its directory, restarted as a backup and
 /// opened as a database, has the primary's rows.
 #[test]

@@ -9,11 +9,8 @@ use std::io::{BufRead, BufReader, Lines, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-// One helper for the process tests of both crates (control.rs uses it too).
-#[path = "../../../epochdb-control/tests/ports/mod.rs"]
-mod ports;
 #[allow(unused_imports)] // not every test file picks ports
-pub use ports::free_port;
+pub use epochdb_testkit::ports::free_port;
 
 /// A running `epochdb serve`, its port, and what it wrote to stderr.
 pub struct Served {

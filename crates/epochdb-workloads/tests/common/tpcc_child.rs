@@ -15,7 +15,7 @@ use std::path::Path;
 /// HISTORY keys unique across runs and keeps its home warehouse
 /// `thread + 1`.
 pub fn run_forever(engine: &EpochDb, tpcc: &Tpcc, dir: &Path, run: usize, thread: usize, threads: usize) {
-    let mut acks = crate::child::Acks::open(dir, &format!("{run}.{thread}"));
+    let mut acks = epochdb_testkit::child::Acks::open(dir, &format!("{run}.{thread}"));
     let mut worker = engine.worker().expect("worker");
     let mut client = tpcc.client(run * threads + thread, (run * 100 + thread) as u64);
     loop {

@@ -1,9 +1,6 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-pub mod child;
-pub mod files;
-
 use epochdb::{Database, Options, TableId};
 use std::collections::BTreeMap;
 use std::time::Duration;

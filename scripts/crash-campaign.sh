@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The crash campaign (issue #17): kill -9 a durable process at random
+# The crash campaign: kill -9 a durable process at random
 # moments, KILLS times in each of the four durability modes (log,
 # log+checkpoint, delta, delta+checkpoint), and check after every recovery:
 #   - every acknowledged transaction is there, nothing above pepoch, the

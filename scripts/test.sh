@@ -34,6 +34,11 @@ for tool in ip:iproute2 openssl:openssl; do
 done
 EPOCHDB_REQUIRE_REDIS_TOOLS=1 cargo test --workspace --all-features
 
+# The examples and the `epochdb` binary as the tests built them (the same
+# features, so nothing is built twice).
+cargo build -q --workspace --all-features --bins --examples
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+
 echo "== examples"
 # Every example runs to completion; the durable counter twice on one
 # directory, so the second run counts on what the first made durable.
@@ -41,54 +46,69 @@ counter=$(mktemp -d)
 for f in crates/epochdb/examples/*.rs; do
   name=$(basename "$f" .rs)
   echo "-- $name"
-  cargo run -q -p epochdb --example "$name" -- "$counter/db"
+  "$target/debug/examples/$name" "$counter/db"
 done
-cargo run -q -p epochdb --example durable_counter -- "$counter/db" | grep -q "^run 2 " ||
+"$target/debug/examples/durable_counter" "$counter/db" | grep -q "^run 2 " ||
   { echo "durable_counter did not count on its first run" >&2; exit 1; }
 rm -rf "$counter"
+
+echo "== documentation"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
+# docs/figures.md is generated from results/: it must match them.
+python3 scripts/figures/render.py --check
+
+# Miri needs a nightly component that cannot be installed here, so the
+# unsafe-heavy single-threaded tests (records, the index against its model)
+# and the API tests (which exercise GC, snapshot versions and record growth)
+# run under valgrind's memcheck instead: any invalid access or definite leak
+# fails the run. It runs beside the client libraries, which mostly wait on
+# their servers and the network.
+echo "== memcheck (beside the client libraries; its output follows theirs)"
+if ! command -v valgrind >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null 2>&1 || true
+fi
+command -v valgrind >/dev/null || { echo "valgrind could not be installed" >&2; exit 1; }
+# The engine's test binaries the tests built, as cargo reports them
+# (wherever CARGO_TARGET_DIR puts them).
+exe() {
+  cargo test --workspace --all-features --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    t = m.get("target", {})
+    if m.get("executable") and m["package_id"].find("crates/epochdb#") >= 0 and t.get("name") == sys.argv[1]:
+        print(m["executable"])
+        break
+else:
+    sys.exit("no test binary " + sys.argv[1] + " among those cargo built")
+' "$1"
+}
+# EPOCHDB_ARENA=off: records and nodes from the global allocator, whose
+# blocks memcheck tracks (a use after free inside the engine's arena
+# would be invisible to it). The arena has its own unit tests.
+memcheck() {
+  EPOCHDB_ARENA=off valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite "$@" --test-threads 1
+}
+lib=$(exe epochdb) api=$(exe api) conflicts=$(exe conflicts)
+(
+  memcheck "$lib" record:: catalog:: txn:: index::tests::matches_a_btreemap_model index::tests::versions_change
+  memcheck "$api"
+  memcheck "$conflicts"
+) >"$scratch/memcheck.log" 2>&1 &
+memcheck_pid=$!
 
 echo "== client libraries"
 # redis-py and ioredis against the server (the Rust crate is in the tests).
 if ! command -v node >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq python3-pip nodejs npm) >/dev/null 2>&1 || true
 fi
-cargo build -q -p epochdb-cli
-./scripts/client-libraries.sh
+./scripts/client-libraries.sh "$target/debug/epochdb"
 
-echo "== documentation"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
-
-# Miri needs a nightly component that cannot be installed here, so the
-# unsafe-heavy single-threaded tests (records, the index against its model)
-# and the API tests (which exercise GC, snapshot versions and record growth)
-# run under valgrind's memcheck instead: any invalid access or definite leak
-# fails the run.
 echo "== memcheck"
-if ! command -v valgrind >/dev/null; then
-  (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null 2>&1 || true
-fi
-if command -v valgrind >/dev/null; then
-  # The test binaries, as cargo reports them (wherever CARGO_TARGET_DIR
-  # puts them).
-  built=$(cargo test -p epochdb --lib --test api --test conflicts --no-run --message-format=json 2>/dev/null |
-    grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
-  exe() {
-    local path
-    path=$(grep -E "/$1-[0-9a-f]+$" <<<"$built" | head -1)
-    [ -n "$path" ] || { echo "no test binary $1 in cargo's output" >&2; exit 1; }
-    echo "$path"
-  }
-  # EPOCHDB_ARENA=off: records and nodes from the global allocator, whose
-  # blocks memcheck tracks (a use after free inside the engine's arena
-  # would be invisible to it). The arena has its own unit tests.
-  memcheck() {
-    EPOCHDB_ARENA=off valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite "$@" --test-threads 1
-  }
-  memcheck "$(exe epochdb)" record:: catalog:: txn:: index::tests::matches_a_btreemap_model index::tests::versions_change
-  for t in api conflicts; do
-    memcheck "$(exe $t)"
-  done
-else
-  echo "valgrind unavailable: memcheck skipped" >&2
+if ! wait "$memcheck_pid"; then
+  cat "$scratch/memcheck.log"
+  echo "memcheck failed" >&2
   exit 1
 fi
+cat "$scratch/memcheck.log"
+echo "memcheck: no invalid access, no definite leak"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Log replay side by side (issue #20): `epochdb verify --replay WAY
+# Log replay side by side: `epochdb verify --replay WAY
 # --data-dir DIR --threads T --rounds 3 --quiet` for each variant in turn,
 # 3 s apart, PAIRS times. Round 1 is a new process's first recovery (with
 # this machine's cost of fresh memory); rounds 2-3 fill memory round 1
 # touched. Prints, per run, each round's seconds and CPU seconds, then
 # per variant the medians of round 1 and of rounds 2-3. DIR is a data
-# directory (e.g. scripts/recovery-figures.sh's log.orig); verify writes
+# directory (e.g. scripts/figures/recovery.sh's log.orig); verify writes
 # nothing to it.
 #
-# Usage: scripts/log-replay-ab.sh DIR PAIRS THREADS BIN:WAY [BIN:WAY...]
+# Usage: scripts/ab/log-replay-ab.sh DIR PAIRS THREADS BIN:WAY [BIN:WAY...]
 #   WAY is merge or lookup.
-# e.g.:  scripts/log-replay-ab.sh /tmp/recfig/log.orig 3 2 target/release/epochdb:merge target/release/epochdb:lookup
+# e.g.:  scripts/ab/log-replay-ab.sh /tmp/recfig/log.orig 3 2 target/release/epochdb:merge target/release/epochdb:lookup
 set -euo pipefail
 dir=$1 pairs=$2 threads=$3
 shift 3

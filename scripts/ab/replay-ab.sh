@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Standby replay of two or more builds side by side (issue #18): durable
+# Standby replay of two or more builds side by side: durable
 # TPC-C (value log) with one `epochdb replica` under `sync`, each build
 # in turn, REPS rounds, in two placements:
 #   shared   2 worker threads, 2 warehouses; the backup on any CPU
@@ -8,9 +8,9 @@
 # backup's read-view lag (p50/p99, epochs of 40 ms), the CPU it used and,
 # with READERS=N, the read-only TPC-C transactions per second that N
 # reader threads in the backup ran at its read view (--replica-readers).
-# Usage: [READERS=N] scripts/replay-ab.sh REPS SECONDS BIN...
+# Usage: [READERS=N] scripts/ab/replay-ab.sh REPS SECONDS BIN...
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=$1 secs=$2
 shift 2
 scratch=$(mktemp -d)

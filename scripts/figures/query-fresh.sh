@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Query Fresh's figures (issue #18) on this 2-core machine, in the fair
+# Query Fresh's figures on this 2-core machine, in the fair
 # set-up it allows: a 1-thread durable TPC-C primary (value log) on CPU 0
 # (taskset), its backups (`epochdb replica`, one replay thread) on CPU 1.
 # Configurations, in turn (reversed every other round), REPS rounds:
@@ -20,19 +20,19 @@
 # tmpfs (/dev/shm): backups on machines of their own would not sync to
 # the primary's disk, and here the others do (a backup's fsync at every
 # seal queues beside the primary's on the one device).
-# Usage: scripts/query-fresh-figures.sh [REPS] [SECONDS] (default 4 10; an
+# Usage: scripts/figures/query-fresh.sh [REPS] [SECONDS] (default 4 10; an
 # even REPS runs each order as often).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-4}
 secs=${2:-10}
-source scripts/figures-lib.sh
+source scripts/figures/lib.sh
 scratch=$(mktemp -d)
 shm=/dev/shm/epochdb-qf-$$
 trap 'rm -rf "$scratch" "$shm"' EXIT
 configs=(alone neighbour async-1 sync-1 very-safe-1 async-2 sync-2 async-1@tmpfs sync-1@tmpfs)
 
-source scripts/round-order.sh
+source scripts/figures/round-order.sh
 for rep in $(seq "$reps"); do
   mapfile -t order < <(round_order "$rep" "${configs[@]}")
   for c in "${order[@]}"; do

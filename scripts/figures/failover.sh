@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failover under the control plane (issue #18): two `epochdb serve
+# Failover under the control plane: two `epochdb serve
 # --node-id` data nodes (--safety sync --appendfsync always) and a witness
 # on this machine. redis-benchmark writes to the primary for SECONDS (SET
 # and INCR, 50 clients, 100-byte values over 1M keys); then the primary is
@@ -7,12 +7,12 @@
 # reply to a SET (`redis-cli`, retried every 10 ms) is the failover time:
 # election, appointment, promotion (replaying what it persisted) and the
 # first lease. REPS rounds; prints each and the median.
-# Usage: scripts/failover-figures.sh [REPS] [SECONDS] (default 3 60).
+# Usage: scripts/figures/failover.sh [REPS] [SECONDS] (default 3 60).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-3}
 secs=${2:-60}
-source scripts/figures-lib.sh
+source scripts/figures/lib.sh
 scratch=$(mktemp -d)
 pids=()
 cleanup() {

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Throughput figures for FIGURES.md (issue #3): YCSB Silo variant (4M keys)
+# Throughput figures: YCSB Silo variant (4M keys)
 # with memsilo, kv and global-tid on 1 and 2 threads, and TPC-C with
 # warehouses = threads; 3 runs of each, interleaved, medians.
-# Usage: scripts/bench-figures.sh
+# Usage: scripts/figures/bench.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cargo build --release -q -p epochdb-cli
 bin=target/release/epochdb
 tput() { sed -E 's/.*: ([0-9]+) txn\/s.*/\1/'; }
-source scripts/round-order.sh # median
+source scripts/figures/round-order.sh # median
 declare -A runs
 for run in 1 2 3; do
   for t in 1 2; do

@@ -3,7 +3,7 @@
 for three kinds of log file: space reserved with fallocate (what epochdb's
 logger does today), space written with zeros first, and appending past the
 end. Each kind runs ROUNDS times (interleaved); prints p50/p99 in µs.
-Usage: scripts/sync-cost.py [DIR] [ROUNDS]  (DIR default: the current one)."""
+Usage: scripts/figures/sync-cost.py [DIR] [ROUNDS]  (DIR default: the current one)."""
 import mmap, os, sys, time
 
 def run(path, kind, n=2000):

@@ -7,10 +7,10 @@
 # systems' order alternating by round. Writes results/tls-DATE.json (the
 # commit, date, machine, command, every run and the medians) and prints the
 # medians as a table.
-# Usage: scripts/tls-figures.sh [REPS] (default 3). Needs redis-server with
+# Usage: scripts/figures/tls.sh [REPS] (default 3). Needs redis-server with
 # TLS and redis-benchmark (apt install redis-server redis-tools), openssl.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-3}
 cargo build --release -q -p epochdb-cli
 bin=target/release/epochdb
@@ -82,7 +82,7 @@ for p in (1, 16):
                          redis_tls_cost=1 - m("redis", "tls") / m("redis", "plain")))
 result = dict(figure="tls", commit=commit, date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               machine=dict(cpus=__import__("os").cpu_count(), kernel=platform.release()), redis=redis,
-              command=f"scripts/tls-figures.sh {reps}", runs=runs, medians=rows)
+              command=f"scripts/figures/tls.sh {reps}", runs=runs, medians=rows)
 json.dump(result, open(out, "w"), indent=1)
 print(f"# TLS cost, redis-benchmark -c 50 -d 100 --threads 2, epochdb {commit} beside redis {redis}, median of {reps} interleaved rounds ({out})")
 print("| -P | test | redis rps | redis TLS rps | epochdb rps | epochdb TLS rps | TLS cost redis | TLS cost epochdb | epochdb TLS / redis TLS |")

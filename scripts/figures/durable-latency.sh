@@ -4,10 +4,10 @@
 # optionally an older epochdb binary (an A/B of two builds), all running at
 # once and measured in turn, REPS rounds interleaved. Prints the median of
 # the rounds' p50 and p99 latencies (ms) per command and server.
-# Usage: scripts/durable-latency.sh [REPS] [OLD_EPOCHDB_BINARY]
+# Usage: scripts/figures/durable-latency.sh [REPS] [OLD_EPOCHDB_BINARY]
 # Needs redis-server and redis-benchmark (apt install redis-server redis-tools).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-5}
 old=${2:-}
 cargo build --release -q -p epochdb-cli
@@ -30,7 +30,7 @@ for _ in $(seq "$reps"); do
       awk -F, -v s="${names[$i]}" 'NR>1 {gsub(/"/,""); print s "\t" $1 "\t" $5 "\t" $7}' >>"$scratch/runs"
   done
 done
-source scripts/round-order.sh # median
+source scripts/figures/round-order.sh # median
 echo "# epochdb $(git rev-parse --short HEAD)${old:+ and $old}, $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps rounds interleaved, -c 1, 100-byte values"
 printf "| server | test | p50 (ms) | p99 (ms) |\n| --- | --- | --- | --- |\n"
 for s in "${names[@]}"; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bootstrap of a new backup (issue #18): a 2-thread, 2-warehouse durable
+# Bootstrap of a new backup: a 2-thread, 2-warehouse durable
 # TPC-C primary (value log and checkpoints) runs for SECONDS; then one
 # `epochdb replica` starts from an empty directory and catches up from
 # the primary's checkpoint and log files while the primary idles
@@ -9,13 +9,13 @@
 # in sync and until its read view reached the primary's released epoch,
 # of the backup's CPU seconds and of its peak resident memory (reported
 # by builds from the one that bounded a catch-up's memory; 0 before).
-# Usage: scripts/bootstrap-figures.sh [REPS] [SECONDS] [BIN...] (default 3 60).
+# Usage: scripts/figures/bootstrap.sh [REPS] [SECONDS] [BIN...] (default 3 60).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-3}
 secs=${2:-60}
 shift 2 || shift $#
-source scripts/figures-lib.sh
+source scripts/figures/lib.sh
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=("$bin")
 scratch=$(mktemp -d)

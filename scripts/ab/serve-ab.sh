@@ -18,10 +18,10 @@
 # and the benchmark client's (redis-benchmark's user + system), which
 # bounds what any server can reach on the same CPUs: at most
 # CPUs / (client + server CPU per request) requests/s.
-# Usage: scripts/serve-ab.sh REPS REQUESTS TESTS SERVER...
-# e.g.   scripts/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
+# Usage: scripts/ab/serve-ab.sh REPS REQUESTS TESTS SERVER...
+# e.g.   scripts/ab/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=$1 n=$2 tests=$3
 clients=${CLIENTS:-50} pipeline=${PIPELINE:-16} appendfsync=${APPENDFSYNC:-}
 shift 3
@@ -33,7 +33,7 @@ TIMEFORMAT='%U %S'
 tick=$(getconf CLK_TCK)
 # The server's CPU ticks so far (user + system).
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-source scripts/round-order.sh
+source scripts/figures/round-order.sh
 for r in $(seq "$reps"); do
   mapfile -t order < <(round_order "$r" "$@")
   for s in "${order[@]}"; do

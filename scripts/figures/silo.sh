@@ -10,7 +10,7 @@
 # Silo is not built here: build its `dbtest` yourself from its public
 # repository, in a folder outside this one, and pass its path.
 #
-# Usage: SILO=/path/to/dbtest [SCHEMA=silo|spec] [PAUSE=S] scripts/silo-figures.sh [RUNS] [SECONDS] [CONFIG...]
+# Usage: SILO=/path/to/dbtest [SCHEMA=silo|spec] [PAUSE=S] scripts/figures/silo.sh [RUNS] [SECONDS] [CONFIG...]
 #   RUNS     rounds (default 3)      SECONDS  measured seconds per run (default 15)
 #   CONFIG   among ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2
 #            tpcc-delta-1 tpcc-delta-2 (default: all but the delta ones),
@@ -24,7 +24,7 @@
 #            probably because it gets memory the one before freed while
 #            the host still backs it (the host takes freed memory back);
 #            after a pause every run starts more alike, though the order's
-#            lean stays and may flip (2026-12-02, 2 threads, logging over
+#            lean stays and may flip (2 threads, logging over
 #            off with logging first and off first: 0.91 and 0.90, 0.90 and
 #            0.94, 0.83 and 0.92, 0.87 and 0.83, 0.83 and 0.98, 0.83 and
 #            0.96 in six runs with PAUSE=10, 0.82 and 0.91 in one without;
@@ -43,7 +43,7 @@
 # epochdb logging deltas (only the columns an update changed, Gawain)
 # against Silo's value logging.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 : "${SILO:?set SILO to the path of the dbtest binary of the original Silo}"
 schema=${SCHEMA:-silo}
 runs=${1:-3}
@@ -51,7 +51,7 @@ secs=${2:-15}
 shift $(($# < 2 ? $# : 2))
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(ycsb-1 ycsb-2 tpcc-1 tpcc-2 tpcc-log-1 tpcc-log-2)
-source scripts/figures-lib.sh
+source scripts/figures/lib.sh
 data=target/silo-figures-data
 mkdir -p "$data"
 
@@ -73,8 +73,8 @@ silo_run() { # CONFIG THREADS LOG(0|1) FILE
     args+=(--bench tpcc --scale-factor "$t")
   fi
   [ "$log" = 1 ] && args+=(--logfile "$data/silo-log/log")
-  # Silo's driver sometimes aborts (signal 6, in a 2-thread logging run
-  # on 2026-11-29): such a run is retried, up to three tries, and
+  # Silo's driver sometimes aborts (signal 6, seen in a 2-thread logging
+  # run): such a run is retried, up to three tries, and
   # counted in the table's footer. An epochdb run that fails stops the
   # script.
   local try

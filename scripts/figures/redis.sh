@@ -14,10 +14,10 @@
 # (the tick then costs at most about 250 ms / SECS). Request counts are
 # multiples of clients x pipeline: with -P, redis-benchmark aborts a run
 # whose count is not a multiple of the pipeline.
-# Usage: scripts/redis-figures.sh [REPS] [SECS] (defaults 3, 4). Needs
+# Usage: scripts/figures/redis.sh [REPS] [SECS] (defaults 3, 4). Needs
 # redis-server, redis-benchmark (apt install redis-server redis-tools).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-3}
 secs=${2:-4}
 cargo build --release -q -p epochdb-cli
@@ -48,7 +48,7 @@ bench() { # $1 port $2 clients $3 pipeline $4 requests $5 test -> requests/s
   redis-benchmark -p "$1" -t "$5" -d 100 -r 1000000 -c "$2" -P "$3" -n "$4" --threads 2 --csv 2>/dev/null |
     awk -F'","' 'NR>1 {gsub(/"/,"",$2); print $2; exit}'
 }
-source scripts/round-order.sh # median
+source scripts/figures/round-order.sh # median
 
 echo "# redis-benchmark, epochdb $(git rev-parse --short HEAD), $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps runs each of about $secs s, interleaved"
 printf "| pairing | -c | -P | test | requests | redis rps | epochdb rps | epochdb / redis |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"

@@ -8,7 +8,7 @@ The kernel zeroes every new page; on a virtual machine the host may also
 have to back it. Recovery and growing benchmarks pay this for every byte
 they allocate.
 
-Usage: scripts/first-touch.py [ROUNDS] [GIB]   (default 3 rounds of 1 GiB)
+Usage: scripts/figures/first-touch.py [ROUNDS] [GIB]   (default 3 rounds of 1 GiB)
 """
 import mmap
 import statistics

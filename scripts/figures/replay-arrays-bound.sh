@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Do Query Fresh's replay arrays (§3.4.1) pay off here? (issue #18)
+# Do Query Fresh's replay arrays (§3.4.1) pay off here?
 # A replay array lets replay skip instantiating versions: it stores
 # where the newest version lives and readers materialize it. This
 # script measures the most that could save on a backup, against the
@@ -18,12 +18,12 @@
 # log) on CPU 0 with one `epochdb replica` under `sync` on CPU 1 (one
 # replay thread), for each of HEAD, bound and nokeep. Prints medians of
 # primary txn/s, backup cores, and the backup's CPU per MB of log.
-# Usage: scripts/replay-arrays-bound.sh [REPS] [SECONDS] (default 3 10).
+# Usage: scripts/figures/replay-arrays-bound.sh [REPS] [SECONDS] (default 3 10).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-3}
 secs=${2:-10}
-source scripts/figures-lib.sh
+source scripts/figures/lib.sh
 scratch=$(mktemp -d)
 trap 'git worktree remove --force "$scratch/wt" 2>/dev/null || true; rm -rf "$scratch"' EXIT
 

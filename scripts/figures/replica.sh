@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Redis-protocol replica (issue #18/#19), in one run: a primary
+# A Redis-protocol replica, in one run: a primary
 # (`serve --replicate-listen --safety sync`, 1 event loop, CPU 0) and its
 # replica (`serve --replicaof`, 1 event loop, CPU 1), both durable (log).
 # Each round: load 100,000 keys through the primary, then redis-benchmark
@@ -8,11 +8,11 @@
 # replica, timed by the command itself (from REPLICAOF NO ONE sent to its
 # reply). Prints requests/s (median of REPS rounds), the ratio, and the
 # promotion times.
-# Usage: scripts/replica-figures.sh [REPS] (default 3). Needs redis-benchmark.
+# Usage: scripts/figures/replica.sh [REPS] (default 3). Needs redis-benchmark.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-3}
-source scripts/figures-lib.sh
+source scripts/figures/lib.sh
 scratch=$(mktemp -d)
 pids=()
 trap 'kill -9 "${pids[@]}" 2>/dev/null || true; rm -rf "$scratch"' EXIT

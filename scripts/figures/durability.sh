@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Durability figures for FIGURES.md: throughput with durability off, log and
+# Durability figures: throughput with durability off, log and
 # log+checkpoint (3 runs each, interleaved, medians), latency to durability,
 # and recovery time of a >= 2 GB database with 1 and 2 threads. Runs last
 # 20 s so that each holds a whole checkpoint cycle (the first checkpoint
 # starts 10 s after open, the default interval); a 10 s run held one
 # checkpoint or none, depending on how long the load took.
-# Usage: [ONLY=recovery] scripts/durability-figures.sh [DATA_DIR]   (needs ~12 GB free there)
+# Usage: [ONLY=recovery] scripts/figures/durability.sh [DATA_DIR]   (needs ~12 GB free there)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/figures-lib.sh
+cd "$(dirname "$0")/../.."
+source scripts/figures/lib.sh
 dir=${1:-target/figures-data}
 
 # ONLY=recovery skips the throughput runs.

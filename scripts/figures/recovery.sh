@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Recovery speed, side by side (issue #20): builds two 2-warehouse TPC-C
+# Recovery speed, side by side: builds two 2-warehouse TPC-C
 # data directories (`bench tpcc --threads 2 --duration 30` with
 # log+checkpoint and with delta+checkpoint, a 20 s checkpoint interval, so
 # each holds one checkpoint and the log after it), then recovers fresh
@@ -21,12 +21,12 @@
 # recovery, so that the pages recovery gets are ones the host still
 # backs: the figures then show recovery's own cost without the host's.
 #
-# Usage: scripts/recovery-figures.sh DATA_DIR REPS BIN [BIN...]
+# Usage: scripts/figures/recovery.sh DATA_DIR REPS BIN [BIN...]
 #   DATA_DIR is a scratch directory the script owns (~20 GB): it keeps
 #   log.orig and delta.orig there for later runs (delete DATA_DIR to build
 #   new ones), and deletes and rewrites DATA_DIR/copy, DATA_DIR/r.json,
 #   DATA_DIR/rss and DATA_DIR/results; give it nothing else to hold.
-# e.g.:  scripts/recovery-figures.sh /tmp/recfig 3 /tmp/old-epochdb target/release/epochdb
+# e.g.:  scripts/figures/recovery.sh /tmp/recfig 3 /tmp/old-epochdb target/release/epochdb
 set -euo pipefail
 dir=$1 reps=$2
 shift 2
@@ -48,8 +48,7 @@ for run in $(seq "$reps"); do
     # recoveries was 7.41 CPU s on 1 thread, 4.09 on 2, each right after
     # the other), so neither thread count always goes second. The same
     # for the binaries: the second of two recoveries gets pages the
-    # first just freed, which the host may still back (on 2026-12-02,
-    # value, 2 threads: one build took 4.76 s first and 4.32 second, the
+    # first just freed, which the host may still back (value, 2 threads: one build took 4.76 s first and 4.32 second, the
     # other 4.47 first and 4.06 second).
     mapfile -t bins < <(round_order "$run" "$@")
     for t in $(round_order "$run" 1 2); do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of what a backup costs, between builds of epochdb: the `sync-1`
-# configuration of scripts/query-fresh-figures.sh (a 1-thread durable
+# configuration of scripts/figures/query-fresh.sh (a 1-thread durable
 # TPC-C primary on CPU 0, one sync backup with one replay thread on
 # CPU 1, 10 s after a 5 s warm-up), each build in turn, the order
 # reversed every other round. Prints each run (build, txn/s, backup CPU
@@ -8,17 +8,17 @@
 # primary's replication threads' CPU per MB in ms: its shipping), then the
 # medians per build. DURABILITY=delta for a delta-logging primary (default
 # log).
-# Usage: [DURABILITY=log|delta] scripts/backup-cpu-ab.sh REPS BIN... (e.g. two copies of
+# Usage: [DURABILITY=log|delta] scripts/ab/backup-cpu-ab.sh REPS BIN... (e.g. two copies of
 # target/release/epochdb built from the commits to compare)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-reps=${1:?usage: scripts/backup-cpu-ab.sh REPS BIN...}
+cd "$(dirname "$0")/../.."
+reps=${1:?usage: scripts/ab/backup-cpu-ab.sh REPS BIN...}
 shift
 durability=${DURABILITY:-log}
-[ $# -ge 1 ] || { echo "usage: scripts/backup-cpu-ab.sh REPS BIN..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: scripts/ab/backup-cpu-ab.sh REPS BIN..." >&2; exit 2; }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-source scripts/round-order.sh
+source scripts/figures/round-order.sh
 runs=$scratch/runs
 for rep in $(seq "$reps"); do
   mapfile -t order < <(round_order "$rep" "$@")

@@ -6,16 +6,16 @@
 # prints what its log says recovery and the start count took (a build that
 # counts in the background prints no count) and how long three DBSIZEs
 # took from the client (redis-cli, its own start included).
-# Usage: scripts/dbsize-figures.sh REPS KEYS BUILD...
-# e.g.   scripts/dbsize-figures.sh 3 3000000 /tmp/old/epochdb target/release/epochdb
+# Usage: scripts/figures/dbsize.sh REPS KEYS BUILD...
+# e.g.   scripts/figures/dbsize.sh 3 3000000 /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=$1 keys=$2
 shift 2
 port=7414
 scratch=$(mktemp -d)
 trap 'redis-cli -p $port shutdown >/dev/null 2>&1 || true; wait; rm -rf "$scratch"' EXIT
-source scripts/round-order.sh
+source scripts/figures/round-order.sh
 
 # Starts build $1 on the directory, logging to $2; returns once it answers.
 start() {

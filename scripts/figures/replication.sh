@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a hot standby costs the primary (issue #18), interleaved in one run:
+# What a hot standby costs the primary, interleaved in one run:
 # the same durable benchmark alone, with one `epochdb replica` process in
 # async mode, and with one in sync mode, in two placements on this
 # 2-core machine:
@@ -11,11 +11,11 @@
 # Prints throughput (median of REPS runs, configurations in turn), the
 # ratio to the run without a backup, latency to durability (p50), the
 # backup's lags and the CPU it used.
-# Usage: scripts/replication-figures.sh [REPS] (default 3).
+# Usage: scripts/figures/replication.sh [REPS] (default 3).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 reps=${1:-3}
-source scripts/figures-lib.sh
+source scripts/figures/lib.sh
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 

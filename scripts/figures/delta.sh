@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Delta-logging figures for FIGURES.md (Gawain mode next to SiloR's), TPC-C
+# Delta-logging figures (Gawain mode next to SiloR's), TPC-C
 # with 2 threads, runs interleaved, medians of 3:
 #  1. throughput and log bytes per committed transaction, off / log / delta;
 #  2. checkpoints: log+checkpoint (full, with SiloR's e_l skip) against
@@ -7,10 +7,10 @@
 #  3. recovery of the directory each of those modes leaves after 30 s, with
 #     1 and 2 threads, each run from a pristine copy read once into the
 #     page cache.
-# Usage: [ONLY=recovery] scripts/delta-figures.sh [DATA_DIR]   (needs ~15 GB free there)
+# Usage: [ONLY=recovery] scripts/figures/delta.sh [DATA_DIR]   (needs ~15 GB free there)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/figures-lib.sh
+cd "$(dirname "$0")/../.."
+source scripts/figures/lib.sh
 dir=${1:-target/figures-data}
 bench() { $bin bench tpcc --threads 2 --quiet "$@" > /dev/null; }
 

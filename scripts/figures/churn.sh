@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Range scans under insert/delete churn (issue #17): `epochdb bench churn`
+# Range scans under insert/delete churn: `epochdb bench churn`
 # at k = 25 and k = 2, with deleted records unhooked once no snapshot can
 # need them (this build) and kept until the snapshot bound as Silo does
 # (--keep-tombstones), ROUNDS rounds interleaved, 5 s each; prints each
 # configuration's runs and median scans committed per second.
-# Usage: scripts/churn-figures.sh [ROUNDS] [EPOCHDB]   (default 3, target/release/epochdb)
+# Usage: scripts/figures/churn.sh [ROUNDS] [EPOCHDB]   (default 3, target/release/epochdb)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rounds=${1:-3}
 bin=${2:-target/release/epochdb}
 [ -x "$bin" ] || cargo build -q --release -p epochdb-cli
@@ -20,7 +20,7 @@ for _ in $(seq "$rounds"); do
     visited[$c]="${visited[$c]:-} $(sed -E 's/.*, ([0-9]+) records visited.*/\1/' <<<"$line")"
   done
 done
-source scripts/round-order.sh # median
+source scripts/figures/round-order.sh # median
 median_of() { tr ' ' '\n' <<<"$1" | median; } # of a space-separated list
 for c in "${configs[@]}"; do
   echo "k = $c: scans/s committed median $(median_of "${scans[$c]}") [${scans[$c]} ], records visited per scan median $(median_of "${visited[$c]}") [${visited[$c]} ]"

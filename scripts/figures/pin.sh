@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Does it matter which CPU a 1-thread TPC-C worker runs on? (issue #20,
-# where logging's cost goes). The log device's interrupts go to one CPU
+# Does it matter which CPU a 1-thread TPC-C worker runs on (where
+# logging's cost goes)? The log device's interrupts go to one CPU
 # (/proc/interrupts); a worker there handles them. Each run starts
 # `bench tpcc --threads 1`, waits out the load, then pins the thread that
 # has used the most CPU (the worker) to CPU W and every other thread (the
 # logger, the epoch advancer, the prefault thread) to the other CPU, for
 # W = 0 and 1, with logging and without, ROUNDS times interleaved. Prints
 # each run and the medians. Needs 2 CPUs and taskset (util-linux).
-# Usage: scripts/pin-figures.sh [ROUNDS] [BIN]
+# Usage: scripts/figures/pin.sh [ROUNDS] [BIN]
 set -uo pipefail
 rounds=${1:-5}
 bin=${2:-target/release/epochdb}

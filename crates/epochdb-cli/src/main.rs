@@ -10,12 +10,12 @@
 /// `epochdb::arena`); what is left for the global allocator is small
 /// objects with short and long lives mixed (transaction buffers, log
 /// buffers, separator keys, connections). mimalloc's per-thread free lists
-/// cost less than glibc's bins here (YCSB ran about 7% slower on glibc in
-/// an A/B on 2026-11-25).
+/// cost less than glibc's bins here (YCSB ran about 7% slower on glibc
+/// side by side).
 /// Its `no_thp` feature keeps it from asking for transparent huge pages
 /// for its own arena, which made that arena resident 2 MiB at a time:
 /// 4-16 MB more peak memory in `bench tpcc` and `bench ycsb` for no
-/// measurable speed (FIGURES.md, issue #20). The engine itself is
+/// measurable speed. The engine itself is
 /// allocator-agnostic: this is the application's choice, and embedders can
 /// make the same one.
 #[global_allocator]
@@ -67,7 +67,7 @@ enum Command {
     Inspect(datacmd::InspectArgs),
     /// Serve the database over the Redis protocol (redis-cli, redis-benchmark and client libraries work)
     Serve(serve::ServeArgs),
-    /// Run a replication backup: receive a primary's log into a data directory of its own (issue #18)
+    /// Run a replication backup: receive a primary's log into a data directory of its own
     Replica(serve::ReplicaArgs),
     /// Run a control-plane witness: a Raft voter with no data, the third vote of a two-machine deployment
     Witness(cluster::WitnessArgs),

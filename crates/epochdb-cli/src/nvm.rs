@@ -1,5 +1,5 @@
 //! `epochdb bench nvm`: the NVM storage-engine testbed (crate
-//! `epochdb-nvm`, FIGURES.md, "Storage engines on persistent memory").
+//! `epochdb-nvm`, whose README describes it).
 
 use crate::args::{cores, failed, output, run_secs, warmup_secs, CliResult, Output};
 use crate::{say, write_report};
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-/// `epochdb bench nvm` (FIGURES.md, "Storage engines on persistent memory").
+/// `epochdb bench nvm` .
 #[derive(Debug, Args)]
 pub struct NvmArgs {
     /// Storage engine

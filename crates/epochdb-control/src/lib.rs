@@ -1,5 +1,5 @@
 //! epochdb's control plane: a small Raft group that decides who the
-//! primary is, fences the others, and keeps the in-sync set (issue #18).
+//! primary is, fences the others, and keeps the in-sync set.
 //!
 //! Raft is tikv's `raft` crate (`RawNode`): synchronous, no async runtime
 //! (our threads poll and never hand off on the commit path, and the

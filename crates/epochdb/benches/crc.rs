@@ -1,4 +1,4 @@
-//! CRC32C implementations on log-block sizes (issue #21): the hand-written
+//! CRC32C implementations on log-block sizes: the hand-written
 //! one epochdb used until then (one dependent chain of the SSE4.2 `crc32`
 //! instruction, copied here so the comparison stays reproducible), the
 //! `crc32c` crate (three interleaved chains, combined), and the `crc` crate

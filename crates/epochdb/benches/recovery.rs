@@ -6,7 +6,7 @@
 //! - replaying a log of 100k inserts and 1M one-column updates, written
 //!   with value logging and with delta logging (Gawain), opened read-only
 //!   so that every iteration replays the same files. Throughput is in log
-//!   bytes, the measure of issue #20's "delta recovery no slower per GB
+//!   bytes, the measure of "delta recovery no slower per GB
 //!   than value recovery"; the time is the per-entry cost of decoding,
 //!   sorting and merging (`durability/merge.rs`), which a delta log has
 //!   more of per byte.

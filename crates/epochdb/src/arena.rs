@@ -2,7 +2,7 @@
 //! classes carved from 2 MiB chunks that ask the kernel for huge pages.
 //!
 //! Why: a lookup's time is mostly cache and TLB misses on the nodes and
-//! the record it visits (issue #20's profiles put TLB misses at 18-35%).
+//! the record it visits (profiles put TLB misses at 18-35%).
 //! With 4 KiB pages every node on the path is a TLB miss of its own; with
 //! 2 MiB pages a few hundred entries cover the whole working set. Exact
 //! size classes also drop the global allocator's per-block header and the
@@ -183,8 +183,7 @@ fn new_chunk() -> *mut u8 {
 /// Why: the first touch of a chunk's memory is a page fault in which the
 /// kernel zeroes it (a 2 MiB huge page at a time), and a worker that grows
 /// the database took those faults inline: 11.7% of a 1-thread TPC-C
-/// worker's time in `perf` (`clear_page_erms` under `insert_placeholder`;
-/// FIGURES.md, issue #20).
+/// worker's time in `perf` (`clear_page_erms` under `insert_placeholder`).
 /// A thread that keeps [`AHEAD`] chunks faulted in does the same work off
 /// the workers' path, on a core they leave idle; on a busy machine it is
 /// the same work elsewhere. A chunk it has not readied yet is mapped

@@ -770,7 +770,7 @@ impl Drop for LogFile {
 /// Zeros written past a log file's reserved space by a helper thread, one
 /// step ahead of the logger. On ext4 a sync after a write into fallocated
 /// space also commits the extent's conversion to the journal; a write over
-/// blocks already written needs none (`scripts/sync-cost.py`: about 118 µs
+/// blocks already written needs none (`scripts/figures/sync-cost.py`: about 118 µs
 /// against 74 µs for an 8 KiB write and `fdatasync`), and a lone durable
 /// client waits for that sync. The helper writes past the logger's
 /// reserved end only, and the logger takes the space once the helper is

@@ -5,7 +5,7 @@
 //! bottom up (`index::load`), but each of the log's entries then descended
 //! the tree: on a 2-warehouse TPC-C directory, `Tree::lookup_batch`, the
 //! leaf search and the inserts were about half of a recovery's CPU time
-//! with the memory already touched (FIGURES.md, "Recovery"). Here the log's
+//! with the memory already touched . Here the log's
 //! workers only gather each entry (its key's first bytes, TID and where
 //! its bytes lie), and once every log block is read, each table's entries
 //! are sorted and merged with the checkpoint's rows, key by key, into
@@ -24,7 +24,7 @@
 //!   rows, into one run, packed into leaves as it grows: by that thread,
 //!   while the rows are in its cache (a flat run left every leaf to the
 //!   table's build, one thread reading every row's key again: value
-//!   recovery with 2 threads took about 8% longer, FIGURES.md). The
+//!   recovery with 2 threads took about 8% longer). The
 //!   parts let one big table (YCSB's) use every thread.
 //! - Per key the entry with the largest TID wins, as `install` decides
 //!   (checkpoint rows are older than every log entry replayed). A delete
@@ -442,8 +442,7 @@ pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) 
     // a table per thread: copied out now, so that the chunks are freed
     // before the trees' nodes are allocated. The kernel hands out the
     // pages freed last first, and on a virtual machine whose host takes
-    // free memory back those cost far less than others (FIGURES.md,
-    // "Recovery").
+    // free memory back those cost far less than others.
     let unmerged: Vec<Unmerged> = whole
         .into_iter()
         .map(|(t, rows)| Unmerged { table: t, rows, entries: chunks[t as usize].iter().flatten().copied().collect() })

@@ -27,8 +27,7 @@
 //! level off a 4M-key tree (by estimate, with full nodes: inner levels of
 //! 5, 139 and 4 300 nodes below the root instead of 3, 40, 593 and
 //! 8 900): 1-thread YCSB 1.05-1.20x in five interleaved A/Bs, TPC-C
-//! 1.12x on 1 thread and 1.04x on 2 (FIGURES.md, issue #20, twentieth
-//! session). 62 separators (24 lines) gained nothing more.
+//! 1.12x on 1 thread and 1.04x on 2. 62 separators (24 lines) gained nothing more.
 //!
 //! Invariants:
 //! - Entries `0..count` are sorted by key, strictly; slots at `count..` are

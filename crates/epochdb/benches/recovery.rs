@@ -8,7 +8,7 @@
 //!   so that every iteration replays the same files. Throughput is in log
 //!   bytes, the measure of "delta recovery no slower per GB
 //!   than value recovery"; the time is the per-entry cost of decoding,
-//!   sorting and merging (`durability/merge.rs`), which a delta log has
+//!   sorting and merging (`durability/recovery/merge.rs`), which a delta log has
 //!   more of per byte.
 //!
 //! `cargo bench -p epochdb --bench recovery`.

@@ -150,7 +150,7 @@ impl Backup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::manifest::{Manifest, TableEntry};
+    use crate::durability::datadir::manifest::{Manifest, TableEntry};
     use crate::durability::{frame, log};
     use crate::replication::wire::{self, Msg};
     use crate::tid::Tid;

@@ -13,10 +13,10 @@ pub use worker::Worker;
 
 use crate::catalog::{IndexId, IndexInfo, Table, TableDef, TableId, TableOptions, Tables};
 use crate::durability::checkpoint::{CheckpointStats, Checkpointer};
+use crate::durability::datadir::manifest::TableEntry;
 use crate::durability::datadir::Locks;
 use crate::durability::log;
-use crate::durability::logger::Loggers;
-use crate::durability::manifest::TableEntry;
+use crate::durability::log::logger::Loggers;
 use crate::durability::recovery::{Progress, RecoveryReport};
 use crate::durability::{self, Store};
 use crate::epoch::{Advancer, Epochs};
@@ -175,7 +175,7 @@ impl Database {
     pub(crate) fn open_standby(
         options: Options,
         view: Arc<ReadView>,
-    ) -> Result<(Database, durability::logger::PepochFile, u64)> {
+    ) -> Result<(Database, durability::log::logger::PepochFile, u64)> {
         options.validate()?;
         let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
         let opened = durability::open(&options, tag, &|_| {}, true)?;
@@ -213,7 +213,12 @@ impl Database {
     /// all, so the new term's epochs never meet the old term's tail. Then
     /// replication (if the options ask), the loggers and the checkpointer
     /// start, and writes are accepted. Returns the new term's first epoch.
-    pub(crate) fn promote(&self, pepoch: u64, top: u64, pepoch_file: durability::logger::PepochFile) -> Result<u64> {
+    pub(crate) fn promote(
+        &self,
+        pepoch: u64,
+        top: u64,
+        pepoch_file: durability::log::logger::PepochFile,
+    ) -> Result<u64> {
         let (shared, handle) = (self.shared(), &self.handle);
         if !shared.standby.load(Ordering::Acquire) {
             return Err(Error::Replication("promote: this database is not a standby".into()));

@@ -37,11 +37,11 @@
 //! `e_l`: the primary's log may hold deltas of it (Gawain), whatever the
 //! standby's own options say.
 
+use super::datadir::manifest::{CheckpointFile, CheckpointInfo};
 use super::datadir::{self, CHECKPOINT_MAGIC, CHECKPOINT_PREFIX as DIR_PREFIX, DELETES_FILE};
 use super::frame::{self, BlockWriter};
 use super::fsio::Context;
 use super::log::{self, lock};
-use super::manifest::{CheckpointFile, CheckpointInfo};
 use super::Store;
 use crate::catalog::{Table, Tables};
 use crate::epoch::Epochs;

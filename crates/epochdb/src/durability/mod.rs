@@ -23,15 +23,10 @@
 //! | `inspect` | read-only report on a data directory |
 
 pub(crate) mod checkpoint;
-pub(crate) mod columns;
 pub(crate) mod datadir;
 pub(crate) mod frame;
 pub(crate) mod fsio;
-pub(crate) mod inspect;
 pub(crate) mod log;
-pub(crate) mod logger;
-pub(crate) mod manifest;
-pub(crate) mod merge;
 pub(crate) mod recovery;
 
 use crate::catalog::{Table, Tables};
@@ -39,10 +34,10 @@ use crate::epoch::Epochs;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
 use checkpoint::{CheckpointStats, Checkpointer, Checkpointing, Deletions};
+use datadir::manifest::Manifest;
 use datadir::{Dirs, Locks};
 use fsio::Io;
-use logger::{Durable, Loggers, PepochFile, Rotation};
-use manifest::Manifest;
+use log::logger::{Durable, Loggers, PepochFile, Rotation};
 use recovery::{Progress, RecoveryReport};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -154,7 +149,7 @@ pub(crate) fn open(
     }
     if writing {
         io.create_dir_all(&data)?;
-    } else if !data.join(manifest::MANIFEST_FILE).is_file() {
+    } else if !data.join(datadir::manifest::MANIFEST_FILE).is_file() {
         return Err(Error::NotADatabase(data));
     }
     let mut locks = datadir::lock(std::slice::from_ref(&data), &io, writing)?;

@@ -16,10 +16,10 @@
 use super::rules;
 use super::wire::{self, Msg};
 use super::{PrimaryOptions, Safety};
+use crate::durability::datadir::manifest::Manifest;
 use crate::durability::datadir::Dirs;
+use crate::durability::log::logger::{Durable, Tap};
 use crate::durability::log::{self, lock};
-use crate::durability::logger::{Durable, Tap};
-use crate::durability::manifest::Manifest;
 use crate::durability::{frame, recovery, Retention};
 use crate::error::{Error, Result};
 use std::collections::VecDeque;

@@ -8,7 +8,7 @@
 //! callers bring those.
 
 use super::Safety;
-pub use crate::durability::manifest::Promotion;
+pub use crate::durability::datadir::manifest::Promotion;
 /// The loggers decide release by it (below replication, with the lease).
 pub use crate::lease::release;
 

@@ -30,9 +30,10 @@
 
 use super::rules;
 use crate::catalog::Schema;
+use crate::durability::datadir::manifest::Manifest;
+use crate::durability::frame;
 use crate::durability::log::{self, lock, Entry, Write};
-use crate::durability::manifest::Manifest;
-use crate::durability::{columns, frame};
+use crate::durability::recovery::columns;
 use crate::error::{Error, Result};
 use crate::gc::Cleanup;
 use crate::index::{Lookup, Tree, PREFETCH_BATCH};
@@ -725,7 +726,7 @@ fn install(
 mod tests {
     use super::*;
     use crate::catalog::{TableId, Tables};
-    use crate::durability::{self, manifest::TableEntry};
+    use crate::durability::{self, datadir::manifest::TableEntry};
     use crate::epoch::Epochs;
     use crate::options::{Durability, Options};
     use crate::txn::{Freshness, SnapshotTxn};

@@ -9,8 +9,8 @@ use super::delta::Deltas;
 use super::sets::Sets;
 use super::view::{check_fresh, Freshness, ReadView};
 use crate::catalog::{Table, TableId, Tables};
+use crate::durability::datadir::manifest::Manifest;
 use crate::durability::log::{self, LogSlot};
-use crate::durability::manifest::Manifest;
 use crate::durability::Store;
 use crate::epoch::{EpochSlot, Epochs};
 use crate::error::{AbortReason, Error, Result};
@@ -90,6 +90,7 @@ impl Shared {
     }
 
     /// A standby's read view, until it is promoted.
+    #[inline]
     pub fn standby_view(&self) -> Option<&ReadView> {
         self.view.as_deref().filter(|_| self.standby.load(Ordering::Acquire))
     }
@@ -303,6 +304,7 @@ impl Context {
 
     /// The position of `id` in this worker's catalog copy: an error for a
     /// handle of another database, or one its catalog lacks.
+    #[inline]
     pub(crate) fn table_index(&mut self, id: TableId) -> Result<usize> {
         if id.db() != self.shared.tag {
             return Err(Error::ForeignTable(id));
@@ -333,6 +335,7 @@ impl Context {
 
     /// The position of the table numbered `index`, refreshing the
     /// catalog copy when it is newer than this worker's.
+    #[inline]
     pub(crate) fn table_slot(&mut self, index: u32) -> Option<usize> {
         let i = index as usize;
         if i >= self.tables.len() {
@@ -359,6 +362,7 @@ impl Context {
     }
 
     /// Marks this worker active; returns `(e_w, se_w)`.
+    #[inline]
     pub(crate) fn enter(&mut self) -> Result<(u64, u64)> {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);

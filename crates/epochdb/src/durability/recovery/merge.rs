@@ -46,9 +46,9 @@
 //! Used when no incremental checkpoint is on the chain (its rows are
 //! installed into built trees before the log).
 
-use super::columns;
-use super::log::{self, Columns, Entry, Write};
-use super::recovery::{in_queue, install, install_rows, word_of, Ctx, Leftovers, Scratch};
+use crate::durability::log::{self, Columns, Entry, Write};
+use crate::durability::recovery::columns;
+use crate::durability::recovery::{in_queue, install, install_rows, word_of, Ctx, Leftovers, Scratch};
 use crate::error::{Error, Result};
 use crate::index::{prefetch, slice_at, SortedRun};
 use crate::record::Record;
@@ -60,7 +60,7 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 
 /// A file mapped read-only, for as long as entries point into it.
-pub(super) struct Mapped {
+pub(in crate::durability) struct Mapped {
     ptr: *mut libc::c_void,
     len: usize,
 }
@@ -74,7 +74,7 @@ unsafe impl Sync for Mapped {}
 impl Mapped {
     /// Maps `path` whole; `None` for an empty file or if mapping fails
     /// (the caller replays entry by entry instead).
-    pub(super) fn open(path: &Path) -> Option<Mapped> {
+    pub(in crate::durability) fn open(path: &Path) -> Option<Mapped> {
         use std::os::fd::AsRawFd;
         let file = std::fs::File::open(path).ok()?;
         let len = usize::try_from(file.metadata().ok()?.len()).ok().filter(|&l| l > 0)?;
@@ -92,7 +92,7 @@ impl Mapped {
     }
 
     /// The file's bytes.
-    pub(super) fn bytes(&self) -> &[u8] {
+    pub(in crate::durability) fn bytes(&self) -> &[u8] {
         // SAFETY: the whole mapping, which lives as long as `self`.
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
@@ -101,7 +101,7 @@ impl Mapped {
     /// from this mapping (they stay in the page cache), so that bytes
     /// nothing will read again stop counting in the resident size.
     /// Nothing may point into them.
-    pub(super) fn release(&self, at: u64, len: usize) {
+    pub(in crate::durability) fn release(&self, at: u64, len: usize) {
         const PAGE: usize = 4096;
         let Ok(at) = usize::try_from(at) else { return };
         let (lo, hi) = (at.next_multiple_of(PAGE), at.saturating_add(len).min(self.len) / PAGE * PAGE);
@@ -113,7 +113,7 @@ impl Mapped {
     }
 
     /// Bytes `at..at + len` of the file, if it is that long.
-    pub(super) fn get(&self, at: u64, len: usize) -> Option<&[u8]> {
+    pub(in crate::durability) fn get(&self, at: u64, len: usize) -> Option<&[u8]> {
         let at = usize::try_from(at).ok()?;
         self.bytes().get(at..at.checked_add(len)?)
     }
@@ -132,7 +132,7 @@ impl Drop for Mapped {
 /// gathered entries are most of the memory recovery needs besides the
 /// rows, and on a virtual machine every new page of it is costly).
 #[derive(Clone, Copy)]
-pub(super) struct Gathered {
+pub(in crate::durability) struct Gathered {
     /// The key's first 8 bytes, big-endian, zero padded: most comparisons
     /// end here.
     slice: u64,
@@ -165,7 +165,7 @@ unsafe impl Send for Gathered {}
 
 impl Gathered {
     /// `e`, decoded from a mapped file.
-    pub(super) fn of(e: &Entry<'_>) -> Gathered {
+    pub(in crate::durability) fn of(e: &Entry<'_>) -> Gathered {
         let (kind, bytes) = match e.write {
             Write::Value(v) => (VALUE, v),
             Write::Delete => (DELETE, &[][..]),
@@ -306,7 +306,7 @@ fn cmp_tails(a: &[u8], b: &[u8]) -> Cmp {
 const CHUNK: usize = if cfg!(debug_assertions) { 1 << 8 } else { 1 << 20 };
 
 /// Adds `g` to a table's `chunks` (never empty: the last is being filled).
-pub(super) fn push(chunks: &mut Vec<Vec<Gathered>>, g: Gathered) {
+pub(in crate::durability) fn push(chunks: &mut Vec<Vec<Gathered>>, g: Gathered) {
     let last = chunks.last_mut().expect("a chunk being filled");
     if last.capacity() == 0 {
         last.reserve_exact(CHUNK);
@@ -366,7 +366,7 @@ const PART_MIN: usize = if cfg!(debug_assertions) { 1 << 6 } else { 1 << 16 };
 ///
 /// # Safety
 /// The mappings the entries point into outlive this call.
-pub(super) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) -> Result<()> {
+pub(in crate::durability) unsafe fn merge(ctx: &Ctx<'_>, threads: usize, left: &mut Leftovers) -> Result<()> {
     let started = std::time::Instant::now();
     let tables = ctx.tables.len();
     let mut chunks: Vec<Vec<Vec<Gathered>>> = (0..tables).map(|_| Vec::new()).collect();

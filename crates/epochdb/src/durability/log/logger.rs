@@ -24,9 +24,9 @@
 //! fsync is never retried (after a failed fsync the kernel may have
 //! dropped the dirty pages, so a retry could falsely succeed).
 
-use super::frame::{self, BlockWriter, Damage};
-use super::fsio::{DataFile, Io};
-use super::log::{lock, Buf, LogSlot};
+use crate::durability::frame::{self, BlockWriter, Damage};
+use crate::durability::fsio::{DataFile, Io};
+use crate::durability::log::{lock, Buf, LogSlot};
 use crate::epoch::Epochs;
 use crate::error::{Error, Result};
 use crate::lease::Lease;
@@ -751,7 +751,7 @@ impl LogFile {
         }
         io.truncate(&self.out.file, self.out.written())?;
         io.sync(&self.out.file)?;
-        let old = super::recovery::old_log_path(&dir, self.hi);
+        let old = crate::durability::recovery::old_log_path(&dir, self.hi);
         // Durable with the next `data.log`'s own rename (same directory).
         io.rename(&dir.join(CURRENT_LOG), &old)?;
         ::log::debug!("log rotated: {} (epochs {}..={})", old.display(), self.lo, self.hi);

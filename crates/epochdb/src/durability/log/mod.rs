@@ -13,6 +13,8 @@
 //! of the log. Each record says which layout it has (bit 0 of its TID
 //! field), so a block copied from an older file still decodes.
 
+pub(crate) mod logger;
+
 use super::frame::{self, BLOCK_HEADER_LEN};
 use crate::spin::{SpinGuard, SpinLock};
 use crate::tid::Tid;

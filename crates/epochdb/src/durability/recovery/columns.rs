@@ -13,8 +13,8 @@
 //! and are used under the record's lock: normal operation pays nothing for
 //! them. A row without one holds every column at its record's TID.
 
-use super::log::{Columns, Write};
 use crate::catalog::{ColumnType, Schema};
+use crate::durability::log::{Columns, Write};
 use crate::record::Record;
 use std::ops::Range;
 use std::ptr;

@@ -42,14 +42,15 @@
 //! prefix of the serial order. Where a skipped block's epochs are unknown,
 //! or the checkpoint needs them, it cannot be one, and the report says so.
 
-use super::columns;
+pub(crate) mod columns;
+pub(crate) mod merge;
+
+use super::datadir::manifest::Manifest;
 use super::datadir::{Dirs, CHECKPOINT_MAGIC};
 use super::frame::{BlockReader, Damage, BLOCK_HEADER_LEN};
 use super::fsio::{Context, Io};
+use super::log::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
 use super::log::{self, lock, Entry, Write};
-use super::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
-use super::manifest::Manifest;
-use super::merge::{self, Gathered, Mapped};
 use crate::catalog::{Schema, Table, TableId};
 use crate::error::{Error, Result};
 use crate::index::Retired;
@@ -57,6 +58,7 @@ use crate::index::{Insert, Leaf, Lookup, SortedRun, Tree, PREFETCH_BATCH};
 use crate::options::{LogReplay, Options};
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
+use merge::{Gathered, Mapped};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -293,11 +295,11 @@ pub(crate) fn recover(
     // The pepoch file is made before the first manifest (`commit`): without
     // a manifest nothing was durable, whatever state a failed first open
     // left the pepoch file in.
-    let recorded = match super::logger::recorded_pepoch(&dirs.data, &dirs.log) {
+    let recorded = match super::log::logger::recorded_pepoch(&dirs.data, &dirs.log) {
         _ if !exists => Ok(0),
         Ok(Some(p)) => Ok(p),
         Ok(None) => {
-            Err(Damage::of_file(&dirs.data.join(super::logger::PEPOCH_FILE), "the pepoch file is missing".into()))
+            Err(Damage::of_file(&dirs.data.join(super::log::logger::PEPOCH_FILE), "the pepoch file is missing".into()))
         }
         Err(d) => Err(d),
     };
@@ -1654,7 +1656,7 @@ pub(crate) fn old_log_path(dir: &Path, hi: u64) -> PathBuf {
 mod tests {
     use super::*;
     use crate::catalog::Column;
-    use crate::durability::manifest::TableEntry;
+    use crate::durability::datadir::manifest::TableEntry;
 
     fn schema() -> Schema {
         Schema::new(vec![Column::fixed("a", 1), Column::var("b", 16)]).expect("schema")

@@ -4,11 +4,11 @@
 //! listed, not fatal: a summary of a damaged directory is what a user
 //! needs to decide what to do.
 
-use super::datadir::{Dirs, CHECKPOINT_MAGIC};
-use super::frame::{BlockReader, Damage};
-use super::fsio::Context;
-use super::logger::{recorded_pepoch, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
-use super::manifest::{Manifest, MANIFEST_FILE};
+use crate::durability::datadir::manifest::{Manifest, MANIFEST_FILE};
+use crate::durability::datadir::{Dirs, CHECKPOINT_MAGIC};
+use crate::durability::frame::{BlockReader, Damage};
+use crate::durability::fsio::Context;
+use crate::durability::log::logger::{recorded_pepoch, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
 use std::path::{Path, PathBuf};
@@ -122,7 +122,7 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
         paths.sort();
         for path in paths {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if super::recovery::below_checkpoint(&name, e_l) {
+            if crate::durability::recovery::below_checkpoint(&name, e_l) {
                 let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
                 logs.push(FileSummary { path, bytes, blocks: 0, epochs: None, damage: None, obsolete: true });
                 continue;

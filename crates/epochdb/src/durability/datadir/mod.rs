@@ -23,9 +23,12 @@
 //!   the file is empty, or a temporary cut short by a crash). Anything else
 //!   is refused by name, and nothing is removed.
 
+pub(crate) mod inspect;
+pub(crate) mod manifest;
+
+use super::datadir::manifest::{absolute, Manifest, MANIFEST_FILE, MANIFEST_MAGIC};
 use super::fsio::{Context, Io};
-use super::logger::{CURRENT_LOG, LOG_MAGIC, NEW_LOG, OLD_LOG_PREFIX, PEPOCH_FILE, PEPOCH_MAGIC};
-use super::manifest::{absolute, Manifest, MANIFEST_FILE, MANIFEST_MAGIC};
+use super::log::logger::{CURRENT_LOG, LOG_MAGIC, NEW_LOG, OLD_LOG_PREFIX, PEPOCH_FILE, PEPOCH_MAGIC};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use std::path::{Path, PathBuf};

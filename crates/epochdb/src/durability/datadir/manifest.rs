@@ -12,9 +12,9 @@
 //! Manifests of format 3 and older recorded checkpoint files by the path
 //! the creating process used; [`Manifest::load`] reads them too.
 
-use super::frame::{self, BlockReader, Damage};
-use super::fsio::Io;
 use crate::catalog::{Column, ColumnType, Schema};
+use crate::durability::frame::{self, BlockReader, Damage};
+use crate::durability::fsio::Io;
 use crate::error::Result;
 use std::path::{Component, Path, PathBuf};
 

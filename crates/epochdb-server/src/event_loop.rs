@@ -314,7 +314,7 @@ impl EventLoop {
             ThreadStats::add(&self.stats.connections, 1);
             let id = self.shared.next_client_id.fetch_add(1, Ordering::Relaxed);
             let (user, allowed) = {
-                let users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
+                let users = self.shared.users();
                 match users.users.get("default") {
                     Some(d) if d.enabled && d.nopass => (Some("default".to_string()), d.allowed.clone()),
                     _ => (None, Arc::new(Vec::new())),
@@ -332,8 +332,8 @@ impl EventLoop {
                 last_cmd: Default::default(),
                 kill: Default::default(),
             });
-            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).insert(id, info.clone());
-            let generation = self.shared.acl_generation.load(Ordering::Acquire);
+            self.shared.clients().insert(id, info.clone());
+            let generation = self.shared.acl_generation();
             let stream = Stream { sock, tls: session };
             self.clients.insert(token, Client::new(stream, info, user, allowed, generation));
         }
@@ -345,7 +345,7 @@ impl EventLoop {
         if !self.shared.settings.protected_mode.load(Ordering::Relaxed) || addr.ip().to_canonical().is_loopback() {
             return false;
         }
-        let users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
+        let users = self.shared.users();
         users.users.get("default").is_some_and(|d| d.nopass)
     }
 
@@ -547,11 +547,11 @@ impl EventLoop {
 
     /// Why the client may not run this command now, if it may not.
     fn refuse(&mut self, t: Token, i: usize, cmd: &Command, args: &Args) -> Option<String> {
-        let generation = self.shared.acl_generation.load(Ordering::Acquire);
+        let generation = self.shared.acl_generation();
         let c = self.clients.get_mut(&t)?;
         if c.acl_generation != generation {
             c.acl_generation = generation;
-            let users = self.shared.users.lock().unwrap_or_else(|e| e.into_inner());
+            let users = self.shared.users();
             match c.user.as_ref().and_then(|u| users.users.get(u)) {
                 Some(u) if u.enabled => c.allowed = u.allowed.clone(),
                 _ => {
@@ -800,7 +800,7 @@ impl EventLoop {
         if let Some(mut c) = self.clients.remove(&t) {
             c.stream.close_notify();
             let _ = self.poll.registry().deregister(&mut c.stream.sock);
-            self.shared.clients.lock().unwrap_or_else(|e| e.into_inner()).remove(&c.info.id);
+            self.shared.clients().remove(&c.info.id);
             self.shared.connected.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -876,6 +876,6 @@ impl EventLoop {
             addr: c.info.addr.to_string(),
             name: c.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         };
-        self.shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).push(entry);
+        self.shared.slowlog().push(entry);
     }
 }

@@ -250,7 +250,7 @@ impl Server {
 
     /// The primary this server is a replica of, until promoted.
     pub fn replica_of(&self) -> Option<String> {
-        self.shared.backup.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(Backup::primary)
+        self.shared.backup().as_ref().map(Backup::primary)
     }
 
     /// The database it serves.
@@ -325,19 +325,19 @@ impl Promoter {
     /// replication address): one appointed after its own
     /// ([`epochdb::Backup::follow`]). False on a primary.
     pub fn follow(&self, primary: &str) -> bool {
-        let backup = self.0.backup.lock().unwrap_or_else(|e| e.into_inner());
+        let backup = self.0.backup();
         backup.as_ref().map(|b| b.follow(primary)).is_some()
     }
 
     /// Whether it is still a replica.
     pub fn is_replica(&self) -> bool {
-        self.0.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+        self.0.backup().is_some()
     }
 
     /// Why its primary refused the replica as diverged, if it did
     /// ([`epochdb::Backup::diverged`]).
     pub fn replica_diverged(&self) -> Option<String> {
-        self.0.backup.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|b| b.diverged())
+        self.0.backup().as_ref().and_then(|b| b.diverged())
     }
 
     /// Whether the server stopped (SHUTDOWN).

@@ -12,7 +12,7 @@ use epochdb::{Backup, Database, Durability, TableId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// A connected client as other threads see it (CLIENT LIST, CLIENT KILL).
@@ -52,16 +52,16 @@ pub struct Shared {
     /// `slowlog`).
     pub config: Config,
     pub settings: Settings,
-    pub users: Mutex<Users>,
+    pub(crate) users: Mutex<Users>,
     /// Bumped at every ACL change; clients re-read their permissions.
-    pub acl_generation: AtomicU64,
-    pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    pub(crate) acl_generation: AtomicU64,
+    pub(crate) clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
     pub next_client_id: AtomicU64,
     pub connected: AtomicUsize,
     pub stats: Vec<Arc<ThreadStats>>,
     /// INFO keyspace's counts.
     pub counts: Arc<Counts>,
-    pub slowlog: Mutex<Slowlog>,
+    pub(crate) slowlog: Mutex<Slowlog>,
     /// SCAN and HSCAN cursors, which any connection may continue.
     pub cursors: Cursors,
     pub shutdown: AtomicBool,
@@ -72,7 +72,7 @@ pub struct Shared {
     pub tls_addr: Option<SocketAddr>,
     pub tls: Option<Arc<Tls>>,
     /// A replica's backup until `REPLICAOF NO ONE` promotes it.
-    pub backup: Mutex<Option<Backup>>,
+    pub(crate) backup: Mutex<Option<Backup>>,
 }
 
 /// How the event loops are woken: for shutdown and kills, and by the
@@ -101,7 +101,47 @@ impl Wakeups {
     }
 }
 
+/// Locks `m`, whatever a thread that panicked holding it left.
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Shared {
+    /// The users and their permissions.
+    pub fn users(&self) -> MutexGuard<'_, Users> {
+        locked(&self.users)
+    }
+
+    /// After a change of users or permissions: every client re-reads its
+    /// permissions before its next command.
+    pub fn acl_changed(&self) {
+        self.acl_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The generation of the users and permissions, bumped by each change.
+    pub fn acl_generation(&self) -> u64 {
+        self.acl_generation.load(Ordering::Acquire)
+    }
+
+    /// The connected clients, by id.
+    pub fn clients(&self) -> MutexGuard<'_, HashMap<u64, Arc<ClientInfo>>> {
+        locked(&self.clients)
+    }
+
+    pub fn slowlog(&self) -> MutexGuard<'_, Slowlog> {
+        locked(&self.slowlog)
+    }
+
+    /// A replica's backup, until it is promoted (`None` on a primary).
+    pub fn backup(&self) -> MutexGuard<'_, Option<Backup>> {
+        locked(&self.backup)
+    }
+
+    /// Whether this server is a replica not yet promoted.
+    pub fn is_replica(&self) -> bool {
+        self.backup().is_some()
+    }
+
     pub fn appendfsync(&self) -> AppendFsync {
         AppendFsync::from_u8(self.settings.appendfsync.load(Ordering::Relaxed))
     }
@@ -127,7 +167,7 @@ impl Shared {
     /// Promotes a replica's backup (`REPLICAOF NO ONE`); nothing to do on
     /// a primary.
     pub fn promote(&self) -> epochdb::Result<()> {
-        let Some(backup) = self.backup.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        let Some(backup) = self.backup().take() else {
             return Ok(());
         };
         ::log::info!("REPLICAOF NO ONE: promoting this replica");

@@ -1,6 +1,5 @@
 //! The connection: PING, ECHO, SELECT, QUIT, RESET, AUTH, HELLO, CLIENT.
 
-use super::replication::is_replica;
 use super::server::REDIS_VERSION;
 use super::{printable, COMMANDS, NOT_INT, SYNTAX};
 use crate::client::Client;
@@ -51,7 +50,7 @@ pub fn reset(x: &mut Call<'_>, _: &Args) {
     c.info.db.store(0, Ordering::Relaxed);
     c.resp3 = false;
     c.info.name.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+    let users = shared.users();
     match users.users.get("default") {
         Some(d) if d.enabled && d.nopass => {
             c.user = Some("default".into());
@@ -73,7 +72,7 @@ pub fn auth(x: &mut Call<'_>, a: &Args) {
     if a.len() > 3 {
         c.out().error(SYNTAX);
     } else if !log_in(c, shared, &user, pass) {
-        let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+        let users = shared.users();
         let default_open = users.users.get("default").is_some_and(|d| d.nopass);
         if a.len() == 2 && default_open {
             c.out().error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
@@ -87,7 +86,7 @@ pub fn auth(x: &mut Call<'_>, a: &Args) {
 
 /// Logs the connection in as `user` if `pass` opens it.
 fn log_in(c: &mut Client, shared: &Shared, user: &str, pass: &[u8]) -> bool {
-    let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+    let users = shared.users();
     match users.users.get(user) {
         Some(u) if u.accepts(pass) => {
             c.user = Some(user.to_string());
@@ -146,7 +145,7 @@ pub fn hello(x: &mut Call<'_>, a: &Args) {
     o.bulk(b"mode");
     o.bulk(b"standalone");
     o.bulk(b"role");
-    o.bulk(if is_replica(shared) { b"replica" } else { b"master" });
+    o.bulk(if shared.is_replica() { b"replica" } else { b"master" });
     o.bulk(b"modules");
     o.array(0);
 }
@@ -196,7 +195,7 @@ pub fn client(x: &mut Call<'_>, a: &Args) {
             c.out().verbatim(&line);
         }
         (b"LIST", _) => {
-            let clients = shared.clients.lock().unwrap_or_else(|e| e.into_inner());
+            let clients = shared.clients();
             let mut ids: Vec<_> = clients.keys().copied().collect();
             ids.sort_unstable();
             let text: String = ids.iter().map(|id| client_line(&clients[id], now)).collect();
@@ -204,7 +203,7 @@ pub fn client(x: &mut Call<'_>, a: &Args) {
             c.out().verbatim(&text);
         }
         (b"KILL", n) if n >= 3 => {
-            let clients = shared.clients.lock().unwrap_or_else(|e| e.into_inner());
+            let clients = shared.clients();
             let mut killed = 0;
             if n == 3 {
                 // The old form: CLIENT KILL addr:port.

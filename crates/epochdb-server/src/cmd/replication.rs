@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// are epochs (a replica's: the epoch it persisted).
 pub fn role(x: &mut Call<'_>, _: &Args) {
     let (c, shared) = (&mut *x.client, &**x.shared);
-    let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
+    let backup = shared.backup();
     let mut o = c.out();
     match backup.as_ref() {
         Some(b) => {
@@ -57,7 +57,7 @@ pub fn replicaof(x: &mut Call<'_>, a: &Args) {
     if let Some(switchover) = &shared.config.switchover {
         // A planned switchover: the control plane appoints this node once
         // the primary has handed over (ROLE shows when).
-        if !is_replica(shared) {
+        if !shared.is_replica() {
             c.out().ok(); // a primary already: nothing to do
             return;
         }
@@ -84,7 +84,7 @@ fn follow(c: &mut Client, shared: &Shared, host: &[u8], port: &[u8]) {
         c.out().error("ERR Invalid master port");
         return;
     };
-    let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
+    let backup = shared.backup();
     let Some(b) = backup.as_ref() else {
         c.out().error(
             "ERR a primary becomes a replica only by a restart (epochdb serve --replicaof HOST:PORT, the primary's \
@@ -131,7 +131,7 @@ pub fn wait(x: &mut Call<'_>, a: &Args) {
     let (Some(want), Some(timeout)) = (parse_i64(a.get(1)), parse_i64(a.get(2))) else {
         return x.client.out().error(NOT_INT);
     };
-    if is_replica(x.shared) {
+    if x.shared.is_replica() {
         return x.client.out().error("ERR WAIT cannot be used with replica instances.");
     }
     block(x, want, timeout, None);
@@ -149,7 +149,7 @@ pub fn waitaof(x: &mut Call<'_>, a: &Args) {
     if local > 0 && durable_here(x.shared).is_none() {
         return x.client.out().error("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.");
     }
-    if want > 0 && is_replica(x.shared) {
+    if want > 0 && x.shared.is_replica() {
         return x.client.out().error("ERR WAITAOF cannot be used with numreplicas on replica instances.");
     }
     block(x, want, timeout, Some(local > 0));
@@ -194,11 +194,6 @@ pub fn durable_here(shared: &Shared) -> Option<u64> {
 pub fn acknowledged(shared: &Shared) -> Option<Vec<u64>> {
     let st = shared.db.replication_status()?;
     Some(st.backups.iter().map(|b| b.acked).collect())
-}
-
-/// Whether this server is a replica not yet promoted.
-pub fn is_replica(shared: &Shared) -> bool {
-    shared.backup.lock().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
 /// A replica's primary, as `(host, port)` from its replication address.

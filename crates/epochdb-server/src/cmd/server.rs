@@ -2,7 +2,7 @@
 //! BGSAVE, SAVE, LASTSAVE, FLUSHALL.
 
 use super::keys::clear_table;
-use super::replication::{is_replica, primary_info, primary_of, replica_info};
+use super::replication::{primary_info, primary_of, replica_info};
 use super::{lookup, printable, COMMANDS, SYNTAX};
 use crate::client::Blocked;
 use crate::command::{Call, Command, Local};
@@ -221,7 +221,7 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String)> {
         ("proto-max-bulk-len", set.max_bulk.load(Ordering::Relaxed).to_string()),
         ("client-query-buffer-limit", set.query_buffer_limit.load(Ordering::Relaxed).to_string()),
         ("slowlog-log-slower-than", set.slowlog_slower_than.load(Ordering::Relaxed).to_string()),
-        ("slowlog-max-len", shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len.to_string()),
+        ("slowlog-max-len", shared.slowlog().max_len.to_string()),
         ("timeout", "0".into()),
         ("io-threads", cfg.threads.to_string()),
         ("dir", o.data_dir.as_ref().map_or(String::new(), |d| d.display().to_string())),
@@ -323,13 +323,13 @@ fn apply_config(shared: &Shared, change: Change) {
     match change {
         Change::AppendFsync(a) => shared.set_appendfsync(a),
         Change::RequirePass(p) => {
-            shared.users.lock().unwrap_or_else(|e| e.into_inner()).set_requirepass(&p);
-            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
+            shared.users().set_requirepass(&p);
+            shared.acl_changed();
         }
         Change::MaxClients(n) => set.maxclients.store(n, Ordering::Relaxed),
         Change::MaxMemory(n) => set.maxmemory.store(n, Ordering::Relaxed),
         Change::SlowlogSlowerThan(n) => set.slowlog_slower_than.store(n, Ordering::Relaxed),
-        Change::SlowlogMaxLen(n) => shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).max_len = n,
+        Change::SlowlogMaxLen(n) => shared.slowlog().max_len = n,
         Change::ProtoMaxBulkLen(n) => set.max_bulk.store(n, Ordering::Relaxed),
         Change::QueryBufferLimit(n) => set.query_buffer_limit.store(n, Ordering::Relaxed),
         Change::ProtectedMode(on) => set.protected_mode.store(on, Ordering::Relaxed),
@@ -434,7 +434,7 @@ fn info_text(shared: &Shared, a: &Args, keyspace: Option<Vec<crate::counts::Pair
         );
     }
     if want("replication") {
-        let backup = shared.backup.lock().unwrap_or_else(|e| e.into_inner());
+        let backup = shared.backup();
         match backup.as_ref() {
             Some(b) => {
                 let (host, port) = primary_of(b);
@@ -501,8 +501,7 @@ pub fn acl(x: &mut Call<'_>, a: &Args) {
             c.out().bulk(u.as_bytes());
         }
         b"USERS" => {
-            let names: Vec<String> =
-                shared.users.lock().unwrap_or_else(|e| e.into_inner()).users.keys().cloned().collect();
+            let names: Vec<String> = shared.users().users.keys().cloned().collect();
             let mut o = c.out();
             o.array(names.len());
             for n in names {
@@ -510,7 +509,7 @@ pub fn acl(x: &mut Call<'_>, a: &Args) {
             }
         }
         b"LIST" => {
-            let users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+            let users = shared.users();
             let lines: Vec<String> = users.users.iter().map(|(n, u)| u.describe(n, users.commands)).collect();
             drop(users);
             let mut o = c.out();
@@ -522,15 +521,15 @@ pub fn acl(x: &mut Call<'_>, a: &Args) {
         b"SETUSER" if a.len() >= 3 => {
             let name = String::from_utf8_lossy(a.get(2)).into_owned();
             let rules: Vec<&[u8]> = a.iter_from(3).collect();
-            let r = shared.users.lock().unwrap_or_else(|e| e.into_inner()).set_user(&name, &rules);
-            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
+            let r = shared.users().set_user(&name, &rules);
+            shared.acl_changed();
             match r {
                 Ok(()) => c.out().ok(),
                 Err(e) => c.out().error(&e),
             }
         }
         b"DELUSER" if a.len() >= 3 => {
-            let mut users = shared.users.lock().unwrap_or_else(|e| e.into_inner());
+            let mut users = shared.users();
             let mut n = 0;
             for name in a.iter_from(2) {
                 let name = String::from_utf8_lossy(name);
@@ -541,7 +540,7 @@ pub fn acl(x: &mut Call<'_>, a: &Args) {
                 n += users.users.remove(name.as_ref()).is_some() as i64;
             }
             drop(users);
-            shared.acl_generation.fetch_add(1, Ordering::AcqRel);
+            shared.acl_changed();
             c.out().int(n);
         }
         b"CAT" => {
@@ -566,16 +565,16 @@ pub fn slowlog(x: &mut Call<'_>, a: &Args) {
     let sub = a.get(1).to_ascii_uppercase();
     match &sub[..] {
         b"LEN" => {
-            let n = shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).entries.len();
+            let n = shared.slowlog().entries.len();
             c.out().int(n as i64);
         }
         b"RESET" => {
-            shared.slowlog.lock().unwrap_or_else(|e| e.into_inner()).entries.clear();
+            shared.slowlog().entries.clear();
             c.out().ok();
         }
         b"GET" => {
             let n = if a.len() > 2 { parse_i64(a.get(2)).unwrap_or(10) } else { 10 };
-            let log = shared.slowlog.lock().unwrap_or_else(|e| e.into_inner());
+            let log = shared.slowlog();
             let take = if n < 0 { log.entries.len() } else { (n as usize).min(log.entries.len()) };
             let entries: Vec<_> = log.entries.iter().take(take).cloned().collect();
             drop(log);
@@ -640,7 +639,7 @@ fn lastsave_time(shared: &Shared) -> u64 {
 /// the background while every other client is served.
 pub fn save(x: &mut Call<'_>, _: &Args) {
     let (c, shared) = (&mut *x.client, &**x.shared);
-    if is_replica(shared) {
+    if shared.is_replica() {
         // A replica checkpoints only once replay has something new.
         return c
             .out()

@@ -4,7 +4,8 @@
 # see round-order.sh), and prints each command's median txn/s (from the
 # first line an `epochdb bench` prints) with all its runs, and its median
 # peak resident memory (from /usr/bin/time) with all its runs.
-# With FIGURE=NAME set, also writes results/NAME-DATE.json (every run, the
+# With FIGURE=NAME set (TITLE=... its heading, NOTE=... a line under it),
+# also writes results/NAME-DATE.json (every run, the
 # medians, commit, machine and command; scripts/figures/result.py), which
 # scripts/figures/render.py puts in docs/figures.md.
 # Usage: [FIGURE=NAME] scripts/ab/ab.sh RUNS "cmd A" "cmd B" ...

@@ -6,7 +6,7 @@
 #   always    epochdb --appendfsync always (log) vs redis appendfsync always
 #   everysec  epochdb --appendfsync everysec     vs redis appendfsync everysec
 # Prints requests/s (median of REPS runs, each system in turn, which goes
-# first alternating) and ratios.
+# first alternating) and ratios, and writes results/redis-DATE.json.
 # With --threads, redis-benchmark notices that a test is done only at its
 # 250 ms timer tick, so a run's elapsed time is a multiple of 250 ms (a
 # 0.06 s run reports as 0.25 s): each test runs alone, with as many
@@ -49,6 +49,7 @@ bench() { # $1 port $2 clients $3 pipeline $4 requests $5 test -> requests/s
     awk -F'","' 'NR>1 {gsub(/"/,"",$2); print $2; exit}'
 }
 source scripts/figures/round-order.sh # median
+source scripts/figures/results.sh      # record, write_result
 
 echo "# redis-benchmark, epochdb $(git rev-parse --short HEAD), $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps runs each of about $secs s, interleaved"
 printf "| pairing | -c | -P | test | requests | redis rps | epochdb rps | epochdb / redis |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
@@ -77,6 +78,9 @@ for pairing in off always everysec; do
             bench 7412 $c $P $n $t >>"$scratch/e"
             bench 7411 $c $P $n $t >>"$scratch/r"
           fi
+          rr=$(tail -1 "$scratch/r") er=$(tail -1 "$scratch/e")
+          record round=$i pairing=$pairing clients=$c pipeline=$P test=$t requests=$n redis_rps=$rr epochdb_rps=$er \
+            epochdb_over_redis="$(echo "$er / $rr" | bc -l)"
         done
         r=$(median <"$scratch/r")
         e=$(median <"$scratch/e")
@@ -86,3 +90,4 @@ for pairing in off always everysec; do
   done
   stop_pair
 done
+write_result redis pairing,clients,pipeline,test "$(redis-server --version | awk '{print $3}')"

@@ -13,8 +13,10 @@ import json
 import sys
 
 TITLES = {
+    "bench": "`epochdb bench`: YCSB and TPC-C throughput (transactions per second)",
+    "churn": "Range scans under insert/delete churn",
+    "redis": "`epochdb serve` beside redis-server (requests per second)",
     "tls": "TLS beside redis-server's TLS (requests per second)",
-    "bench-ab": "`epochdb bench` before and after a change, interleaved",
 }
 
 
@@ -57,7 +59,8 @@ def render():
     for figure in sorted(newest):
         path, r = newest[figure]
         m = r.get("machine", {})
-        lines += ["", f"## {TITLES.get(figure, figure)}", ""]
+        title = TITLES.get(figure) or r.get("title") or figure
+        lines += ["", f"## {title}", ""]
         lines.append(
             f"`{r['command']}` at commit `{r['commit']}`, {r['date'][:10]}, "
             f"{m.get('cpus', '?')} CPUs, kernel {m.get('kernel', '?')} ([{path}](../{path}))."

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a figure harness's JSON result: results/FIGURE-DATE.json.
 
-Usage: result.py FIGURE RUNS.jsonl COMMAND KEY[,KEY...] [NOTE]
+Usage: [TITLE=...] result.py FIGURE RUNS.jsonl COMMAND KEY[,KEY...] [NOTE]
 
 RUNS.jsonl holds one JSON object per measured run (whatever fields the
 harness measured). Runs are grouped by the KEY fields; each group's
@@ -39,6 +39,7 @@ def main():
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     result = {
         "figure": figure,
+        "title": os.environ.get("TITLE"),
         "commit": commit,
         "date": now.isoformat(),
         "machine": {"cpus": os.cpu_count(), "kernel": platform.release()},

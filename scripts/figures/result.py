@@ -35,7 +35,15 @@ def main():
             row[f] = statistics.median(r[f] for r in rs if f in r)
         row["runs"] = len(rs)
         medians.append(row)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # Changes to the results themselves do not make the code dirty.
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!docs/figures.md"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if changed:
+        commit += "-dirty"
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     result = {
         "figure": figure,

@@ -10,6 +10,7 @@
 # e.g.   scripts/figures/dbsize.sh 3 3000000 /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/figures/results.sh # record, write_result (before the arguments shift)
 reps=$1 keys=$2
 shift 2
 port=7414
@@ -45,5 +46,8 @@ for r in $(seq "$reps"); do
     recovered=$(grep -o 'recovered [0-9]* records[^(]*in [0-9.]* s' "$scratch/serve.log" | grep -o '[0-9.]* s$' || echo -)
     counted=$(grep -o 'counted [0-9]* keys in [0-9.]* s' "$scratch/serve.log" | grep -o '[0-9.]* s$' || echo -)
     echo "round $r $b: dbsize $n in ${times[*]} s; recovery $recovered; start count $counted"
+    record round="$r" build="$b" dbsize="$n" first_dbsize_s="${times[0]}" third_dbsize_s="${times[2]}" \
+      recovery_s="${recovered% s}" start_count_s="${counted% s}"
   done
 done
+write_result dbsize build

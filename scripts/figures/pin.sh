@@ -12,6 +12,7 @@ set -uo pipefail
 rounds=${1:-5}
 bin=${2:-target/release/epochdb}
 source "$(dirname "$0")/round-order.sh"
+source "$(dirname "$0")/results.sh" # record, write_result
 data=$(mktemp -d)
 # The scratch directory goes only after the bench in it has ended (a
 # stopped script stops its bench first), so nothing is removed from
@@ -38,6 +39,7 @@ run() { # MODE CPU
   tput=$(grep -m1 "txn/s" "$out" | sed -E 's/.*: ([0-9]+) txn\/s.*/\1/')
   rm -f "$out"
   echo "$mode, worker on CPU $cpu: $tput txn/s"
+  record round="$r" durability="$mode" worker_cpu="$cpu" txn_per_s="$tput"
   res[$mode-$cpu]="${res[$mode-$cpu]:-} $tput"
 }
 for r in $(seq "$rounds"); do
@@ -48,3 +50,4 @@ done
 for k in log-0 log-1 off-0 off-1; do
   echo "median $(echo ${res[$k]} | tr ' ' '\n' | median) [${res[$k]} ]: ${k%-*}, worker on CPU ${k#*-}"
 done
+write_result pin durability,worker_cpu

@@ -35,12 +35,14 @@ def main():
             row[f] = statistics.median(r[f] for r in rs if f in r)
         row["runs"] = len(rs)
         medians.append(row)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # The repository's commit and results/, wherever the harness ran from.
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    git = {"capture_output": True, "text": True, "cwd": top}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], **git).stdout.strip()
     # Changes to the results themselves do not make the code dirty.
     changed = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!docs/figures.md"],
-        capture_output=True,
-        text=True,
+        **git,
     ).stdout.strip()
     if changed:
         commit += "-dirty"
@@ -56,9 +58,9 @@ def main():
         "medians": medians,
         "runs": runs,
     }
-    os.makedirs("results", exist_ok=True)
+    os.makedirs(os.path.join(top, "results"), exist_ok=True)
     out = f"results/{figure}-{now.date().isoformat()}.json"
-    with open(out, "w") as f:
+    with open(os.path.join(top, out), "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
     print(out)

@@ -5,7 +5,7 @@
 # and round, Silo and epochdb run back to back (which goes first alternates
 # by round); the script prints every run, the medians, the ratio of the
 # medians and the ratio in each round, and each side's median peak
-# resident memory.
+# resident memory, and writes results/silo-DATE.json.
 #
 # Silo is not built here: build its `dbtest` yourself from its public
 # repository, in a folder outside this one, and pass its path.
@@ -45,6 +45,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${SILO:?set SILO to the path of the dbtest binary of the original Silo}"
+source scripts/figures/results.sh # record, write_result (before the arguments shift)
 schema=${SCHEMA:-silo}
 runs=${1:-3}
 secs=${2:-15}
@@ -137,6 +138,8 @@ for run in $(seq "$runs"); do
         epochdb_run "$c" "$t" off "$f"
       fi
       echo "round $run $c $s: $(cat "$f") (txn/s, peak RSS MB, log bytes/txn)"
+      read -r tput rss per < "$f"
+      record round="$run" config="$c" side="$s" txn_per_s="$tput" peak_rss_mb="$rss" log_bytes_per_txn="$per"
     done
   done
 done
@@ -179,3 +182,4 @@ for c in "${configs[@]}"; do
 done
 echo "(Silo runs that failed and were run again: $silo_failures)"
 echo "(medians of $runs interleaved runs of $secs s, or of the -ops- configurations' transaction counts; epochdb's TPC-C schema $schema; $(date -u +%F), epochdb $(git rev-parse --short HEAD))"
+write_result silo config,side "epochdb's TPC-C schema $schema; Silo runs that failed and were run again: $silo_failures"

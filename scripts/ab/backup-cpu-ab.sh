@@ -12,6 +12,7 @@
 # target/release/epochdb built from the commits to compare)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/figures/results.sh # record, record_report, write_result (before the arguments shift)
 reps=${1:?usage: scripts/ab/backup-cpu-ab.sh REPS BIN...}
 shift
 durability=${DURABILITY:-log}
@@ -33,6 +34,9 @@ b, p = r["replication"]["backup_ms_per_log_mb"], r["durability"]["cpu_ms_per_log
 s = r["replication"]["shipping_ms_per_log_mb"]
 print(sys.argv[1], round(r["throughput"]), "%.2f" % b, "%.2f" % p, "%.3f" % (b / p), "%.3f" % s)
 EOF
+    read -r _ tput b p ratio s < <(tail -1 "$runs")
+    record round="$rep" build="$bin" txn_per_s="$tput" backup_ms_per_log_mb="$b" primary_ms_per_log_mb="$p" \
+      backup_over_primary="$ratio" shipping_ms_per_log_mb="$s"
     rm -rf "$scratch"/db*
   done
 done
@@ -44,3 +48,4 @@ for bin in sys.argv[2:]:
     mine = [r for r in rows if r[0] == bin]
     print(bin, *("%g" % statistics.median(float(r[i]) for r in mine) for i in range(1, 6)))
 EOF
+write_result backup-cpu-ab build "durability $durability"

@@ -12,16 +12,19 @@
 #   WAY is merge or lookup.
 # e.g.:  scripts/ab/log-replay-ab.sh /tmp/recfig/log.orig 3 2 target/release/epochdb:merge target/release/epochdb:lookup
 set -euo pipefail
+source "$(dirname "$0")/../figures/results.sh" # record, write_result (before the arguments shift)
 dir=$1 pairs=$2 threads=$3
 shift 3
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-for _ in $(seq "$pairs"); do
+for pair in $(seq "$pairs"); do
   for v in "$@"; do
     sleep 3
     "${v%:*}" verify --replay "${v##*:}" --data-dir "$dir" --threads "$threads" --rounds 3 --quiet 2>&1 |
       awk -v v="$v" '/^verified/ {for (i = 1; i <= NF; i++) {if ($i == "in" && $(i + 2) == "s") w = $(i + 1); if ($i == "(CPU") c = $(i + 1)}
         printf "%s %s %s ", (n++ == 0 ? v : ""), w, c} END {print ""}' | tee -a "$out"
+    read -r _ first _ second _ third _ < <(tail -1 "$out")
+    record round="$pair" variant="$v" first_s="$first" second_s="$second" third_s="$third"
   done
 done
 python3 - "$out" <<'PY'
@@ -39,3 +42,4 @@ for v, (first, warm) in runs.items():
     print(f"{v}: {statistics.median(first):.2f} ({', '.join(f'{x:.2f}' for x in first)}), "
           f"{statistics.median(warm):.2f} ({min(warm):.2f}-{max(warm):.2f})")
 PY
+write_result log-replay-ab variant "$threads threads, $dir"

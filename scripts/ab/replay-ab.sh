@@ -11,6 +11,7 @@
 # Usage: [READERS=N] scripts/ab/replay-ab.sh REPS SECONDS BIN...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/figures/results.sh # record, record_report, write_result (before the arguments shift)
 reps=$1 secs=$2
 shift 2
 scratch=$(mktemp -d)
@@ -25,6 +26,7 @@ for rep in $(seq "$reps"); do
       "${pre[@]}" "$bin" bench tpcc --threads $threads --duration "$secs" --warmup 1 --durability log \
         --data-dir "$scratch/db" --overwrite --replicas 1 --safety sync "${extra[@]}" --json "$scratch/$i-$p-$rep.json" \
         >/dev/null 2>&1
+      record_report "$scratch/$i-$p-$rep.json" round="$rep" build="$bin" placement="$p"
     done
     i=$((i + 1))
   done
@@ -43,3 +45,4 @@ for bin in "$@"; do
   done
   i=$((i + 1))
 done
+write_result replay-ab build,placement

@@ -22,6 +22,7 @@
 # e.g.   scripts/ab/serve-ab.sh 3 4000000 set,get,incr redis /tmp/old/epochdb target/release/epochdb
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/figures/results.sh # record, record_report, write_result (before the arguments shift)
 reps=$1 n=$2 tests=$3
 clients=${CLIENTS:-50} pipeline=${PIPELINE:-16} appendfsync=${APPENDFSYNC:-}
 shift 3
@@ -61,6 +62,8 @@ for r in $(seq "$reps"); do
       cpu["$s $t"]="${cpu["$s $t"]:-} $us"
       us=$(awk -v n="$n" '{printf "%.2f", ($1 + $2) * 1e6 / n}' "$scratch/time")
       client["$s $t"]="${client["$s $t"]:-} $us"
+      record round="$r" server="$s" test="$t" rps="${rps%.*}" server_cpu_us_per_request="${cpu["$s $t"]##* }" \
+        client_cpu_us_per_request="$us"
     done
     redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true
     wait 2>/dev/null || true
@@ -76,3 +79,4 @@ for t in ${tests//,/ }; do
     echo "$t: median $med  [${res["$s $t"]} ]  server CPU/request median $us us [${cpu["$s $t"]} ]  client $cl us [${client["$s $t"]} ] : $s"
   done
 done
+write_result serve-ab server,test

@@ -29,6 +29,8 @@ for rep in $(seq "$reps"); do
       "${bins[$b]}" bench tpcc --threads 2 --duration "$secs" --warmup 0 --durability log+checkpoint \
         --data-dir "$scratch/db" --overwrite --replicas 1 --replicas-join end --replay-threads $t --json "$f" >/dev/null 2>&1
       py 'print("'"${bins[$b]}"', replay threads '$t': %.1f MB, in sync %.2f s, caught up %.2f s, backup CPU %.2f s, backup peak RSS %.0f MB" % (r["primary_bytes"] / 1e6, r["in_sync_s"], r["caught_up_s"], r["backup_cpu_s"], r.get("backup_peak_rss_mb", 0)))' "$f"
+      # shellcheck disable=SC2046
+      record round=$rep build="${bins[$b]}" replay_threads=$t $(py 'print("primary_mb=%.1f in_sync_s=%.2f caught_up_s=%.2f backup_cpu_s=%.2f" % (r["primary_bytes"] / 1e6, r["in_sync_s"], r["caught_up_s"], r["backup_cpu_s"]))' "$f")
       rm -rf "$scratch"/db*
     done
   done
@@ -44,3 +46,4 @@ for b in "${!bins[@]}"; do
       "$sync_s" "$up" "$cpu" "$(python3 -c "print($mb / 1e6 / $up)")" "$rss"
   done
 done
+write_result bootstrap build,replay_threads

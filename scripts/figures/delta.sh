@@ -18,9 +18,11 @@ bench() { $bin bench tpcc --threads 2 --quiet "$@" > /dev/null; }
 [ "${ONLY:-}" = recovery ] || for run in 1 2 3; do
   for d in off log delta; do
     bench --duration 20 --durability $d --data-dir "$dir" --overwrite --json "$out/delta-$d-$run.json"
+    record_report "$out/delta-$d-$run.json" round=$run durability=$d
   done
   for d in log+checkpoint delta+checkpoint; do
     bench --duration 30 --durability $d --data-dir "$dir" --overwrite --json "$out/delta-$d-$run.json"
+    record_report "$out/delta-$d-$run.json" round=$run durability=$d
   done
 done
 [ "${ONLY:-}" = recovery ] || for d in off log delta log+checkpoint delta+checkpoint; do
@@ -45,3 +47,4 @@ for d in log+checkpoint delta+checkpoint; do
   recover_medians "$dir.orig" "$dir" "delta-$d"
 done
 rm -rf "$dir" "$dir.orig"
+write_result delta durability,directory,threads

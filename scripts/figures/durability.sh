@@ -17,6 +17,7 @@ dir=${1:-target/figures-data}
     for d in off log log+checkpoint; do
       $bin bench $wl --threads 2 --duration 20 --quiet --durability $d --data-dir "$dir" --overwrite \
         --json "$out/$wl-$d-$run.json" > /dev/null
+      record_report "$out/$wl-$d-$run.json" round=$run workload=$wl durability=$d
     done
   done
   for d in off log log+checkpoint; do
@@ -41,3 +42,4 @@ $bin bench tpcc --threads 2 --duration 30 --quiet --durability log+checkpoint --
   --data-dir "$dir.orig" > /dev/null
 recover_medians "$dir.orig" "$dir" durability
 rm -rf "$dir" "$dir.orig"
+write_result durability workload,durability,directory,threads

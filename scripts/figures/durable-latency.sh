@@ -3,11 +3,13 @@
 # `appendfsync always` beside `epochdb serve --appendfsync always`, and
 # optionally an older epochdb binary (an A/B of two builds), all running at
 # once and measured in turn, REPS rounds interleaved. Prints the median of
-# the rounds' p50 and p99 latencies (ms) per command and server.
+# the rounds' p50 and p99 latencies (ms) per command and server, and
+# writes results/durable-latency-DATE.json.
 # Usage: scripts/figures/durable-latency.sh [REPS] [OLD_EPOCHDB_BINARY]
 # Needs redis-server and redis-benchmark (apt install redis-server redis-tools).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/figures/results.sh # record, write_result
 reps=${1:-5}
 old=${2:-}
 cargo build --release -q -p epochdb-cli
@@ -23,11 +25,15 @@ target/release/epochdb serve --port 7422 --durability log --appendfsync always -
 for p in "${ports[@]}"; do
   until redis-cli -p "$p" ping >/dev/null 2>&1; do sleep 0.1; done
 done
-for _ in $(seq "$reps"); do
+for round in $(seq "$reps"); do
   for i in "${!ports[@]}"; do
     # CSV columns: test, rps, avg, min, p50, p95, p99, max.
     redis-benchmark -p "${ports[$i]}" -t set,get,incr -d 100 -r 1000000 -c 1 -n 5000 --threads 2 --csv 2>/dev/null |
-      awk -F, -v s="${names[$i]}" 'NR>1 {gsub(/"/,""); print s "\t" $1 "\t" $5 "\t" $7}' >>"$scratch/runs"
+      awk -F, -v s="${names[$i]}" 'NR>1 {gsub(/"/,""); print s "\t" $1 "\t" $5 "\t" $7}' >"$scratch/round"
+    cat "$scratch/round" >>"$scratch/runs"
+    while IFS=$'\t' read -r server test p50 p99; do
+      record round="$round" server="$server" test="$test" p50_ms="$p50" p99_ms="$p99"
+    done <"$scratch/round"
   done
 done
 source scripts/figures/round-order.sh # median
@@ -40,3 +46,4 @@ for s in "${names[@]}"; do
     printf "| %s | %s | %s | %s |\n" "$s" "$t" "$p50" "$p99"
   done
 done
+write_result durable-latency server,test "$(redis-server --version | awk '{print $3}'), -c 1, 100-byte values${old:+; epochdb-old: $old}"

@@ -70,6 +70,7 @@ for rep in $(seq "$reps"); do
   kill -9 "$load" 2>/dev/null || true
   s=$(python3 -c "print('%.3f' % ($t1 - $t0))")
   echo "$s" >>"$out/failover-seconds"
+  record round="$rep" load_seconds="$secs" keys="$keys" kill_to_durable_write_s="$s"
   echo "round $rep: node $primary killed after ${secs} s of load ($keys keys); node $backup took a durable write after $s s"
   kill -9 "${node[$backup]}" "${pids[0]}" 2>/dev/null || true
   wait 2>/dev/null || true
@@ -77,3 +78,4 @@ for rep in $(seq "$reps"); do
   rm -rf "$dir"
 done
 echo "failover, median of $reps: $(tail -n "$reps" "$out/failover-seconds" | median) s"
+write_result failover load_seconds

@@ -8,6 +8,7 @@ mkdir -p "$out"
 # field FILE KEY: the first value of "KEY" in a JSON report.
 field() { grep -m1 "\"$2\"" "$1" | sed 's/.*: //; s/,$//; s/"//g'; }
 source "$(dirname "${BASH_SOURCE[0]}")/round-order.sh" # median
+source "$(dirname "${BASH_SOURCE[0]}")/results.sh"     # record, record_report, write_result
 
 # recover_medians ORIG DIR TAG: recovers a fresh copy of ORIG in DIR with
 # 1 and 2 threads, 3 times each, interleaved, each copy synced and read
@@ -24,6 +25,7 @@ recover_medians() {
       sync
       find "$dir" -type f -exec cat {} + > /dev/null
       $bin recover --data-dir "$dir" --threads $t --quiet --json "$out/$tag-recover-$t-$run.json" | head -1
+      record round=$run directory="$tag" threads=$t recovery_s="$(field "$out/$tag-recover-$t-$run.json" seconds)"
     done
   done
   for t in 1 2; do

@@ -54,6 +54,7 @@ for rep in $(seq "$reps"); do
     esac
     taskset -c 0 $bin bench tpcc --threads 1 --duration "$secs" --warmup 5 --durability log \
       --data-dir "$scratch/db" --overwrite "${extra[@]}" --json "$out/qf-$c-$rep.json" >/dev/null 2>&1
+    record_report "$out/qf-$c-$rep.json" round=$rep config="$c"
     if [ -n "$neighbour" ]; then kill "$neighbour"; wait "$neighbour" 2>/dev/null || true; fi
     rm -rf "$scratch"/db* "$shm"
   done
@@ -89,3 +90,4 @@ for c in "${configs[@]}"; do
     "$(python3 -c "print($p50 / 1000)")" "$(python3 -c "print($p99 / 1000)")" \
     "$(python3 -c "print($p50 / $p50_0)")" "$(python3 -c "print($p99 / $p99_0)")" "$rest"
 done
+write_result query-fresh config

@@ -28,6 +28,7 @@
 #   DATA_DIR/rss and DATA_DIR/results; give it nothing else to hold.
 # e.g.:  scripts/figures/recovery.sh /tmp/recfig 3 /tmp/old-epochdb target/release/epochdb
 set -euo pipefail
+source "$(dirname "$0")/results.sh" # record, write_result (before the arguments shift)
 dir=$1 reps=$2
 shift 2
 mkdir -p "$dir"
@@ -65,6 +66,10 @@ import json; r = json.load(open('$dir/r.json'))
 print(r['seconds'], r['checkpoint_bytes'] + r['log_bytes'], r['records'], r.get('checkpoint_seconds', 'nan'),
       r.get('cpu_seconds', float('nan')) / r['seconds'], r.get('system_seconds', float('nan')))")
         echo "$mode $t $bin $line $(($(tail -1 "$dir/rss") / 1024))" | tee -a "$results"
+        read -r s bytes recs ck busy sys_s <<<"$line"
+        record round="$run" durability="$mode" threads="$t" build="$bin" recovery_s="$s" \
+          mb_per_s="$(echo "$bytes / 1000000 / $s" | bc -l)" records="$recs" checkpoint_s="$ck" cpus_busy="$busy" \
+          kernel_cpu_s="$sys_s" peak_rss_mb="$(($(tail -1 "$dir/rss") / 1024))"
       done
     done
   done
@@ -86,3 +91,4 @@ for (mode, t, b), rs in runs.items():
     rss = statistics.median(r[6] for r in rs)
     print(f"{mode:5} {t} {b}: {s:.2f} s ({', '.join(f'{r[0]:.2f}' for r in rs)}), {n / 1e6 / s:.0f} MB/s of {n / 1e6:.0f} MB, {rs[0][2]} records, checkpoint {ck:.2f} s, {busy:.2f} CPUs busy, {kernel:.2f} CPU s in the kernel, peak RSS {rss} MB")
 PY
+write_result recovery durability,threads,build

@@ -75,6 +75,7 @@ for rep in $(seq "$reps"); do
     taskset -c 0 "$scratch/$b" bench tpcc --threads 1 --duration "$secs" --warmup 1 --durability log \
       --data-dir "$scratch/db" --overwrite --replicas 1 --safety sync --replica-cpu 1 --replay-threads 1 \
       --json "$out/ra-$b-$rep.json" >/dev/null 2>&1
+    record_report "$out/ra-$b-$rep.json" round=$rep build=$b
     rm -rf "$scratch"/db*
   done
 done
@@ -89,3 +90,4 @@ for b in "${builds[@]}"; do
   printf '| %s | %.0f | %.3f | %.2f | %.2f |\n' "$b" "$(col "$b" "r['throughput']")" "$(col "$b" "p['backup_cores']")" \
     "$ms" "$(python3 -c "print($ms / $base)")"
 done
+write_result replay-arrays-bound build

@@ -49,6 +49,8 @@ for rep in $(seq "$reps"); do
   kill $load 2>/dev/null || true
   wait $primary $load 2>/dev/null || true
   $bin promote --port 7422 | tee -a "$scratch/promote"
+  record round="$rep" primary_get_rps="$(tail -1 "$scratch/primary")" replica_get_rps="$(tail -1 "$scratch/replica")" \
+    promotion_s="$(tail -1 "$scratch/promote" | grep -o '[0-9.]* s$' | tr -d ' s')"
   redis-cli -p 7422 set after promotion >/dev/null
   kill -9 $replica
   wait $replica 2>/dev/null || true
@@ -59,3 +61,4 @@ echo "# epochdb $(git rev-parse --short HEAD), $(date -u +%Y-%m-%d), $reps round
 echo "GET requests/s (-c 50 -P 16, 100-byte values, 100,000 keys): primary $p, replica $r, replica/primary $(awk -v a="$r" -v b="$p" 'BEGIN {printf "%.2f", a/b}')"
 echo "each round: primary $(paste -sd' ' "$scratch/primary"); replica $(paste -sd' ' "$scratch/replica")"
 echo "promotion times (s): $(grep -o '[0-9.]* s$' "$scratch/promote" | tr -d ' s' | paste -sd' ')"
+write_result replica ""

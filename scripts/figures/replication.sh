@@ -34,6 +34,7 @@ run() { # $1 workload $2 placement $3 config $4 rep
   [ "$1" = ycsb ] && keys=(--keys 1000000)
   "${pre[@]}" $bin bench "$1" "${keys[@]}" --threads $threads --duration 5 --warmup 1 --durability log \
     --data-dir "$scratch/db" --overwrite "${extra[@]}" --json "$out/repl-$1-$2-$3-$4.json" >/dev/null 2>&1
+  record_report "$out/repl-$1-$2-$3-$4.json" round="$4" workload="$1" placement="$2" backup="$3"
 }
 
 for rep in $(seq "$reps"); do
@@ -65,3 +66,4 @@ for p in shared pinned; do
     done
   done
 done
+write_result replication workload,placement,backup

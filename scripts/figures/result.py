@@ -22,7 +22,7 @@ import sys
 def main():
     figure, runs_path, command, keys = sys.argv[1:5]
     note = sys.argv[5] if len(sys.argv) > 5 else None
-    keys = keys.split(",")
+    keys = [k for k in keys.split(",") if k]
     runs = [json.loads(line) for line in open(runs_path) if line.strip()]
     groups = {}
     for r in runs:

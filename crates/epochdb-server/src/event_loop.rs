@@ -15,7 +15,7 @@ use crate::ahead::{Ahead, AHEAD};
 use crate::client::{Blocked, Client, READ_CHUNK};
 use crate::cmd::replication::{acknowledged, durable_here, write_wait_reply};
 use crate::cmd::{engine_error, key_too_long, key_too_long_msg, lookup, printable};
-use crate::command::{Call, Command, DataFn, Local, Run};
+use crate::command::{Call, Command, Local, Run};
 use crate::fasthash::FastHash;
 use crate::keyspace::Db;
 use crate::resp::{Args, Limits};
@@ -523,7 +523,7 @@ impl EventLoop {
             return;
         }
         let failed = match cmd.run {
-            Run::Data(f) => self.run_data(t, cmd, f, args, start),
+            Run::Data(f) => self.call(t, start, |x| x.run_data(f, args, cmd.write)),
             Run::Local(f) => {
                 let before = c.out.len();
                 let mut db = c.db;
@@ -535,7 +535,7 @@ impl EventLoop {
                 }
                 c.out.get(before) == Some(&b'-')
             }
-            Run::Conn(f) | Run::Either { alone: f, .. } => self.run_conn(t, cmd, f, args, start),
+            Run::Conn(f) | Run::Either { alone: f, .. } => self.call(t, start, |x| f(x, args)),
         };
         let usec = start.elapsed().as_micros() as u64;
         self.stats.call(i, usec, failed);
@@ -587,20 +587,7 @@ impl EventLoop {
         max > 0 && epochdb::memory_in_use() > max
     }
 
-    /// Runs a data command, begun at `start`, in its own transaction;
-    /// returns whether it failed.
-    fn run_data(&mut self, t: Token, cmd: &Command, f: DataFn, args: &Args, start: Instant) -> bool {
-        self.call(t, start, |x| x.run_data(f, args, cmd.write))
-    }
-
-    /// Runs a connection or server command, begun at `start`; returns
-    /// whether it failed.
-    fn run_conn(&mut self, t: Token, cmd: &Command, f: fn(&mut Call<'_>, &Args), args: &Args, start: Instant) -> bool {
-        let _ = cmd;
-        self.call(t, start, |x| f(x, args))
-    }
-
-    /// Runs `f` on client `t`'s [`Call`], then sends a transaction's reply
+    /// Runs `f` (a command begun at `start`) on client `t`'s [`Call`], then sends a transaction's reply
     /// it finished (held for durability as replies are) and registers the
     /// client if `f` blocked it; returns whether it failed.
     fn call(&mut self, t: Token, start: Instant, f: impl FnOnce(&mut Call<'_>)) -> bool {

@@ -5,7 +5,8 @@
 //! Data commands ([`Run::Data`]) run inside an epochdb transaction, alone
 //! or in EXEC, and write their reply as they go; connection-local ones
 //! ([`Run::Local`]) touch only the connection; the rest ([`Run::Conn`])
-//! the connection and the server.
+//! the connection and the server. DBSIZE ([`Run::Either`]) answers from
+//! the key counts alone, and scans inside EXEC.
 
 pub mod connection;
 pub mod hashes;

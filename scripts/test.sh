@@ -38,13 +38,20 @@ done
 # others at a lower priority, filling the CPU the others leave idle while
 # they wait on processes, disks and timers.
 cargo test --workspace --all-features --no-run
-lab_tests=$(cargo test --workspace --all-features --no-run --message-format=json 2>/dev/null | python3 -c '
+# The test binaries it built, as cargo reports them (wherever
+# CARGO_TARGET_DIR puts them): `tests_of CRATE [TARGET]` lists a crate's.
+cargo test --workspace --all-features --no-run --message-format=json 2>/dev/null >"$scratch/built.json"
+tests_of() {
+  python3 - "$scratch/built.json" "$@" <<'PY'
 import json, sys
-for line in sys.stdin:
+crate, target = sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None
+for line in open(sys.argv[1]):
     m = json.loads(line)
-    if m.get("executable") and "crates/epochdb-nvm#" in m["package_id"]:
+    if m.get("executable") and f"crates/{crate}#" in m["package_id"] and target in (None, m["target"]["name"]):
         print(m["executable"])
-')
+PY
+}
+lab_tests=$(tests_of epochdb-nvm)
 [ -n "$lab_tests" ] || { echo "no test binaries of the lab (epochdb-nvm)" >&2; exit 1; }
 (
   cd crates/epochdb-nvm
@@ -97,20 +104,12 @@ if ! command -v valgrind >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null 2>&1 || true
 fi
 command -v valgrind >/dev/null || { echo "valgrind could not be installed" >&2; exit 1; }
-# The engine's test binaries the tests built, as cargo reports them
-# (wherever CARGO_TARGET_DIR puts them).
+# The engine's test binaries the tests built.
 exe() {
-  cargo test --workspace --all-features --no-run --message-format=json 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    t = m.get("target", {})
-    if m.get("executable") and m["package_id"].find("crates/epochdb#") >= 0 and t.get("name") == sys.argv[1]:
-        print(m["executable"])
-        break
-else:
-    sys.exit("no test binary " + sys.argv[1] + " among those cargo built")
-' "$1"
+  local path
+  path=$(tests_of epochdb "$1")
+  [ -n "$path" ] || { echo "no test binary $1 among those cargo built" >&2; exit 1; }
+  echo "$path"
 }
 # EPOCHDB_ARENA=off: records and nodes from the global allocator, whose
 # blocks memcheck tracks (a use after free inside the engine's arena

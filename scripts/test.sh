@@ -14,13 +14,16 @@ chmod 755 "$scratch"
 # Background jobs (the lab's tests, memcheck) end with the script.
 trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
+# Each section's header says when it began, in seconds from the start.
+start=$SECONDS
+section() { echo "== $* [$((SECONDS - start)) s]"; }
 
-echo "== format and lints"
+section "format and lints"
 cargo fmt --all -- --check
 # --all-features: the lab code too (the NVM testbed's `bench nvm`).
 cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 
-echo "== tests"
+section "tests: build"
 # The server's tests run redis-cli and redis-benchmark against it.
 if ! command -v redis-benchmark >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq redis-tools) >/dev/null 2>&1 || true
@@ -51,6 +54,7 @@ for line in open(sys.argv[1]):
         print(m["executable"])
 PY
 }
+section "tests: run"
 lab_tests=$(tests_of epochdb-nvm)
 [ -n "$lab_tests" ] || { echo "no test binaries of the lab (epochdb-nvm)" >&2; exit 1; }
 (
@@ -62,7 +66,7 @@ lab_tests=$(tests_of epochdb-nvm)
 ) >"$scratch/lab.log" 2>&1 &
 lab_pid=$!
 EPOCHDB_REQUIRE_REDIS_TOOLS=1 cargo test --workspace --all-features --exclude epochdb-nvm
-echo "== the lab's tests (run beside the ones above)"
+section "the lab's tests (run beside the ones above)"
 if ! wait "$lab_pid"; then
   cat "$scratch/lab.log"
   echo "the lab's tests failed" >&2
@@ -75,7 +79,7 @@ cat "$scratch/lab.log"
 cargo build -q --workspace --all-features --bins --examples
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 
-echo "== examples"
+section "examples"
 # Every example runs to completion; the durable counter twice on one
 # directory, so the second run counts on what the first made durable.
 counter=$(mktemp -d)
@@ -88,7 +92,7 @@ done
   { echo "durable_counter did not count on its first run" >&2; exit 1; }
 rm -rf "$counter"
 
-echo "== documentation"
+section "documentation"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 # docs/figures.md is generated from results/: it must match them.
 python3 scripts/figures/render.py --check
@@ -99,7 +103,7 @@ python3 scripts/figures/render.py --check
 # run under valgrind's memcheck instead: any invalid access or definite leak
 # fails the run. It runs beside the client libraries, which mostly wait on
 # their servers and the network.
-echo "== memcheck (beside the client libraries; its output follows theirs)"
+section "memcheck (beside the client libraries; its output follows theirs)"
 if ! command -v valgrind >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null 2>&1 || true
 fi
@@ -125,14 +129,14 @@ lib=$(exe epochdb) api=$(exe api) conflicts=$(exe conflicts)
 ) >"$scratch/memcheck.log" 2>&1 &
 memcheck_pid=$!
 
-echo "== client libraries"
+section "client libraries"
 # redis-py and ioredis against the server (the Rust crate is in the tests).
 if ! command -v node >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq python3-pip nodejs npm) >/dev/null 2>&1 || true
 fi
 ./scripts/client-libraries.sh "$target/debug/epochdb"
 
-echo "== memcheck"
+section "memcheck"
 if ! wait "$memcheck_pid"; then
   cat "$scratch/memcheck.log"
   echo "memcheck failed" >&2
@@ -140,3 +144,4 @@ if ! wait "$memcheck_pid"; then
 fi
 cat "$scratch/memcheck.log"
 echo "memcheck: no invalid access, no definite leak"
+section "done"

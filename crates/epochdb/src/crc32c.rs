@@ -1,9 +1,9 @@
 //! CRC32C (Castagnoli), the checksum of every block on disk, from the
 //! `crc32c` crate: it runs three interleaved chains of the SSE4.2 `crc32`
-//! instruction (and ARMv8's), where the one chain epochdb used to write by
-//! hand waits on each instruction's latency. On this machine (`cargo bench
-//! -p epochdb --bench crc`) that is 17.5 GiB/s against 8.1 on 4 KiB blocks
-//! and 21 against 7.9 on 512 KiB; ARCHITECTURE.md has the figures.
+//! instruction (and ARMv8's), where a single chain waits on each
+//! instruction's latency. On this machine (`cargo bench -p epochdb-benches
+//! --bench crc`) that is 17.5 GiB/s against 8.1 on 4 KiB blocks and 21
+//! against 7.9 on 512 KiB.
 
 /// Extends a running CRC32C with `data`. Start with `0`.
 pub fn extend(crc: u32, data: &[u8]) -> u32 {

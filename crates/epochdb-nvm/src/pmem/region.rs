@@ -118,8 +118,9 @@ struct Sim {
 enum Backing {
     /// A shared mapping of a file; `_file` keeps it open.
     Mapped { _file: File },
-    /// A zeroed heap buffer (crash simulation, or volatile use).
-    Heap { layout: std::alloc::Layout },
+    /// Zeroed anonymous memory of `mapped` bytes (crash simulation, or
+    /// volatile use).
+    Heap { mapped: usize },
 }
 
 /// See the module documentation.
@@ -180,9 +181,9 @@ impl Region {
     /// and [`Region::crash`] is available; without, the region is volatile
     /// memory and persisting is a no-op (not counted as wear).
     pub fn heap(len: usize, simulate: bool, clock: Arc<Clock>, stats: Arc<Stats>, latency: Latency) -> Region {
-        let (base, layout) = zeroed(len);
+        let (base, mapped) = zeroed(len);
         let sim = simulate.then(|| Sim { shadow: vec![0u8; len].into_boxed_slice(), at_cut: None });
-        Region::new(base, len, Backing::Heap { layout }, sim, clock, stats, latency)
+        Region::new(base, len, Backing::Heap { mapped }, sim, clock, stats, latency)
     }
 
     fn new(
@@ -347,19 +348,36 @@ impl Drop for Region {
             Backing::Mapped { .. } => unsafe {
                 libc::munmap(self.base.as_ptr().cast(), self.len);
             },
-            // SAFETY: allocated in `zeroed` with this layout.
-            Backing::Heap { layout } => unsafe { std::alloc::dealloc(self.base.as_ptr(), *layout) },
+            // SAFETY: `base`/`mapped` are what `zeroed` mapped; no borrow
+            // of the region outlives it.
+            Backing::Heap { mapped } => unsafe {
+                libc::munmap(self.base.as_ptr().cast(), *mapped);
+            },
         }
     }
 }
 
-fn zeroed(len: usize) -> (NonNull<u8>, std::alloc::Layout) {
-    let layout = std::alloc::Layout::from_size_align(len.max(LINE), 4096).expect("region layout");
-    // SAFETY: the layout has a non-zero size.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    match NonNull::new(p) {
-        Some(p) => (p, layout),
-        None => std::alloc::handle_alloc_error(layout),
+/// `len` zeroed bytes (at least a line) from an anonymous mapping, and
+/// the length mapped. The kernel's pages are zero until written, so a
+/// region costs only what the engine touches; an aligned `alloc_zeroed`
+/// would write every page first (seconds for a 2 GiB region).
+fn zeroed(len: usize) -> (NonNull<u8>, usize) {
+    let mapped = len.max(LINE);
+    // SAFETY: a new private anonymous mapping; the kernel picks the
+    // address, so no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            mapped,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    match NonNull::new(p.cast::<u8>()).filter(|_| p != libc::MAP_FAILED) {
+        Some(p) => (p, mapped),
+        None => panic!("mmap of a {mapped}-byte region: {}", io::Error::last_os_error()),
     }
 }
 

@@ -76,8 +76,8 @@ pub struct Sets {
     /// For a large write set, where the filter is all ones, each entry's
     /// position by its record. Empty while the write set is small, and
     /// after the commit sorts it. Without it a transaction of n updates
-    /// took time in n^2 (`cargo bench --bench commit`: 40 000 updates
-    /// in one transaction, 527 ms before the table, 10.5 ms with it).
+    /// takes time in n^2 (`cargo bench --bench commit`: 40 000 updates
+    /// in one transaction, 527 ms without the table, 10.5 ms with it).
     index: Positions,
     /// Records `Txn::prefetch` found, with their tables, for the reads
     /// that follow (each taken once): such a read starts from the record

@@ -11,7 +11,7 @@
 //!   sorting and merging (`durability/recovery/merge.rs`), which a delta log has
 //!   more of per byte.
 //!
-//! `cargo bench -p epochdb --bench recovery`.
+//! `cargo bench -p epochdb-benches --bench recovery`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use epochdb::{Column, Database, Durability, Options, Schema, TableOptions};

@@ -1,7 +1,7 @@
 //! The index on its own: point lookups, inserts and short scans, through
 //! the non-transactional `kv_*` calls (no read or write sets), and reads
 //! in transactions: 16 gets with and without `Txn::prefetch`, a
-//! read-only scan. `cargo bench -p epochdb --bench index`.
+//! read-only scan. `cargo bench -p epochdb-benches --bench index`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use epochdb::{Database, Options, TableId, TableOptions, Worker};

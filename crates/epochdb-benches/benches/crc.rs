@@ -2,7 +2,7 @@
 //! one epochdb used until then (one dependent chain of the SSE4.2 `crc32`
 //! instruction, copied here so the comparison stays reproducible), the
 //! `crc32c` crate (three interleaved chains, combined), and the `crc` crate
-//! (tables only). `cargo bench -p epochdb --bench crc`.
+//! (tables only). `cargo bench -p epochdb-benches --bench crc`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;

@@ -6,7 +6,7 @@
 //! constant in the sets' sizes. Then the ten-key read-modify-write again
 //! with value logging: the worker's share of logging (encoding the
 //! record into its log buffer) on top of the same commit.
-//! `cargo bench -p epochdb --bench commit`.
+//! `cargo bench -p epochdb-benches --bench commit`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use epochdb::{Database, Durability, Options, TableId, TableOptions, Worker};

@@ -14,7 +14,7 @@
 //! `cargo bench -p epochdb-benches --bench recovery`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use epochdb::{Column, Database, Durability, Options, Schema, TableOptions};
+use epochdb::{CheckpointOptions, Column, Database, Durability, Options, Schema, TableOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,8 @@ const LOGGED_ROWS: u64 = 100_000;
 const UPDATES: u64 = 1_000_000;
 
 fn options(dir: &Path, durability: Durability, checkpoint_interval: Duration) -> Options {
-    Options { durability, data_dir: Some(dir.to_path_buf()), checkpoint_interval, ..Options::default() }
+    let checkpoint = CheckpointOptions { interval: checkpoint_interval, ..Default::default() };
+    Options { durability, data_dir: Some(dir.to_path_buf()), checkpoint, ..Options::default() }
 }
 
 /// A new directory for one of the bench's databases: created here (it

@@ -235,13 +235,10 @@ impl DurabilityArgs {
             return Err("--checkpoint-interval needs --durability log+checkpoint or delta+checkpoint".into());
         }
         let data_dir = self.data_dir.clone().unwrap_or_else(|| BENCH_DATA_DIR.into());
-        Ok(Options {
-            durability,
-            data_dir: Some(data_dir),
-            log_dirs: self.log_dirs.clone(),
-            checkpoint_interval: Duration::from_secs_f64(self.checkpoint_interval.unwrap_or(10.0)),
-            ..options
-        })
+        let mut options = Options { durability, data_dir: Some(data_dir), ..options };
+        options.log.dirs.clone_from(&self.log_dirs);
+        options.checkpoint.interval = Duration::from_secs_f64(self.checkpoint_interval.unwrap_or(10.0));
+        Ok(options)
     }
 }
 

@@ -107,7 +107,7 @@ fn check_memory(what: &str, bytes: u64) -> CliResult<()> {
 /// to the exit rather than freed one by one.
 fn open(variant: Variant, options: Options, overwrite: bool, replicas: u32) -> CliResult<EpochDb> {
     if let (true, Some(data)) = (options.durability != Durability::Off, &options.data_dir) {
-        refuse_a_database(data, &options.log_dirs, overwrite)?;
+        refuse_a_database(data, &options.log.dirs, overwrite)?;
         for i in 0..replicas {
             refuse_a_database(&crate::replicas::replica_dir(data, i), &[], overwrite)?;
         }

@@ -45,7 +45,7 @@ pub fn bench(a: ChurnArgs) -> CliResult<ExitCode> {
     let options = Options {
         epoch_interval: Duration::from_secs_f64(epoch_ms / 1e3),
         snapshot_epochs: k,
-        keep_tombstones,
+        testing: epochdb::TestingOptions { keep_tombstones, ..Default::default() },
         ..Options::default()
     };
     let db = Database::open(options).map_err(failed)?;

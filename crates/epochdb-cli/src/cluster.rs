@@ -102,7 +102,7 @@ pub fn serve(
 ) -> CliResult<ExitCode> {
     let id = n.node_id.ok_or("--node-id is required")?;
     let data = config.options.data_dir.clone().ok_or("a control-plane node needs --durability other than off")?;
-    if !config.options.log_dirs.is_empty() {
+    if !config.options.log.dirs.is_empty() {
         return Err("a control-plane node keeps its logs in its data directory (no --log-dir): a deposed \
                     primary sets the whole directory aside when it rejoins"
             .into());

@@ -5,7 +5,7 @@
 use crate::args::{failed, output, CliResult, DataDirArgs, Output};
 use crate::say;
 use clap::{Args, ValueEnum};
-use epochdb::{Durability, Error, LogReplay, Options};
+use epochdb::{Durability, Error, LogOptions, LogReplay, Options, RecoveryOptions};
 use epochdb_workloads::engine::{EpochDb, Variant};
 use epochdb_workloads::report::{Provenance, RecoverReport};
 use epochdb_workloads::{tpcc, ycsb};
@@ -88,11 +88,14 @@ impl Target {
         Options {
             durability: Durability::Log,
             data_dir: Some(self.dirs.data_dir.clone()),
-            log_dirs: self.dirs.log_dirs.clone(),
-            recovery_threads: self.threads.map_or(0, |t| t as usize),
-            log_replay: match self.replay {
-                Replay::Merge => LogReplay::Merge,
-                Replay::Lookup => LogReplay::Lookup,
+            log: LogOptions { dirs: self.dirs.log_dirs.clone(), ..Default::default() },
+            recovery: RecoveryOptions {
+                threads: self.threads.map_or(0, |t| t as usize),
+                log_replay: match self.replay {
+                    Replay::Merge => LogReplay::Merge,
+                    Replay::Lookup => LogReplay::Lookup,
+                },
+                salvage: false,
             },
             ..Options::default()
         }
@@ -108,7 +111,9 @@ pub fn recover(a: RecoverArgs) -> CliResult<ExitCode> {
     if !t.dirs.data_dir.join("manifest").is_file() {
         return Err(failed(Error::NotADatabase(t.dirs.data_dir.clone())));
     }
-    run(&t, Options { salvage: a.salvage, ..t.options() }, "recovered", true)
+    let mut options = t.options();
+    options.recovery.salvage = a.salvage;
+    run(&t, options, "recovered", true)
 }
 
 /// `epochdb verify`: reads every checkpoint and log block (checksums and

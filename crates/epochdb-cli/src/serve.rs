@@ -208,7 +208,7 @@ pub fn replica(a: ReplicaArgs) -> CliResult<ExitCode> {
         replay_memory: (a.replay_memory << 20) as usize,
         ..BackupOptions::new(&a.data_dir, &a.primary)
     };
-    opts.database.recovery_threads = a.replay_threads.map_or(0, |n| n as usize);
+    opts.database.recovery.threads = a.replay_threads.map_or(0, |n| n as usize);
     let backup = Backup::start(opts).map_err(|e| failed(e.to_string()))?;
     let stopping = Arc::new(AtomicBool::new(false));
     let s = stopping.clone();

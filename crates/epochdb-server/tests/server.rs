@@ -694,7 +694,7 @@ fn bgsave_and_save_take_a_checkpoint_now() {
     let _ = std::fs::remove_dir_all(&dir);
     let options = Options {
         durability: Durability::LogAndCheckpoint,
-        checkpoint_interval: Duration::from_secs(3600),
+        checkpoint: epochdb::CheckpointOptions { interval: Duration::from_secs(3600), ..Default::default() },
         data_dir: Some(dir.clone()),
         ..Options::default()
     };

@@ -63,8 +63,8 @@ fn options(dir: &Path, durability: Durability) -> Options {
         snapshot_epochs: 4,
         durability,
         data_dir: Some(dir.into()),
-        checkpoint_interval: Duration::from_millis(100),
-        log_rotate_epochs: 16,
+        checkpoint: epochdb::CheckpointOptions { interval: Duration::from_millis(100), ..Default::default() },
+        log: epochdb::LogOptions { rotate_epochs: 16, ..Default::default() },
         ..Options::default()
     }
 }

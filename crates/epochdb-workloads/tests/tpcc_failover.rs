@@ -42,8 +42,8 @@ fn options(dir: &Path) -> Options {
         snapshot_epochs: 4,
         durability: Durability::LogAndCheckpoint,
         data_dir: Some(dir.into()),
-        checkpoint_interval: Duration::from_millis(200),
-        log_rotate_epochs: 16,
+        checkpoint: epochdb::CheckpointOptions { interval: Duration::from_millis(200), ..Default::default() },
+        log: epochdb::LogOptions { rotate_epochs: 16, ..Default::default() },
         ..Options::default()
     }
 }

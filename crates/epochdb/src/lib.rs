@@ -67,7 +67,9 @@ pub use durability::recovery::{Phase, Progress, RecoveryReport};
 pub use error::{AbortReason, Error, Result};
 pub use faults::{Fault, Faults, Op};
 pub use lease::Lease;
-pub use options::{Durability, LogReplay, Options, MAX_KEY_LEN};
+#[doc(hidden)]
+pub use options::TestingOptions;
+pub use options::{CheckpointOptions, Durability, LogOptions, LogReplay, Options, RecoveryOptions, MAX_KEY_LEN};
 pub use replication::rules as replication_rules;
 pub use replication::{
     BackupOptions, BackupState, Membership, PrimaryOptions, ReplicationStatus, Safety, StandbyStatus, Transport,

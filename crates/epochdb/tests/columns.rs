@@ -34,11 +34,10 @@ fn schema() -> Schema {
 }
 
 fn options(dir: &Path) -> Options {
-    Options {
-        checkpoint_interval: Duration::from_millis(20),
-        log_rotate_epochs: 8,
-        ..durable_options(dir, Durability::DeltaAndCheckpoint)
-    }
+    let mut options = durable_options(dir, Durability::DeltaAndCheckpoint);
+    options.checkpoint.interval = Duration::from_millis(20);
+    options.log.rotate_epochs = 8;
+    options
 }
 
 fn table(db: &Database) -> TableId {

@@ -48,7 +48,10 @@ fn mode_of(name: &str) -> Durability {
 }
 
 fn options(dir: &Path, mode: Durability) -> Options {
-    Options { checkpoint_interval: Duration::from_millis(30), log_rotate_epochs: 8, ..durable_options(dir, mode) }
+    let mut o = durable_options(dir, mode);
+    o.checkpoint.interval = Duration::from_millis(30);
+    o.log.rotate_epochs = 8;
+    o
 }
 
 /// `accounts`, `journal` (one row per transfer) and `gone` (the ids of

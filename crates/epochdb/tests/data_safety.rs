@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{contents, durable_options, temp_dir};
+use common::{contents, durable_options, one_log_file, salvaging, temp_dir};
 use epochdb::{Database, Durability, Error, Faults, Options, TableOptions};
 use epochdb_testkit::files::{self, block_len, block_offsets};
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ fn data_blocks(bytes: &[u8]) -> Vec<usize> {
 #[test]
 fn a_truncated_block_below_pepoch_is_corruption_not_a_torn_tail() {
     let dir = temp_dir("safety-truncated");
-    let options = || Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(&dir, Durability::Log) };
+    let options = || one_log_file(&dir, Durability::Log);
     let model = {
         let db = Database::open(options()).expect("open");
         write_rows(&db, 0, 200)
@@ -55,7 +55,7 @@ fn a_truncated_block_below_pepoch_is_corruption_not_a_torn_tail() {
     // Salvage recovers to the epoch before the damaged block, says so, and
     // the state is that epoch's: every row written before it.
     let lo = u64::from_le_bytes(bytes[last + 8..last + 16].try_into().expect("8"));
-    let db = Database::open(Options { salvage: true, ..options() }).expect("salvage");
+    let db = Database::open(salvaging(options())).expect("salvage");
     let r = db.recovery_report().expect("report").clone();
     assert_eq!(r.pepoch, lo - 1, "{r:?}");
     assert!(r.recorded_pepoch.is_some_and(|p| p >= lo) && r.consistent, "{r:?}");
@@ -74,7 +74,7 @@ fn a_truncated_block_below_pepoch_is_corruption_not_a_torn_tail() {
 #[test]
 fn a_flipped_header_epoch_is_corruption_not_a_torn_tail() {
     let dir = temp_dir("safety-header-flip");
-    let options = || Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(&dir, Durability::Log) };
+    let options = || one_log_file(&dir, Durability::Log);
     drop(write_rows(&Database::open(options()).expect("open"), 0, 100));
     let log = dir.join("log/data.log");
     let mut bytes = std::fs::read(&log).expect("read");
@@ -91,7 +91,7 @@ fn a_flipped_header_epoch_is_corruption_not_a_torn_tail() {
 #[test]
 fn damage_above_pepoch_is_dropped_and_inspect_agrees() {
     let dir = temp_dir("safety-above");
-    let options = || Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(&dir, Durability::Log) };
+    let options = || one_log_file(&dir, Durability::Log);
     drop(write_rows(&Database::open(options()).expect("open"), 0, 200));
     let log = dir.join("log/data.log");
     let mut bytes = std::fs::read(&log).expect("read");
@@ -146,7 +146,11 @@ fn reopening_with_other_log_directories_does_not_open_another_database() {
     let dir = temp_dir("safety-logdirs");
     let logs = [dir.join("disk-a"), dir.join("disk-b")];
     let data = dir.join("data");
-    let two = || Options { log_dirs: logs.to_vec(), ..durable_options(&data, Durability::Log) };
+    let two = || {
+        let mut o = durable_options(&data, Durability::Log);
+        o.log.dirs = logs.to_vec();
+        o
+    };
     let model = {
         let db = Database::open(two()).expect("open");
         write_rows(&db, 0, 100)
@@ -161,7 +165,8 @@ fn reopening_with_other_log_directories_does_not_open_another_database() {
     }
     check_rows(&data, two(), &model);
     // Naming other directories is an error that names both.
-    let other = Options { log_dirs: vec![dir.join("disk-c")], ..durable_options(&data, Durability::Log) };
+    let mut other = durable_options(&data, Durability::Log);
+    other.log.dirs = vec![dir.join("disk-c")];
     let e = Database::open(other).expect_err("other log directories");
     assert!(matches!(e, Error::DirectoryMismatch { kind: "log", .. }), "{e}");
     assert!(e.to_string().contains("disk-a") && e.to_string().contains("disk-c"), "{e}");
@@ -189,7 +194,7 @@ fn a_truncated_pepoch_file_is_salvaged_from_the_logs_own_epochs() {
     let msg = e.to_string();
     assert!(matches!(e, Error::Corrupt { salvage: Some(_), .. }) && msg.contains("pepoch"), "{msg}");
     assert!(msg.contains("salvage would take the epoch the logs reach"), "{msg}");
-    let db = Database::open(Options { salvage: true, ..durable_options(&dir, Durability::Log) }).expect("salvage");
+    let db = Database::open(salvaging(durable_options(&dir, Durability::Log))).expect("salvage");
     let r = db.recovery_report().expect("report").clone();
     assert!(r.recorded_pepoch.is_none() && r.dropped.iter().any(|d| d.contains("from the logs")), "{r:?}");
     // Every row but those of the log's last epoch (a guess can only be
@@ -234,8 +239,9 @@ fn an_open_on_a_full_disk_leaves_nothing_half_made() {
     let dir = temp_dir("safety-full-open");
     let faults = Faults::new();
     faults.disk_space(1 << 20); // the pepoch file and manifest fit; 32 MiB of log does not
-    let e = Database::open(Options { faults: Some(faults), ..durable_options(&dir, Durability::Log) })
-        .expect_err("no room for the log");
+    let mut options = durable_options(&dir, Durability::Log);
+    options.testing.faults = Some(faults);
+    let e = Database::open(options).expect_err("no room for the log");
     assert!(e.to_string().contains("fallocate") && e.to_string().contains("data.log.new"), "{e}");
     assert!(!dir.join("log/data.log.new").exists(), "left behind");
     Database::open(durable_options(&dir, Durability::Log)).expect("opens once there is room");

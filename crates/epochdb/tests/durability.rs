@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{contents, durable_options, temp_dir};
+use common::{contents, durable_options, one_log_file, salvaging, temp_dir};
 use epochdb::{Column, Database, Durability, Error, Fault, Faults, Options, Schema, TableId, TableOptions};
 use epochdb_testkit::files::{block_epochs, block_len, block_offsets};
 use std::collections::BTreeMap;
@@ -84,7 +84,8 @@ fn a_clean_reopen_recovers_everything_including_deletes() {
         }
         for round in 0..3 {
             // 1, 2 and 3 recovery threads: the reader alone, then with workers.
-            let options = Options { recovery_threads: round + 1, ..durable_options(&dir, durability) };
+            let mut options = durable_options(&dir, durability);
+            options.recovery.threads = round + 1;
             let db = Database::open(options).expect("reopen");
             let report = db.recovery_report().expect("report").clone();
             assert!(report.dropped.is_empty(), "{report:?}");
@@ -156,7 +157,11 @@ fn checkpoints_install_and_retire_old_logs() {
 fn checkpoints(mode: Durability) {
     let dir = temp_dir(&format!("checkpoint-{mode:?}"));
     let mut model = BTreeMap::new();
-    let opts = || Options { log_rotate_epochs: 5, ..durable_options(&dir, mode) };
+    let opts = || {
+        let mut o = durable_options(&dir, mode);
+        o.log.rotate_epochs = 5;
+        o
+    };
     {
         let db = Database::open(opts()).expect("open");
         let t = table(&db, "t");
@@ -216,11 +221,9 @@ fn checkpoints(mode: Durability) {
 #[test]
 fn hastened_epochs_make_a_lone_write_durable_without_a_tick() {
     let dir = temp_dir("hasten");
-    let options = Options {
-        epoch_interval: std::time::Duration::from_secs(3600),
-        log_rotate_epochs: 2,
-        ..durable_options(&dir, Durability::Log)
-    };
+    let mut options =
+        Options { epoch_interval: std::time::Duration::from_secs(3600), ..durable_options(&dir, Durability::Log) };
+    options.log.rotate_epochs = 2;
     let db = Database::open(options.clone()).expect("open");
     let t = db.create_table("t", TableOptions::new()).expect("table");
     let mut w = db.worker().expect("worker");
@@ -306,7 +309,9 @@ fn a_failed_fsync_fails_the_database_for_good() {
 fn failed_fsync(mode: Durability) {
     let dir = temp_dir(&format!("fsync-{mode:?}"));
     let faults = Faults::new();
-    let db = Database::open(Options { faults: Some(faults.clone()), ..durable_options(&dir, mode) }).expect("open");
+    let mut options = durable_options(&dir, mode);
+    options.testing.faults = Some(faults.clone());
+    let db = Database::open(options).expect("open");
     let t = table(&db, "t");
     let mut w = db.worker().expect("worker");
     w.run_durable(|txn| txn.put(t, b"before", &row(1, "one", 1))).expect("durable");
@@ -335,7 +340,8 @@ fn a_full_disk_is_a_clear_error_and_recovery_still_works() {
 fn full_disk(mode: Durability) {
     let dir = temp_dir(&format!("enospc-{mode:?}"));
     let faults = Faults::new();
-    let opts = Options { faults: Some(faults.clone()), ..durable_options(&dir, mode) };
+    let mut opts = durable_options(&dir, mode);
+    opts.testing.faults = Some(faults.clone());
     let db = Database::open(opts).expect("open");
     let t = table(&db, "t");
     let mut w = db.worker().expect("worker");
@@ -357,12 +363,6 @@ fn full_disk(mode: Durability) {
     let db = Database::open(durable_options(&dir, mode)).expect("recover");
     let got = contents(&db, db.table("t").expect("t"));
     assert_eq!(got.get(&b"k0"[..]), Some(&row(0, "v", 0)));
-}
-
-/// Options under which `data.log` is never rotated, so that every block
-/// [`crashed_log`] writes stays in it (however slowly the epochs pass).
-fn one_log_file(dir: &Path, mode: Durability) -> Options {
-    Options { log_rotate_epochs: u64::MAX / 2, ..durable_options(dir, mode) }
 }
 
 /// Writes a log with several blocks, all in `data.log` (see
@@ -494,7 +494,8 @@ fn a_block_above_its_flushs_bound_is_sealed_before_its_epoch_is_published() {
 fn zeros_written_ahead_of_the_log_never_cover_its_blocks() {
     let dir = temp_dir("zero-ahead");
     let faults = Faults::new();
-    let options = Options { faults: Some(faults.clone()), ..one_log_file(&dir, Durability::Log) };
+    let mut options = one_log_file(&dir, Durability::Log);
+    options.testing.faults = Some(faults.clone());
     let db = Database::open(options).expect("open");
     let t = table(&db, "t");
     let mut w = db.worker().expect("worker");
@@ -575,7 +576,7 @@ fn bit_flip(mode: Durability) {
     assert!(msg.contains("data.log") && msg.contains(&format!("offset {victim}")), "{msg}");
     let (lo, _) = block_epochs(&bytes, victim);
     assert!(msg.contains(&format!("recover to epoch {}", lo - 1)), "the error says what salvage gives up: {msg}");
-    let db = Database::open(Options { salvage: true, ..one_log_file(&dir, mode) }).expect("salvage");
+    let db = Database::open(salvaging(one_log_file(&dir, mode))).expect("salvage");
     let r = db.recovery_report().expect("report");
     assert!(r.dropped[0].contains(&format!("offset {victim}")), "{r:?}");
     assert!(r.records > 0 && r.consistent, "{r:?}");
@@ -638,11 +639,9 @@ fn pool_key(rng: &mut common::Rng) -> Vec<u8> {
 fn merge_replay_recovers_what_lookup_replay_does() {
     for durability in [Durability::LogAndCheckpoint, Durability::DeltaAndCheckpoint] {
         let dir = temp_dir(&format!("merge-replay-{durability:?}"));
-        let options = Options {
-            checkpoint_interval: Duration::from_secs(3600),
-            recovery_threads: 2,
-            ..durable_options(&dir, durability)
-        };
+        let mut options = durable_options(&dir, durability);
+        options.checkpoint.interval = Duration::from_secs(3600);
+        options.recovery.threads = 2;
         let s = schema();
         let random_row =
             |rng: &mut common::Rng| row(rng.next(), &"t".repeat(rng.below(40) as usize), rng.next() as u32);
@@ -718,7 +717,9 @@ fn merge_replay_recovers_what_lookup_replay_does() {
         }
         let mut got = Vec::new();
         for log_replay in [epochdb::LogReplay::Merge, epochdb::LogReplay::Lookup] {
-            let db = Database::open(Options { read_only: true, log_replay, ..options.clone() }).expect("reopen");
+            let mut reopen = Options { read_only: true, ..options.clone() };
+            reopen.recovery.log_replay = log_replay;
+            let db = Database::open(reopen).expect("reopen");
             let report = db.recovery_report().expect("recovered").clone();
             assert!(report.log_bytes > 0 && report.checkpoint_bytes > 0);
             let tables: Vec<_> = ["rows", "plain"].iter().map(|n| db.table(n).expect("table")).collect();

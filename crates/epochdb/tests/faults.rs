@@ -27,13 +27,12 @@ use std::time::{Duration, Instant};
 const TXNS: u64 = 12;
 
 fn options(dir: &Path, faults: Option<Arc<Faults>>) -> Options {
-    Options {
-        epoch_interval: Duration::from_millis(3),
-        checkpoint_interval: Duration::from_millis(10),
-        log_rotate_epochs: 4,
-        faults,
-        ..durable_options(dir, Durability::LogAndCheckpoint)
-    }
+    let mut options =
+        Options { epoch_interval: Duration::from_millis(3), ..durable_options(dir, Durability::LogAndCheckpoint) };
+    options.checkpoint.interval = Duration::from_millis(10);
+    options.log.rotate_epochs = 4;
+    options.testing.faults = faults;
+    options
 }
 
 /// The table after the first `n` transactions: transaction `i` puts key

@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{durable_options, temp_dir, Rng};
+use common::{durable_options, salvaging, temp_dir, Rng};
 use epochdb::{Column, Database, Durability, Options, Schema, TableOptions};
 use epochdb_testkit::files::{self, block_offsets};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -59,11 +59,10 @@ unsafe impl GlobalAlloc for Largest {
 static ALLOCATOR: Largest = Largest;
 
 fn options(dir: &Path) -> Options {
-    Options {
-        checkpoint_interval: Duration::from_millis(15),
-        log_rotate_epochs: 6,
-        ..durable_options(dir, Durability::DeltaAndCheckpoint)
-    }
+    let mut options = durable_options(dir, Durability::DeltaAndCheckpoint);
+    options.checkpoint.interval = Duration::from_millis(15);
+    options.log.rotate_epochs = 6;
+    options
 }
 
 /// Builds the seed directory and returns its files.
@@ -235,7 +234,7 @@ fn readers_return_typed_errors_for_arbitrary_and_mutated_bytes() {
             let outcome = std::panic::catch_unwind(|| {
                 let _ = epochdb::inspect(&dir, &[]);
                 let plain = Database::open(read_only.clone()).map(drop);
-                let salvaged = Database::open(Options { salvage: true, ..read_only.clone() }).map(drop);
+                let salvaged = Database::open(salvaging(read_only.clone())).map(drop);
                 (plain.is_ok(), salvaged.is_ok())
             });
             let (plain, salvaged) = outcome.unwrap_or_else(|_| panic!("{what}: a reader panicked"));

@@ -28,7 +28,7 @@ fn primary_logging(data: &Path, safety: Safety, ack_timeout: Duration, durabilit
         durability,
         data_dir: Some(data.to_path_buf()),
         epoch_interval: Duration::from_millis(5),
-        log_dirs: vec![data.join("log-a"), data.join("log-b")], // two streams
+        log: epochdb::LogOptions { dirs: vec![data.join("log-a"), data.join("log-b")], ..Default::default() }, // two streams
         primary: Some(p),
         ..Options::default()
     };
@@ -675,7 +675,7 @@ fn parallel_replay_keeps_each_keys_order() {
         round(&mut w, r);
     }
     let mut opts = BackupOptions::new(&bdir, addr(&db));
-    opts.database.recovery_threads = 3;
+    opts.database.recovery.threads = 3;
     // 64 KiB for replay: the history it receives before its first seal
     // stays in its log and is read back (deltas too, in a second pass).
     opts.replay_memory = 64 << 10;
@@ -706,8 +706,8 @@ fn a_backup_checkpoints_and_drops_its_old_logs() {
     let db = primary(&pdir, Safety::Async, Duration::from_secs(5));
     let t = db.create_table("t", TableOptions::new()).expect("create table");
     let mut opts = BackupOptions::new(&bdir, addr(&db));
-    opts.database.checkpoint_interval = Duration::from_millis(30);
-    opts.database.log_rotate_epochs = 4;
+    opts.database.checkpoint.interval = Duration::from_millis(30);
+    opts.database.log.rotate_epochs = 4;
     // The standby's own epochs tick faster than the primary's (5 ms): a
     // checkpoint that took its `e_l` from them, not from the read view,
     // would delete log files its restart needs.
@@ -821,9 +821,12 @@ fn a_new_backup_bootstraps_from_the_checkpoint_and_logs() {
         durability: Durability::LogAndCheckpoint,
         data_dir: Some(pdir.clone()),
         epoch_interval: Duration::from_millis(5),
-        checkpoint_interval: Duration::from_millis(50),
-        log_rotate_epochs: 2, // so the checkpoint's e_l leaves old logs to delete
-        log_dirs: vec![pdir.join("log-a"), pdir.join("log-b")],
+        checkpoint: epochdb::CheckpointOptions { interval: Duration::from_millis(50), ..Default::default() },
+        log: epochdb::LogOptions {
+            dirs: vec![pdir.join("log-a"), pdir.join("log-b")],
+            rotate_epochs: 2, // so the checkpoint's e_l leaves old logs to delete
+            ..Default::default()
+        },
         primary: Some(p),
         ..Options::default()
     })
@@ -895,8 +898,8 @@ fn log_files_a_connected_backup_needs_are_kept() {
         durability: Durability::LogAndCheckpoint,
         data_dir: Some(pdir.clone()),
         epoch_interval: Duration::from_millis(5),
-        checkpoint_interval: Duration::from_millis(20),
-        log_rotate_epochs: 2,
+        checkpoint: epochdb::CheckpointOptions { interval: Duration::from_millis(20), ..Default::default() },
+        log: epochdb::LogOptions { rotate_epochs: 2, ..Default::default() },
         primary: Some(p),
         ..Options::default()
     })
@@ -949,7 +952,7 @@ fn a_promoted_backup_keeps_every_acknowledged_commit_and_takes_writes() {
     let db = primary(&pdir, Safety::Sync, Duration::from_secs(5));
     let t = db.create_table("t", TableOptions::new()).expect("create table");
     let mut opts = promotable(&bdir, &db);
-    opts.database.checkpoint_interval = Duration::from_millis(100);
+    opts.database.checkpoint.interval = Duration::from_millis(100);
     let backup = Backup::start(opts).expect("start the backup");
     wait_until("the backup is in sync", || in_sync(&db, 1));
     // A reader's worker on the standby, from before the promotion.

@@ -11,7 +11,7 @@
 //!
 //! Deleted keys stay in the index as absent records for the whole test
 //! (snapshot GC never runs: `snapshot_epochs` is huge, and
-//! `keep_tombstones` turns off the early unhook of records no snapshot
+//! `testing.keep_tombstones` turns off the early unhook of records no snapshot
 //! needs), so "no record" always means "never committed", version 0. The
 //! early unhook is covered by `api.rs` (a re-insert after it gets a larger
 //! TID than the delete), the bank and crash tests.
@@ -166,7 +166,7 @@ fn random_transactions_are_serializable() {
     let options = Options {
         epoch_interval: Duration::from_millis(1),
         snapshot_epochs: 1 << 40, // never unhook deleted records
-        keep_tombstones: true,
+        testing: epochdb::TestingOptions { keep_tombstones: true, ..Default::default() },
         ..Options::default()
     };
     let db = Database::open(options).expect("open");

@@ -6,6 +6,7 @@
 //! transactions (Silo §4.8), so no helper thread frees memory.
 
 mod backup;
+mod seams;
 mod worker;
 
 pub use backup::Backup;
@@ -25,6 +26,7 @@ use crate::options::Options;
 use crate::replication::{Primary, ReplicationStatus};
 use crate::sync::Ordering;
 use crate::txn::{Context, ReadView, Shared};
+use seams::{Persistence, Shipping};
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -362,17 +364,14 @@ impl Database {
             return Err(Error::ReadOnly);
         }
         let id = TableId::new(shared.tag, tables.len() as u32);
-        if shared.store.durable.is_some() {
-            // The catalog is durable before any log record can name the table.
-            let mut m = log::lock(&shared.store.manifest);
-            let mut next = m.clone();
-            next.tables.push(TableEntry { name: name.into(), index_of: None, schema: options.schema.clone() });
+        shared.store.with_catalog(|catalog| {
+            catalog.push(TableEntry { name: name.into(), index_of: None, schema: options.schema.clone() });
             for (i, _) in &options.indexes {
                 let index_of = Some((id.index(), i.clone()));
-                next.tables.push(TableEntry { name: format!("{name}.{i}"), index_of, schema: None });
+                catalog.push(TableEntry { name: format!("{name}.{i}"), index_of, schema: None });
             }
-            shared.store.store_manifest(&mut m, next)?;
-        }
+            Ok(())
+        })?;
         let indexes: Vec<IndexInfo> = (options.indexes.into_iter().enumerate())
             .map(|(i, (name, extract))| IndexInfo {
                 name,
@@ -539,7 +538,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn durable_epoch(&self) -> u64 {
-        self.shared().store.durable.as_ref().map_or(0, |d| d.pepoch())
+        self.shared().store.durable_epoch()
     }
 
     /// The released epoch once no release is under way: after
@@ -548,7 +547,7 @@ impl Database {
     /// value is final while the lease stays revoked (a switchover reads
     /// what its successor must have).
     pub fn durable_epoch_settled(&self) -> u64 {
-        self.shared().store.durable.as_ref().map_or(0, |d| d.settled_pepoch())
+        self.shared().store.settled_epoch()
     }
 
     /// Whether a transaction that committed in `epoch` is durable (its
@@ -572,9 +571,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn is_durable(&self, epoch: u64) -> Result<bool> {
-        let d = self.shared().store.durable.as_ref().ok_or(Error::NotDurable)?;
-        d.check()?;
-        Ok(d.pepoch() >= epoch)
+        self.shared().store.is_durable(epoch)
     }
 
     /// Blocks until transactions of `epoch` are durable (at most about two
@@ -596,7 +593,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn wait_durable(&self, epoch: u64) -> Result<()> {
-        self.shared().store.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
+        self.shared().store.wait_durable(epoch)
     }
 
     /// Asks for `epoch` to become durable now instead of after the next
@@ -626,9 +623,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn hasten_durable(&self, epoch: u64) {
-        if let Some(d) = &self.shared().store.durable {
-            d.hasten(epoch);
-        }
+        self.shared().store.hasten(epoch);
     }
 
     /// Calls `f` with the new durable epoch each time it grows, and once
@@ -656,9 +651,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn on_durable(&self, f: impl Fn(u64) + Send + Sync + 'static) {
-        if let Some(d) = &self.shared().store.durable {
-            d.listen(Box::new(f));
-        }
+        self.shared().store.on_durable(Box::new(f));
     }
 
     /// Bytes of log written since open.
@@ -679,7 +672,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn log_bytes(&self) -> u64 {
-        self.shared().store.durable.as_ref().map_or(0, |d| d.log_bytes.load(Ordering::Relaxed))
+        self.shared().store.log_bytes()
     }
 
     /// What recovery did when this database was opened (durable databases).
@@ -704,7 +697,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn recovery_report(&self) -> Option<&RecoveryReport> {
-        self.shared().store.recovery.as_ref()
+        self.shared().store.recovery_report()
     }
 
     /// What the last installed checkpoint did.
@@ -716,7 +709,7 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn checkpoint_stats(&self) -> CheckpointStats {
-        log::lock(&self.shared().store.checkpoint_stats).clone()
+        self.shared().store.checkpoint_stats()
     }
 
     /// Begins a checkpoint now rather than at the end of the interval
@@ -754,14 +747,14 @@ impl Database {
     /// promotion ([`crate::Backup::promote`]) starts the next term. A
     /// standby reports its primary's.
     pub fn term(&self) -> (u32, u64) {
-        crate::durability::log::lock(&self.shared().store.manifest).term()
+        self.shared().store.term()
     }
 
     /// The last epoch of the old term the latest promotion kept: the
     /// promoted backup had persisted every epoch up to it, and the rest of
     /// that term is void. `None` before any promotion.
     pub fn promotion_kept(&self) -> Option<u64> {
-        crate::durability::log::lock(&self.shared().store.manifest).promotions.last().map(|p| p.kept)
+        self.shared().store.promotion_kept()
     }
 
     /// The replication state of a primary ([`Options::primary`]): where
@@ -784,15 +777,10 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn replication_status(&self) -> Option<ReplicationStatus> {
+        let store = &self.shared().store;
+        store.durable.as_ref()?;
         let p = self.handle.primary.get()?;
-        let d = self.shared().store.durable.as_ref()?;
-        Some(ReplicationStatus {
-            listen: p.addr(),
-            safety: p.safety(),
-            released: d.pepoch(),
-            local: d.local_pepoch(),
-            backups: p.backups(),
-        })
+        Some(p.status(store.durable_epoch(), store.local_epoch()))
     }
 }
 
@@ -812,23 +800,22 @@ static NEXT_TAG: AtomicU32 = AtomicU32::new(1);
 /// schema must be the one it was created with (a manifest from before
 /// schemas were stored takes the one given now).
 fn reopen_table(shared: &Shared, t: &Table, options: TableOptions) -> Result<TableId> {
-    let mut manifest = log::lock(&shared.store.manifest);
-    let entry = manifest.tables.get(t.id.index() as usize);
-    if t.def.get().is_some() || entry.is_some_and(|e| e.index_of.is_some()) {
-        return Err(Error::TableExists(t.name.clone()));
-    }
-    match entry.and_then(|e| e.schema.as_ref()) {
-        Some(stored) if Some(stored) != options.schema.as_ref() => {
-            return Err(Error::Schema(format!("table {:?} was created with another schema", t.name)));
+    shared.store.with_catalog(|catalog| {
+        let entry = catalog.get_mut(t.id.index() as usize);
+        if t.def.get().is_some() || entry.as_ref().is_some_and(|e| e.index_of.is_some()) {
+            return Err(Error::TableExists(t.name.clone()));
         }
-        None if options.schema.is_some() && entry.is_some() && shared.store.durable.is_some() => {
-            let mut next = manifest.clone();
-            next.tables[t.id.index() as usize].schema = options.schema.clone();
-            shared.store.store_manifest(&mut manifest, next)?;
+        match entry {
+            Some(TableEntry { schema: Some(stored), .. }) if Some(&*stored) != options.schema.as_ref() => {
+                Err(Error::Schema(format!("table {:?} was created with another schema", t.name)))
+            }
+            Some(e) if e.schema.is_none() => {
+                e.schema.clone_from(&options.schema);
+                Ok(())
+            }
+            _ => Ok(()),
         }
-        _ => {}
-    }
-    drop(manifest);
+    })?;
     let names: Vec<&str> = options.indexes.iter().map(|i| i.0.as_str()).collect();
     let recovered: Vec<&str> = t.index_names.iter().map(|i| i.0.as_str()).collect();
     if names != recovered {

@@ -1,6 +1,7 @@
 //! [`Worker`]: a thread's handle for running transactions, on its own
 //! transaction context.
 
+use super::seams::Persistence;
 use crate::catalog::TableId;
 use crate::error::{Error, Result};
 use crate::txn::{CommitInfo, Context, Freshness, SnapshotTxn, Txn, WorkerStats};
@@ -187,7 +188,7 @@ impl Worker {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn wait_durable(&self, epoch: u64) -> Result<()> {
-        self.ctx.shared.store.durable.as_ref().ok_or(Error::NotDurable)?.wait(epoch)
+        self.ctx.shared.store.wait_durable(epoch)
     }
 
     /// This worker's counters.

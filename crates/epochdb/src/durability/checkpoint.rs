@@ -1,6 +1,6 @@
 //! Fuzzy parallel checkpoints (SiloR §4).
 //!
-//! A manager thread starts a checkpoint `checkpoint_interval` after the
+//! A manager thread starts a checkpoint `checkpoint.interval` after the
 //! previous one finished. It reads `e_l = E` and waits for `E` to move on
 //! (so every transaction of an epoch `< e_l` has finished); then one checkpointer per
 //! checkpoint directory walks its key subrange of every table in key order
@@ -152,7 +152,7 @@ impl Drop for Checkpointer {
 fn manage(cx: &Checkpointing, stop: &AtomicBool, now: &AtomicBool) {
     let Some(durable) = cx.store.durable.as_ref() else { return };
     loop {
-        let deadline = Instant::now() + cx.options.checkpoint_interval;
+        let deadline = Instant::now() + cx.options.checkpoint.interval;
         let mut requested = false;
         while Instant::now() < deadline {
             if stop.load(Ordering::Acquire) {
@@ -397,7 +397,7 @@ fn write_part(
     tables: &[Arc<Table>],
 ) -> Result<Part> {
     let io = &cx.store.io;
-    let m = cx.options.checkpoint_files;
+    let m = cx.options.checkpoint.files;
     let set = PathBuf::from(format!("{DIR_PREFIX}{e_l}"));
     let ckpt_dir = dir.join(&set);
     io.create_dir_all(&ckpt_dir)?;

@@ -1,26 +1,23 @@
 //! The disk side of a durable database: SiloR's logging, checkpoints and
 //! recovery, with Gawain's delta log and incremental checkpoints.
 //!
-//! `db.rs` sees it through one interface: [`open`] locks and recovers a
-//! data directory into tables and a [`Store`]; [`Store::start_loggers`]
-//! and [`Store::start_checkpointer`] start its threads; workers append to
-//! their [`log::LogSlot`] at commit and wait on [`logger::Durable`]. Nothing
-//! here imports `db.rs`: the checkpointer is handed the epochs and the
-//! catalog's [`Tables`] it walks, so replication can reuse recovery and
-//! replay without a database around them.
+//! [`open`] locks and recovers a data directory into tables and a
+//! [`Store`]; [`Store::start_loggers`] and [`Store::start_checkpointer`]
+//! start its threads; workers append to their [`log::LogSlot`] at commit
+//! and wait on [`logger::Durable`]. Nothing here knows the database
+//! handle or replication: the checkpointer is handed the epochs and the
+//! catalog's [`Tables`] it walks, and a standby replays through the same
+//! [`replay`] path as recovery.
 //!
 //! | module | concept |
 //! | --- | --- |
-//! | `log` | a transaction's log record, workers' log buffers |
-//! | `logger` | logger threads, `d_l`, pepoch and its file, rotation |
+//! | `log/` | a transaction's log record and workers' buffers (`mod.rs`); logger threads, `d_l`, pepoch and its file, rotation (`logger.rs`) |
 //! | `frame` | checksummed blocks and file headers, torn-tail detection |
 //! | `checkpoint` | fuzzy parallel (and incremental) checkpoints |
-//! | `recovery` | parallel checkpoint load and log replay |
-//! | `columns` | column versions for delta replay |
-//! | `manifest` | the catalog, installed checkpoints and void epochs |
-//! | `datadir` | directory layout, locks, `destroy` |
+//! | `recovery/` | parallel checkpoint load and log replay; the sorted merge (`merge.rs`); column versions for delta replay (`columns.rs`) |
+//! | `replay` | the path from a logged block to the tables, shared with a standby |
+//! | `datadir/` | directory layout, locks, `destroy`; the manifest: catalog, installed checkpoints, void epochs (`manifest.rs`); read-only report (`inspect.rs`) |
 //! | `fsio` | the file seam, with fault injection |
-//! | `inspect` | read-only report on a data directory |
 
 pub(crate) mod checkpoint;
 pub(crate) mod datadir;
@@ -28,6 +25,7 @@ pub(crate) mod frame;
 pub(crate) mod fsio;
 pub(crate) mod log;
 pub(crate) mod recovery;
+pub(crate) mod replay;
 
 use crate::catalog::{Table, Tables};
 use crate::epoch::Epochs;
@@ -136,7 +134,7 @@ pub(crate) fn open(
     progress: &(dyn Fn(Progress) + Sync),
     keep_tail: bool,
 ) -> Result<Opened> {
-    let io = Io::new(options.faults.clone());
+    let io = Io::new(options.testing.faults.clone());
     if options.durability == Durability::Off {
         let store = Store { io, ..Store::default() };
         return Ok(Opened { store, tables: Vec::new(), first_epoch: 1, locks: Locks::default(), pepoch_file: None });

@@ -66,7 +66,7 @@ pub struct BackupOptions {
     /// The standby database's options, which are also those of the
     /// primary it becomes when promoted ([`crate::Backup::promote`]): its
     /// durability (not `Off`; with checkpoints, the standby takes its own
-    /// every `checkpoint_interval`, always full ones), epochs,
+    /// every `checkpoint.interval`, always full ones), epochs,
     /// and `primary` (where its own backups connect once promoted).
     /// `data_dir` is replaced by the one above. Default: value logging
     /// with checkpoints.

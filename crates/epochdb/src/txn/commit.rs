@@ -250,7 +250,7 @@ impl Txn<'_> {
             // absent; with no older version linked, no snapshot needs
             // the record at all, and it can leave the index once this
             // epoch is over (gc.rs says why not sooner).
-            if keep_old || !rec.prev().is_null() || self.w.shared.options.keep_tombstones {
+            if keep_old || !rec.prev().is_null() || self.w.shared.options.testing.keep_tombstones {
                 self.w.garbage.defer_cleanup(c);
             } else {
                 self.w.garbage.cleanup_after(epoch, c);

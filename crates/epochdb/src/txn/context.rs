@@ -148,9 +148,8 @@ pub(crate) struct Context {
     pub(crate) retired: Vec<Retired>,
     cleanups: Vec<Cleanup>,
     pub(crate) sets: Sets,
-    /// Buffer for batched lookups (`Worker::prefetch`, a standby's
-    /// replay), reused.
-    pub(crate) lookups: Vec<crate::index::Lookup>,
+    /// Buffer for batched lookups (`Worker::prefetch`), reused.
+    lookups: Vec<crate::index::Lookup>,
     /// Where reads copy values to; returned slices borrow it.
     pub(crate) scratch: Vec<u8>,
     /// The changed columns of this commit's updates, with delta logging.
@@ -184,7 +183,7 @@ impl Context {
         let global = shared.options.tid_source == TidSource::GlobalCounter;
         let log = shared.store.durable.as_ref().map(|d| {
             let o = &shared.options;
-            let log = Arc::new(LogSlot::new(slot.clone(), o.log_buffer_size, o.log_buffers));
+            let log = Arc::new(LogSlot::new(slot.clone(), o.log.buffer_size, o.log.buffers));
             d.register(log.clone());
             log
         });

@@ -71,11 +71,24 @@ pub fn durable_options(dir: &std::path::Path, durability: epochdb::Durability) -
         snapshot_epochs: 4,
         durability,
         data_dir: Some(dir.into()),
-        checkpoint_interval: Duration::from_millis(50),
-        log_rotate_epochs: 20,
-        log_buffer_size: 16 << 10,
+        checkpoint: epochdb::CheckpointOptions { interval: Duration::from_millis(50), ..Default::default() },
+        log: epochdb::LogOptions { rotate_epochs: 20, buffer_size: 16 << 10, ..Default::default() },
         ..Options::default()
     }
+}
+
+/// [`durable_options`] under which `data.log` is never rotated, so that
+/// every block a test writes stays in it (however slowly the epochs pass).
+pub fn one_log_file(dir: &std::path::Path, durability: epochdb::Durability) -> Options {
+    let mut options = durable_options(dir, durability);
+    options.log.rotate_epochs = u64::MAX / 2;
+    options
+}
+
+/// `options` with salvage past damage.
+pub fn salvaging(mut options: Options) -> Options {
+    options.recovery.salvage = true;
+    options
 }
 
 /// Writes a valid pepoch file saying `pepoch` into `dir` (FORMAT.md,

@@ -86,7 +86,7 @@ pub fn inspect(data_dir: &Path, log_dirs: &[PathBuf]) -> Result<Inspection> {
     let options = Options {
         durability: Durability::Log,
         data_dir: Some(data_dir.into()),
-        log_dirs: log_dirs.to_vec(),
+        log: crate::options::LogOptions { dirs: log_dirs.to_vec(), ..Default::default() },
         ..Options::default()
     };
     let legacy = Dirs::legacy_checkpoint(&options, data_dir);

@@ -70,8 +70,8 @@ impl Dirs {
         let none = Vec::new();
         let (log, checkpoint) = manifest.map_or((&none, &none), |m| (&m.log_dirs, &m.checkpoint_dirs));
         Ok(Dirs {
-            log: pick("log", &options.log_dirs, LOG_DIR, log)?,
-            checkpoint: pick("checkpoint", &options.checkpoint_dirs, CHECKPOINT_DIR, checkpoint)?,
+            log: pick("log", &options.log.dirs, LOG_DIR, log)?,
+            checkpoint: pick("checkpoint", &options.checkpoint.dirs, CHECKPOINT_DIR, checkpoint)?,
             data,
         })
     }
@@ -79,9 +79,9 @@ impl Dirs {
     /// The checkpoint directories for reading a format-3 manifest, which
     /// did not record them: those given, or the default.
     pub fn legacy_checkpoint(options: &Options, data: &Path) -> Vec<PathBuf> {
-        match options.checkpoint_dirs.is_empty() {
+        match options.checkpoint.dirs.is_empty() {
             true => vec![data.join(CHECKPOINT_DIR)],
-            false => options.checkpoint_dirs.clone(),
+            false => options.checkpoint.dirs.clone(),
         }
     }
 
@@ -408,15 +408,15 @@ fn database_dirs(options: &Options, what: &str) -> Result<Option<(Io, Dirs, Know
         let source = std::io::Error::from_raw_os_error(libc::ENOTDIR);
         return Err(Error::Io { op: "open directory", path: data, source });
     }
-    let io = Io::new(options.faults.clone());
+    let io = Io::new(options.testing.faults.clone());
     let or_default = |given: &[PathBuf], default: &str| match given.is_empty() {
         true => vec![data.join(default)],
         false => given.to_vec(),
     };
     let mut dirs = Dirs {
         data: data.clone(),
-        log: or_default(&options.log_dirs, LOG_DIR),
-        checkpoint: or_default(&options.checkpoint_dirs, CHECKPOINT_DIR),
+        log: or_default(&options.log.dirs, LOG_DIR),
+        checkpoint: or_default(&options.checkpoint.dirs, CHECKPOINT_DIR),
     };
     if let Ok(Some(m)) = Manifest::load(&data, &dirs.checkpoint) {
         dirs.log.extend(m.log_dirs.iter().map(|d| data.join(d)));

@@ -418,10 +418,10 @@ pub struct Rotation {
 }
 
 impl Rotation {
-    /// Every `log_rotate_epochs` epochs, and (for hastened epochs) no more
+    /// Every `log.rotate_epochs` epochs, and (for hastened epochs) no more
     /// often than half the time that many ticks take.
     pub fn of(options: &crate::Options) -> Rotation {
-        let epochs = options.log_rotate_epochs;
+        let epochs = options.log.rotate_epochs;
         Rotation { epochs, age: options.epoch_interval.saturating_mul(epochs.min(u32::MAX as u64) as u32) / 2 }
     }
 }

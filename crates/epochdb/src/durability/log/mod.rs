@@ -233,7 +233,7 @@ impl<'a> Iterator for Columns<'a> {
 }
 
 /// One decoded write of a log record.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct Entry<'a> {
     pub tid: Tid,
     pub table: u32,

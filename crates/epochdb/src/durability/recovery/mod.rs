@@ -51,10 +51,11 @@ use super::frame::{BlockReader, Damage, BLOCK_HEADER_LEN};
 use super::fsio::{Context, Io};
 use super::log::logger::{PepochFile, CURRENT_LOG, LOG_MAGIC, OLD_LOG_PREFIX};
 use super::log::{self, lock, Entry, Write};
+use super::replay;
 use crate::catalog::{Schema, Table, TableId};
 use crate::error::{Error, Result};
 use crate::index::Retired;
-use crate::index::{Insert, Leaf, Lookup, SortedRun, Tree, PREFETCH_BATCH};
+use crate::index::{Insert, Leaf, Lookup, SortedRun, Tree};
 use crate::options::{LogReplay, Options};
 use crate::record::Record;
 use crate::tid::{self, Tid, ABSENT_BIT, LATEST_BIT};
@@ -305,7 +306,7 @@ pub(crate) fn recover(
     };
     let pepoch = match &recorded {
         Ok(p) => *p,
-        Err(d) if options.salvage => {
+        Err(d) if options.recovery.salvage => {
             let p = logs_reach(&logs, e_h);
             dropped.push(format!(
                 "salvage: {d}: took epoch {p} from the logs instead (one less than the highest epoch every log directory reached); a guess that may drop acknowledged transactions or keep unacknowledged ones"
@@ -317,7 +318,7 @@ pub(crate) fn recover(
             return Err(d.error(Some(cost.into())));
         }
     };
-    let threads = options.recovery_threads();
+    let threads = options.recovery.thread_count();
     let mut run = replay_all(options, dirs, &manifest, &logs, pepoch, tag, threads, progress)?;
     if let Some(cut) = run.cut.filter(|&c| c < pepoch) {
         // Salvage skipped a log block of epochs above `cut`: recover again
@@ -431,7 +432,7 @@ fn replay_all(
     let tables = tables_of(manifest, tag);
     // Sort and merge the log (`merge.rs`) unless incremental checkpoints
     // are on the chain: their rows go into built trees before the log.
-    let merging = options.log_replay == LogReplay::Merge && manifest.checkpoints().count() <= 1;
+    let merging = options.recovery.log_replay == LogReplay::Merge && manifest.checkpoints().count() <= 1;
     let maps: Option<Vec<Option<Mapped>>> = merging.then(|| logs.iter().map(|f| Mapped::open(&f.path)).collect());
     let mut ctx = Ctx {
         tables: &tables,
@@ -439,7 +440,7 @@ fn replay_all(
         e_l: manifest.checkpoint.as_ref().map_or(0, |c| c.e_l),
         e_h: manifest.checkpoints().map(|c| c.e_h).max().unwrap_or(0),
         pepoch,
-        salvage: options.salvage,
+        salvage: options.recovery.salvage,
         done: AtomicU64::new(0),
         total: 0,
         phase: Phase::Checkpoint,
@@ -1004,9 +1005,8 @@ fn replay_files(
     Ok((ends, left))
 }
 
-/// Installs the writes of one block, [`PREFETCH_BATCH`] at a time, each
-/// window's keys looked up together (`Tree::lookup_batch`) so that their
-/// descents overlap. A record outside the block's epoch range means the
+/// Installs the writes of one block through the shared replay path
+/// (`durability/replay.rs`). A record outside the block's epoch range means the
 /// block misstates its epochs, which filtering trusts. A block of the
 /// base checkpoint (`ctx.bulk`) holding whole rows alone is packed into
 /// sorted runs instead ([`pack`]); a log block in its mapped file
@@ -1026,47 +1026,45 @@ fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], mapped: bool,
         // merge is done.
         return gather(ctx, b, payload, left).map_err(corrupt);
     }
-    let mut failure = None;
-    let mut scratch = Scratch::default();
-    let mut window: Vec<Entry<'_>> = Vec::with_capacity(PREFETCH_BATCH);
-    let mut found = Vec::with_capacity(PREFETCH_BATCH);
-    let mut flush = |window: &mut Vec<Entry<'_>>, failure: &mut Option<String>| {
-        if let Some(e) = window.iter().find(|e| e.table as usize >= ctx.tables.len()) {
-            *failure = Some(format!("a record of table {}, which the manifest lacks", e.table));
+    let mut to = Installer { ctx, b, scratch: Scratch::default(), left };
+    replay::replay_block(payload, &mut to).map_err(corrupt)
+}
+
+/// Recovery's side of the shared replay path: which entries a block
+/// replays ([`wanted`]) and how each is merged ([`install`]).
+struct Installer<'c, 'l> {
+    ctx: &'c Ctx<'c>,
+    b: &'c Claimed,
+    scratch: Scratch,
+    left: &'l mut Leftovers,
+}
+
+impl<'a> replay::Install<'a> for Installer<'_, '_> {
+    fn wanted(&mut self, e: &Entry<'a>) -> Result<bool, String> {
+        let mut failure = None;
+        let wanted = wanted(self.ctx, self.b, e.tid.epoch(), &mut failure);
+        failure.map_or(Ok(wanted), Err)
+    }
+
+    fn look_up(&mut self, window: &[Entry<'a>], found: &mut Vec<Lookup>) -> Result<(), String> {
+        let tables = self.ctx.tables;
+        if let Some(e) = window.iter().find(|e| e.table as usize >= tables.len()) {
+            return Err(format!("a record of table {}, which the manifest lacks", e.table));
         }
-        if failure.is_none() {
-            Tree::lookup_batch(window.iter().map(|e| (&ctx.tables[e.table as usize].tree, e.key)), &mut found);
-            for (e, hint) in window.iter().zip(&found) {
-                if let (Some(r), Some(schema)) = (hint.record, ctx.schema(e.table)) {
-                    // SAFETY: records are freed only after every recovery thread ends.
-                    columns::prefetch(unsafe { r.as_ref() }, schema);
-                }
+        Tree::lookup_batch(window.iter().map(|e| (&tables[e.table as usize].tree, e.key)), found);
+        for (e, hint) in window.iter().zip(found.iter()) {
+            if let (Some(r), Some(schema)) = (hint.record, self.ctx.schema(e.table)) {
+                // SAFETY: records are freed only after every recovery thread ends.
+                columns::prefetch(unsafe { r.as_ref() }, schema);
             }
         }
-        for (e, &hint) in window.iter().zip(&found) {
-            if failure.is_some() {
-                break;
-            }
-            let target = ctx.target(e.table);
-            if let Err(what) = install(&target, e.key, e.tid, e.write, hint, &mut scratch, left) {
-                *failure = Some(format!("table {:?}: {what}", ctx.tables[e.table as usize].name));
-            }
-        }
-        window.clear();
-    };
-    let decoded = log::decode(payload, |e| {
-        if !wanted(ctx, b, e.tid.epoch(), &mut failure) {
-            return;
-        }
-        window.push(e);
-        if window.len() == PREFETCH_BATCH {
-            flush(&mut window, &mut failure);
-        }
-    });
-    flush(&mut window, &mut failure);
-    match (decoded, failure) {
-        (Ok(()), None) => Ok(()),
-        (Err(what), _) | (Ok(()), Some(what)) => Err(corrupt(what)),
+        Ok(())
+    }
+
+    fn install(&mut self, e: &Entry<'a>, hint: Lookup) -> Result<(), String> {
+        let target = self.ctx.target(e.table);
+        install(&target, e.key, e.tid, e.write, hint, &mut self.scratch, self.left)
+            .map_err(|what| format!("table {:?}: {what}", self.ctx.tables[e.table as usize].name))
     }
 }
 

@@ -14,22 +14,12 @@
 # exceptions. Exits non-zero if a library cannot be installed or a check
 # fails.
 # Usage: scripts/client-libraries.sh [EPOCHDB]   (default: the debug build)
+#        scripts/client-libraries.sh --install    (install them, run nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 redis_py=8.1.0 ioredis=5.11.1
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+target=${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')}
 bin=${1:-$target/debug/epochdb}
-port=7431 replica=7432 repl=7433 tls_port=7434 password=client-libraries
-scratch=$(mktemp -d)
-stop() {
-  for p in $replica $port; do
-    redis-cli -p $p -a $password --no-auth-warning shutdown nosave >/dev/null 2>&1 || true
-  done
-  wait
-  rm -rf "$scratch"
-}
-trap stop EXIT
-
 # Installed once per version, under the target directory; a later run
 # reuses them.
 libs=$target/client-libraries
@@ -46,6 +36,18 @@ if [ ! -f "$js/.installed" ]; then
   npm install -q --no-audit --no-fund --prefix "$js" "ioredis@$ioredis" >/dev/null
   touch "$js/.installed"
 fi
+[ "$bin" != --install ] || exit 0
+
+port=7431 replica=7432 repl=7433 tls_port=7434 password=client-libraries
+scratch=$(mktemp -d)
+stop() {
+  for p in $replica $port; do
+    redis-cli -p $p -a $password --no-auth-warning shutdown nosave >/dev/null 2>&1 || true
+  done
+  wait
+  rm -rf "$scratch"
+}
+trap stop EXIT
 
 # A CA and a certificate it signed for localhost, for the TLS port and
 # for replication.

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # The project's test command (README, "Quick start"; CI runs it via .ci/run).
-# Needs the Rust toolchain; installs valgrind, redis-tools, pip and npm if
-# missing, and redis-py and ioredis (scripts/client-libraries.sh).
+# Needs the Rust toolchain; installs what is missing of redis-tools,
+# valgrind, iproute2, openssl, pip and npm (apt), and of redis-py and
+# ioredis (scripts/client-libraries.sh).
+#
+# On two cores it takes about as long as building the tests and running
+# them: everything that needs no cargo lock and no other result runs
+# beside something else. The installs run during the build; the lints,
+# the documentation, the doctests and the lab's tests run at a lower
+# priority beside the tests, on the CPU they leave idle while they wait on
+# processes, disks and timers; memcheck runs beside the client libraries.
+# Each part's output is printed when it ends; the script fails if any part
+# failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,73 +21,101 @@ cd "$(dirname "$0")/.."
 # (Readable by all: a test reads a database there as user nobody.)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/epochdb-tests.XXXXXX")
 chmod 755 "$scratch"
-# Background jobs (the lab's tests, memcheck) end with the script.
+# Background jobs end with the script.
 trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$scratch"' EXIT
 export TMPDIR="$scratch"
 # Each section's header says when it began, in seconds from the start.
 start=$SECONDS
 section() { echo "== $* [$((SECONDS - start)) s]"; }
+# `finish NAME PID`: waits for a background part, prints its log, and
+# stops the script if it failed.
+finish() {
+  local ok=0
+  wait "$2" || ok=$?
+  section "$1 (ran beside the others)"
+  cat "$scratch/$1.log"
+  [ "$ok" = 0 ] || { echo "$1 failed" >&2; exit 1; }
+}
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+export CARGO_TARGET_DIR=$target
 
-section "format and lints"
+section "format"
 cargo fmt --all -- --check
-# --all-features: the lab code too (the NVM testbed's `bench nvm`).
-cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
+
+section "install what is missing (beside the build)"
+# The server's tests run redis-cli and redis-benchmark; the protected-mode
+# test connects from a network namespace (ip); the TLS tests make their
+# certificates with openssl; memcheck is valgrind's; the client libraries
+# are installed with pip and npm.
+missing=()
+for tool in redis-benchmark:redis-tools ip:iproute2 openssl:openssl valgrind:valgrind node:nodejs npm:npm; do
+  command -v "${tool%%:*}" >/dev/null || missing+=("${tool##*:}")
+done
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+echo "missing: ${missing[*]:-nothing}"
+(
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  ./scripts/client-libraries.sh --install
+) >"$scratch/install.log" 2>&1 &
+install_pid=$!
 
 section "tests: build"
-# The server's tests run redis-cli and redis-benchmark against it.
-if ! command -v redis-benchmark >/dev/null; then
-  (apt-get update -qq && apt-get install -y -qq redis-tools) >/dev/null 2>&1 || true
-fi
-command -v redis-benchmark >/dev/null || { echo "redis-tools could not be installed" >&2; exit 1; }
-# The protected-mode test connects from a network namespace (ip netns);
-# the TLS tests make their certificates with openssl.
-for tool in ip:iproute2 openssl:openssl; do
-  if ! command -v "${tool%%:*}" >/dev/null; then
-    (apt-get update -qq && apt-get install -y -qq "${tool##*:}") >/dev/null 2>&1 || true
-  fi
-done
-# The lab's tests (the NVM testbed: crash simulation and SIGKILL of every
-# engine; about two minutes of CPU, none of it timed) run beside the
-# others at a lower priority, filling the CPU the others leave idle while
-# they wait on processes, disks and timers.
 cargo test --workspace --all-features --no-run
-# The test binaries it built, as cargo reports them (wherever
-# CARGO_TARGET_DIR puts them): `tests_of CRATE [TARGET]` lists a crate's.
+# What it built, as cargo reports it: `built [CRATE [TARGET]]` lists test
+# binaries (all, a crate's, or one target's) as "CRATE EXECUTABLE" lines.
 cargo test --workspace --all-features --no-run --message-format=json 2>/dev/null >"$scratch/built.json"
-tests_of() {
+built() {
   python3 - "$scratch/built.json" "$@" <<'PY'
-import json, sys
-crate, target = sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None
+import json, os, sys
+crate, target = (sys.argv[2:] + [None, None])[:2]
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    if m.get("executable") and f"crates/{crate}#" in m["package_id"] and target in (None, m["target"]["name"]):
-        print(m["executable"])
+    name = os.path.basename(os.path.dirname(m.get("manifest_path", "")))
+    if m.get("executable") and m["profile"]["test"] and crate in (None, name) and target in (None, m["target"]["name"]):
+        print(name, m["executable"])
 PY
 }
-section "tests: run"
-lab_tests=$(tests_of epochdb-nvm)
-[ -n "$lab_tests" ] || { echo "no test binaries of the lab (epochdb-nvm)" >&2; exit 1; }
+finish install "$install_pid"
+
+# Beside the tests, at a lower priority. The lab's tests (the NVM testbed:
+# crash simulation and SIGKILL of every engine) need no cargo; the lints,
+# the documentation and the doctests take cargo's lock, which the tests,
+# run straight from their binaries, leave free.
+built epochdb-nvm >"$scratch/lab.list"
+[ -s "$scratch/lab.list" ] || { echo "no test binaries of the lab (epochdb-nvm)" >&2; exit 1; }
 (
   cd crates/epochdb-nvm
-  for t in $lab_tests; do
-    echo "-- $t"
-    nice -n 10 "$t" || exit 1
-  done
+  while read -r _ t; do
+    echo "-- $(basename "$t")"
+    nice -n 10 "$t" </dev/null
+  done <"$scratch/lab.list"
 ) >"$scratch/lab.log" 2>&1 &
 lab_pid=$!
-EPOCHDB_REQUIRE_REDIS_TOOLS=1 cargo test --workspace --all-features --exclude epochdb-nvm
-section "the lab's tests (run beside the ones above)"
-if ! wait "$lab_pid"; then
-  cat "$scratch/lab.log"
-  echo "the lab's tests failed" >&2
-  exit 1
-fi
-cat "$scratch/lab.log"
+(
+  set -e
+  echo "-- clippy"
+  # --all-features: the lab code too (the NVM testbed's `bench nvm`).
+  nice -n 10 cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
+  echo "-- rustdoc"
+  RUSTDOCFLAGS="-D warnings" nice -n 10 cargo doc --no-deps --workspace --quiet
+  echo "-- doctests"
+  nice -n 10 cargo test --workspace --all-features --doc --quiet
+  # docs/figures.md is generated from results/: it must match them.
+  echo "-- docs/figures.md matches results/"
+  python3 scripts/figures/render.py --check
+) >"$scratch/lints.log" 2>&1 &
+lints_pid=$!
 
-# The examples and the `epochdb` binary as the tests built them (the same
-# features, so nothing is built twice).
-cargo build -q --workspace --all-features --bins --examples
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+section "tests: run"
+# Every test binary but the lab's, each from its crate's directory, as
+# cargo test would run it.
+built | grep -v '^epochdb-nvm ' >"$scratch/tests.list"
+while read -r crate t; do
+  echo "-- $crate: $(basename "$t")"
+  (cd "crates/$crate" && EPOCHDB_REQUIRE_REDIS_TOOLS=1 "$t" -q </dev/null)
+done <"$scratch/tests.list"
 
 section "examples"
 # Every example runs to completion; the durable counter twice on one
@@ -92,10 +130,8 @@ done
   { echo "durable_counter did not count on its first run" >&2; exit 1; }
 rm -rf "$counter"
 
-section "documentation"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
-# docs/figures.md is generated from results/: it must match them.
-python3 scripts/figures/render.py --check
+finish lab "$lab_pid"
+finish lints "$lints_pid"
 
 # Miri needs a nightly component that cannot be installed here, so the
 # unsafe-heavy single-threaded tests (records, the index against its model)
@@ -103,15 +139,9 @@ python3 scripts/figures/render.py --check
 # run under valgrind's memcheck instead: any invalid access or definite leak
 # fails the run. It runs beside the client libraries, which mostly wait on
 # their servers and the network.
-section "memcheck (beside the client libraries; its output follows theirs)"
-if ! command -v valgrind >/dev/null; then
-  (apt-get update -qq && apt-get install -y -qq valgrind) >/dev/null 2>&1 || true
-fi
-command -v valgrind >/dev/null || { echo "valgrind could not be installed" >&2; exit 1; }
-# The engine's test binaries the tests built.
-exe() {
+one() {
   local path
-  path=$(tests_of epochdb "$1")
+  path=$(built epochdb "$1" | cut -d' ' -f2)
   [ -n "$path" ] || { echo "no test binary $1 among those cargo built" >&2; exit 1; }
   echo "$path"
 }
@@ -121,27 +151,18 @@ exe() {
 memcheck() {
   EPOCHDB_ARENA=off valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite "$@" --test-threads 1
 }
-lib=$(exe epochdb) api=$(exe api) conflicts=$(exe conflicts)
+lib=$(one epochdb) api=$(one api) conflicts=$(one conflicts)
 (
   memcheck "$lib" record:: catalog:: txn:: index::tests::matches_a_btreemap_model index::tests::versions_change
   memcheck "$api"
   memcheck "$conflicts"
+  echo "memcheck: no invalid access, no definite leak"
 ) >"$scratch/memcheck.log" 2>&1 &
 memcheck_pid=$!
 
 section "client libraries"
 # redis-py and ioredis against the server (the Rust crate is in the tests).
-if ! command -v node >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
-  (apt-get update -qq && apt-get install -y -qq python3-pip nodejs npm) >/dev/null 2>&1 || true
-fi
 ./scripts/client-libraries.sh "$target/debug/epochdb"
 
-section "memcheck"
-if ! wait "$memcheck_pid"; then
-  cat "$scratch/memcheck.log"
-  echo "memcheck failed" >&2
-  exit 1
-fi
-cat "$scratch/memcheck.log"
-echo "memcheck: no invalid access, no definite leak"
-section "done"
+finish memcheck "$memcheck_pid"
+section "done: every part passed"

@@ -865,18 +865,27 @@ impl Core {
         let r = &self.raw.raft;
         let mut v = lock(&self.shared.view);
         let served = storage::held(self.raw.store().served);
-        let now = View {
-            me: self.cfg.id,
-            leader: r.leader_id,
-            raft_term: r.term,
-            cluster: self.cluster.clone(),
-            served,
-            voters: self.raw.store().voters().to_vec(),
-            current: self.current,
-            version: v.version,
-        };
-        if *v != now {
-            *v = View { version: v.version + 1, ..now };
+        let voters = self.raw.store().voters();
+        // Compared in place: this runs at every tick, and a copy of the
+        // cluster state each time would cost more than the tick.
+        let same = v.me == self.cfg.id
+            && v.leader == r.leader_id
+            && v.raft_term == r.term
+            && v.cluster == self.cluster
+            && v.served == served
+            && v.voters == voters
+            && v.current == self.current;
+        if !same {
+            *v = View {
+                me: self.cfg.id,
+                leader: r.leader_id,
+                raft_term: r.term,
+                cluster: self.cluster.clone(),
+                served,
+                voters: voters.to_vec(),
+                current: self.current,
+                version: v.version + 1,
+            };
             self.shared.changed.notify_all();
         }
     }

@@ -96,7 +96,7 @@ pub enum Error {
     },
     /// Recovery found damage it will not pass over: `what` names the file,
     /// the offset and the problem. `salvage` says what
-    /// [`Options::salvage`](crate::Options::salvage) would recover instead
+    /// [`RecoveryOptions::salvage`](crate::RecoveryOptions::salvage) would recover instead
     /// and what it would give up; `None` where salvage cannot help.
     Corrupt {
         /// The file, the offset and the problem.

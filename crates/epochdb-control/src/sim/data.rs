@@ -27,6 +27,7 @@ use epochdb::replication_rules::{self as rules, Promotion};
 use epochdb::{Membership, Safety};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 const STREAMS: usize = 2;
 const EPOCH: u64 = 20 * MS;
@@ -185,6 +186,8 @@ struct Engine {
     role: Role,
     /// The control plane's view as last noted (`EPOCHDB_SIM_TRACE`).
     seen: (u64, Vec<u64>, u64),
+    /// The node's view as last read.
+    view: Arc<crate::View>,
 }
 
 impl Engine {
@@ -308,6 +311,7 @@ pub fn run(seed: u64, data: u64, witnesses: u64, secs: u64, safety: Safety, brok
                 mem: BTreeSet::new(),
                 role: Role::Down,
                 seen: Default::default(),
+                view: Default::default(),
             })
             .collect(),
         conns: Vec::new(),
@@ -373,8 +377,16 @@ impl Sim {
             if stalled {
                 continue; // a paused process: its messages wait
             }
-            let v = lock(&world.nodes[i].shared.view).clone();
-            if (v.cluster.appointment, v.cluster.in_sync.clone(), v.served) != self.engines[i].seen {
+            // A copy only when the view changed: this runs at every step.
+            let v = {
+                let now = lock(&world.nodes[i].shared.view);
+                if *now != *self.engines[i].view {
+                    self.engines[i].view = Arc::new(now.clone());
+                }
+                self.engines[i].view.clone()
+            };
+            let seen = &self.engines[i].seen;
+            if (seen.0, &seen.1, seen.2) != (v.cluster.appointment, &v.cluster.in_sync, v.served) {
                 note!(
                     t,
                     "node {id} sees appointment {} of node {}, in sync {:?}, served {}",

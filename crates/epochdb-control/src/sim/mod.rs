@@ -423,20 +423,21 @@ impl World {
         let trace = |out: &mut Outcome, x: u64| out.trace = (out.trace ^ x).wrapping_mul(0x100_0000_01b3);
         let mut holders = Vec::new();
         for n in self.nodes.iter().filter(|n| n.core.is_some()) {
-            let v = lock(&n.shared.view).clone();
-            if v.cluster.appointment > 0 {
-                let prev = self.appointed.insert(v.cluster.appointment, v.cluster.primary);
-                if prev.is_none() {
+            // Read in place: this runs at every step.
+            let (me, appointment, primary) = {
+                let v = lock(&n.shared.view);
+                (v.me, v.cluster.appointment, v.cluster.primary)
+            };
+            if appointment > 0 {
+                let prev = *self.appointed.entry(appointment).or_insert_with(|| {
                     self.out.appointments += 1;
-                    trace(&mut self.out, (v.cluster.appointment << 8) | v.cluster.primary);
-                }
-                if let Some(p) = prev.filter(|&p| p != v.cluster.primary) {
+                    trace(&mut self.out, (appointment << 8) | primary);
+                    primary
+                });
+                if prev != primary {
                     return Err(format!(
-                        "t={} ms: appointment {} names node {} on node {} and node {p} elsewhere",
+                        "t={} ms: appointment {appointment} names node {primary} on node {me} and node {prev} elsewhere",
                         t / MS,
-                        v.cluster.appointment,
-                        v.cluster.primary,
-                        v.me,
                     ));
                 }
             }

@@ -1,34 +1,53 @@
 //! Crash-test children: the test binary re-run as a child process that
 //! runs one entry-point test, then killed with SIGKILL.
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Where each living child's standard error goes, by process id: read
+/// back if it exits by itself, so the failure says why.
+static STDERR: Mutex<Option<HashMap<u32, PathBuf>>> = Mutex::new(None);
+
 /// Starts this test binary again, running only the test `entry_point`,
-/// with the environment `env` (which tells it it is a child).
+/// with the environment `env` (which tells it it is a child). Its
+/// standard error goes to a file under the temporary directory.
 pub fn spawn(entry_point: &str, env: &[(&str, String)]) -> Child {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("epochdb-child-{}-{n}.stderr", std::process::id()));
+    let stderr = std::fs::File::create(&path).expect("child's stderr file");
     let mut command = Command::new(std::env::current_exe().expect("exe"));
-    command
-        .args(["--exact", entry_point, "--nocapture", "--test-threads", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    command.args(["--exact", entry_point, "--nocapture", "--test-threads", "1"]).stdout(Stdio::null()).stderr(stderr);
     for (name, value) in env {
         command.env(name, value);
     }
-    command.spawn().expect("spawn child")
+    let child = command.spawn().expect("spawn child");
+    let mut files = STDERR.lock().unwrap_or_else(|e| e.into_inner());
+    files.get_or_insert_with(HashMap::new).insert(child.id(), path);
+    child
 }
 
 /// Lets `child` run for `lifetime`, then kills it with SIGKILL and reaps
-/// it. A child that exited by itself is a failure of the test.
+/// it. A child that exited by itself is a failure of the test, which
+/// shows the end of what the child wrote to standard error.
 pub fn kill_after(mut child: Child, lifetime: Duration, name: &str) {
     std::thread::sleep(lifetime);
+    let stderr = STDERR.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|f| f.remove(&child.id()));
     if let Ok(Some(status)) = child.try_wait() {
-        panic!("{name} exited early: {status}");
+        let said = stderr.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+        let tail: Vec<&str> = said.lines().rev().take(30).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!("{name} exited early: {status}; its standard error ends:\n{}", tail.join("\n"));
     }
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
+    if let Some(p) = stderr {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 /// The crash tests' loop. For each run (`default_runs`, or

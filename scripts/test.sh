@@ -9,7 +9,8 @@
 # beside something else. The installs run during the build; the lints,
 # the documentation, the doctests and the lab's tests run at a lower
 # priority beside the tests, on the CPU they leave idle while they wait on
-# processes, disks and timers; memcheck runs beside the client libraries.
+# processes, disks and timers; what is left of them runs beside the
+# client libraries and memcheck.
 # Each part's output is printed when it ends; the script fails if any part
 # failed.
 set -euo pipefail
@@ -136,15 +137,12 @@ done
   { echo "durable_counter did not count on its first run" >&2; exit 1; }
 rm -rf "$counter"
 
-finish lab "$lab_pid"
-finish lints "$lints_pid"
-
 # Miri needs a nightly component that cannot be installed here, so the
 # unsafe-heavy single-threaded tests (records, the index against its model)
 # and the API tests (which exercise GC, snapshot versions and record growth)
 # run under valgrind's memcheck instead: any invalid access or definite leak
-# fails the run. It runs beside the client libraries, which mostly wait on
-# their servers and the network.
+# fails the run. It runs beside the client libraries (and what is left of
+# the lab's tests and the lints), which mostly wait on their servers.
 one() {
   local path
   path=$(built epochdb "$1" | cut -d' ' -f2)
@@ -170,5 +168,7 @@ section "client libraries"
 # redis-py and ioredis against the server (the Rust crate is in the tests).
 ./scripts/client-libraries.sh "$target/debug/epochdb"
 
+finish lab "$lab_pid"
+finish lints "$lints_pid"
 finish memcheck "$memcheck_pid"
 section "done: every part passed"

@@ -777,8 +777,8 @@ impl Database {
     /// # Ok::<(), epochdb::Error>(())
     /// ```
     pub fn replication_status(&self) -> Option<ReplicationStatus> {
+        // A primary is durable: its options were validated so.
         let store = &self.shared().store;
-        store.durable.as_ref()?;
         let p = self.handle.primary.get()?;
         Some(p.status(store.durable_epoch(), store.local_epoch()))
     }

@@ -1006,10 +1006,10 @@ fn replay_files(
 }
 
 /// Installs the writes of one block through the shared replay path
-/// (`durability/replay.rs`). A record outside the block's epoch range means the
-/// block misstates its epochs, which filtering trusts. A block of the
-/// base checkpoint (`ctx.bulk`) holding whole rows alone is packed into
-/// sorted runs instead ([`pack`]); a log block in its mapped file
+/// (`durability/replay.rs`). A record outside the block's epoch range
+/// means the block misstates its epochs, which filtering trusts. A block
+/// of the base checkpoint (`ctx.bulk`) holding whole rows alone is packed
+/// into sorted runs instead ([`pack`]); a log block in its mapped file
 /// (`mapped`), when the log is merged, is gathered ([`gather`]).
 fn replay(ctx: &Ctx<'_>, path: &Path, b: &Claimed, payload: &[u8], mapped: bool, left: &mut Leftovers) -> Result<()> {
     let corrupt =

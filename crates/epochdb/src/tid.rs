@@ -176,6 +176,18 @@ impl TidWord {
         }
     }
 
+    /// Takes the lock of a version that is still its key's latest, and
+    /// returns its word; `None`, leaving it unlocked, if a newer record
+    /// replaced it meanwhile (the caller looks the key up again).
+    pub fn lock_latest(&self) -> Option<u64> {
+        let word = self.lock();
+        if is_latest(word) {
+            return Some(word);
+        }
+        self.unlock_to(word);
+        None
+    }
+
     /// Publishes `word` (which must have the lock bit clear) and releases the
     /// lock in one store, after every data store made while locked.
     #[inline]

@@ -653,11 +653,7 @@ fn install(
         };
         // SAFETY: found in the index inside our epoch: live.
         let r = unsafe { rec.as_ref() };
-        let old = r.tid.lock();
-        if !tid::is_latest(old) {
-            r.tid.unlock_to(old); // replaced under us: look again
-            continue;
-        }
+        let Some(old) = r.tid.lock_latest() else { continue };
         let old_tid = Tid::of_word(old);
         if old_tid >= tid {
             r.tid.unlock_to(old); // recovered already

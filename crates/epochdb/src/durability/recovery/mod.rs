@@ -1340,11 +1340,7 @@ pub(super) fn install(
         };
         // SAFETY: records are freed only after every recovery thread ends.
         let r = unsafe { rec.as_ref() };
-        let old = r.tid.lock();
-        if !tid::is_latest(old) {
-            r.tid.unlock_to(old); // replaced under us: look again
-            continue;
-        }
+        let Some(old) = r.tid.lock_latest() else { continue };
         let mut versions = t.schema.and_then(|schema| columns::take(r, schema));
         let listed = versions.is_some();
         if versions.is_none() && matches!(write, Write::Delta(_)) {

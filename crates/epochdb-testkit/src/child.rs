@@ -37,16 +37,27 @@ pub fn spawn(entry_point: &str, env: &[(&str, String)]) -> Child {
 pub fn kill_after(mut child: Child, lifetime: Duration, name: &str) {
     std::thread::sleep(lifetime);
     let stderr = STDERR.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|f| f.remove(&child.id()));
-    if let Ok(Some(status)) = child.try_wait() {
-        let said = stderr.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
-        let tail: Vec<&str> = said.lines().rev().take(30).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        panic!("{name} exited early: {status}; its standard error ends:\n{}", tail.join("\n"));
+    let said = match child.try_wait() {
+        Ok(Some(status)) => Some(status),
+        _ => {
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reap");
+            None
+        }
     }
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reap");
+    .map(|status| {
+        let text = stderr.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        format!(
+            "{name} exited early: {status}; its standard error ends:\n{}",
+            lines[lines.len().saturating_sub(30)..].join("\n")
+        )
+    });
     if let Some(p) = stderr {
         let _ = std::fs::remove_file(p);
+    }
+    if let Some(failure) = said {
+        panic!("{failure}");
     }
 }
 
@@ -134,5 +145,31 @@ impl Acks {
             let lines: String = self.pending.drain(..n).map(|p| p.1 + "\n").collect();
             self.file.write_all(lines.as_bytes()).expect("ack");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHILD: &str = "EPOCHDB_TESTKIT_CHILD";
+
+    /// In the child: says why, and exits before anyone kills it.
+    #[test]
+    fn child_that_exits_early() {
+        if std::env::var_os(CHILD).is_some() {
+            eprintln!("the reason it stopped");
+            std::process::exit(3);
+        }
+    }
+
+    #[test]
+    fn a_child_that_exits_early_fails_with_the_end_of_its_stderr() {
+        let mut child = spawn("child::tests::child_that_exits_early", &[(CHILD, "1".into())]);
+        child.wait().expect("the child exits"); // kill_after then finds it gone
+        let killed = std::panic::AssertUnwindSafe(|| kill_after(child, Duration::ZERO, "the child"));
+        let failure = std::panic::catch_unwind(killed).expect_err("an early exit is a failure");
+        let message = failure.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("exited early") && message.contains("the reason it stopped"), "{message}");
     }
 }

@@ -106,13 +106,25 @@ pub struct Client {
 
 /// What a blocked client's reply waits for; its later input waits behind
 /// it, as in Redis.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Blocked {
     /// WAIT or WAITAOF.
     Acks(AckWait),
     /// SAVE: until the database has installed this many checkpoints since
     /// it opened (one that began after SAVE arrived).
     Save { installed: u64 },
+    /// A blocking pop (BLPOP, BLMOVE, ...), tried again until it finds
+    /// something or its time is up.
+    Pop(PopWait),
+}
+
+/// A client in a blocking pop: command `cmd` (its index in the command
+/// table) with `args`, until `deadline` (`None`: no limit).
+#[derive(Debug, Clone)]
+pub struct PopWait {
+    pub cmd: usize,
+    pub args: Args,
+    pub deadline: Option<Instant>,
 }
 
 /// A client in WAIT or WAITAOF: it wants `replicas` backups to have

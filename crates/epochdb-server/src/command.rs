@@ -29,9 +29,10 @@ pub enum Run {
     Data(DataFn),
     Local(LocalFn),
     Conn(ConnFn),
-    /// Alone, `alone` (which may answer without a transaction, or run
-    /// `queued` in one); inside EXEC, `queued` (DBSIZE: from the key
-    /// counts alone, by a scan inside a transaction).
+    /// Alone, `alone` (which may answer without a transaction, or run a
+    /// data command in one); inside EXEC, `queued` (DBSIZE: from the key
+    /// counts alone, by a scan inside a transaction; a blocking pop: blocks
+    /// alone, not inside EXEC).
     Either {
         alone: ConnFn,
         queued: DataFn,
@@ -124,6 +125,21 @@ impl Command {
                 | "hsetnx"
                 | "hincrby"
                 | "hincrbyfloat"
+                | "sadd"
+                | "smove"
+                | "sinterstore"
+                | "sunionstore"
+                | "sdiffstore"
+                | "lpush"
+                | "rpush"
+                | "lpushx"
+                | "rpushx"
+                | "linsert"
+                | "lset"
+                | "lmove"
+                | "rpoplpush"
+                | "blmove"
+                | "brpoplpush"
         )
     }
 }

@@ -14,7 +14,7 @@
 use crate::ahead::{Ahead, AHEAD};
 use crate::client::{Blocked, Client, READ_CHUNK};
 use crate::cmd::replication::{acknowledged, durable_here, write_wait_reply};
-use crate::cmd::{engine_error, key_too_long, key_too_long_msg, lookup, printable};
+use crate::cmd::{engine_error, key_too_long, key_too_long_msg, lookup, printable, COMMANDS};
 use crate::command::{Call, Command, Local, Run};
 use crate::fasthash::FastHash;
 use crate::keyspace::Db;
@@ -707,7 +707,7 @@ impl EventLoop {
         let installed = db.checkpoint_stats().installed;
         for t in std::mem::take(&mut self.blocked) {
             let Some(c) = self.clients.get_mut(&t) else { continue };
-            let Some(b) = c.blocked else { continue };
+            let Some(b) = c.blocked.clone() else { continue };
             match b {
                 Blocked::Acks(w) => match w.answer(acked.as_deref(), durable, now) {
                     Some(reply) => write_wait_reply(&mut c.out(), reply),
@@ -725,7 +725,18 @@ impl EventLoop {
                         continue;
                     }
                 },
+                // The command tries again: it replies, or blocks on.
+                Blocked::Pop(w) => {
+                    if let Run::Either { alone, .. } = COMMANDS[w.cmd].run {
+                        self.call(t, now, |x| alone(x, &w.args));
+                    }
+                    if self.clients.get(&t).is_some_and(|c| c.blocked.is_some()) {
+                        self.blocked.push(t);
+                        continue;
+                    }
+                }
             }
+            let Some(c) = self.clients.get_mut(&t) else { continue };
             c.blocked = None;
             self.process(t);
             self.flush(t);

@@ -4,11 +4,21 @@
 //!
 //! | record key | value |
 //! | --- | --- |
-//! | `k` key | the key's head: type (1 byte), expiry (u64 LE, Unix ms, 0 none), then a string's bytes |
-//! | `h` len(key) (u16 BE) key field | a hash field's value |
+//! | `k` key | the key's head: type (1 byte), expiry (u64 LE, Unix ms, 0 none), then its payload |
+//! | `h` len(key) (u16 BE) key element | one element of a hash, set or list (below) |
 //! | `x` expiry (u64 BE, Unix ms) key | empty: the expiry index, oldest first |
 //!
-//! Every write to a key rewrites its head (a hash field write too), so a
+//! A string's bytes are its head's payload. The other types keep their
+//! elements in rows of their own, under the key's element prefix, so that
+//! one element is read or written without the rest:
+//!
+//! | type | payload | element | row value |
+//! | --- | --- | --- | --- |
+//! | hash | empty | field | the field's value |
+//! | set | member count (u64 LE) | member | empty |
+//! | list | first and next position (two u64 LE) | position (u64 BE) | the item |
+//!
+//! Every write to a key rewrites its head (an element write too), so a
 //! WATCH, which keeps the head's version, sees any change to the key. An
 //! expired key stays until something touches it or the sweep passes: reads
 //! treat it as missing, writes remove it first.
@@ -26,14 +36,25 @@ const HEAD: usize = 9;
 pub enum Kind {
     String = 0,
     Hash = 1,
+    Set = 2,
+    List = 3,
 }
 
 impl Kind {
+    const ALL: [Kind; 4] = [Kind::String, Kind::Hash, Kind::Set, Kind::List];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::String => "string",
             Kind::Hash => "hash",
+            Kind::Set => "set",
+            Kind::List => "list",
         }
+    }
+
+    /// Whether the key keeps element rows besides its head.
+    pub fn has_elements(self) -> bool {
+        self != Kind::String
     }
 }
 
@@ -65,13 +86,13 @@ pub fn head_key(key: &[u8], buf: &mut Vec<u8>) {
     buf.extend_from_slice(key);
 }
 
-/// The engine key of field `field` of hash `key`.
+/// The engine key of element `field` of `key`.
 pub fn field_key(key: &[u8], field: &[u8], buf: &mut Vec<u8>) {
     field_prefix(key, buf);
     buf.extend_from_slice(field);
 }
 
-/// The prefix all fields of hash `key` share.
+/// The prefix all element rows of `key` share.
 pub fn field_prefix(key: &[u8], buf: &mut Vec<u8>) {
     buf.clear();
     buf.push(b'h');
@@ -100,11 +121,7 @@ pub fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn decode(v: &[u8]) -> Option<(Head, &[u8])> {
-    let kind = match *v.first()? {
-        0 => Kind::String,
-        1 => Kind::Hash,
-        _ => return None,
-    };
+    let kind = *Kind::ALL.get(usize::from(*v.first()?))?;
     let expire_at = u64::from_le_bytes(v.get(1..HEAD)?.try_into().ok()?);
     Some((Head { kind, expire_at }, &v[HEAD..]))
 }
@@ -231,7 +248,7 @@ impl Db {
     }
 
     /// Writes `key` as a string with `expire_at` (0: none), replacing
-    /// `old`, the head it had ([`Found::head`]): a hash's fields and an
+    /// `old`, the head it had ([`Found::head`]): its elements and an
     /// expiry entry go.
     pub fn set_string(
         &mut self,
@@ -241,10 +258,8 @@ impl Db {
         value: &[u8],
         expire_at: u64,
     ) -> Result<()> {
-        if let Some(h) = old {
-            if h.kind == Kind::Hash {
-                self.delete_fields(txn, key)?;
-            }
+        if old.is_some_and(|h| h.kind.has_elements()) {
+            self.delete_fields(txn, key)?;
         }
         self.write_head(txn, key, Head { kind: Kind::String, expire_at }, value, old.map(|h| h.expire_at))
     }
@@ -278,31 +293,6 @@ impl Db {
         txn.put(self.table, &self.key, &self.val)
     }
 
-    /// The live head of `key` prepared for a write of `kind`: `Ok(Some)`
-    /// live of that kind, `Ok(None)` missing (an expired one cleaned up;
-    /// its expiry in `stale`), `Err(())` the wrong type.
-    pub fn for_write(
-        &mut self,
-        txn: &mut Txn<'_>,
-        key: &[u8],
-        kind: Kind,
-        stale: &mut Option<u64>,
-    ) -> Result<std::result::Result<Option<Head>, ()>> {
-        *stale = None;
-        match self.find(txn, key)? {
-            Found::Live(h, _) if h.kind == kind => Ok(Ok(Some(h))),
-            Found::Live(..) => Ok(Err(())),
-            Found::Missing(Some(h)) => {
-                if h.kind == Kind::Hash {
-                    self.delete_fields(txn, key)?;
-                }
-                *stale = Some(h.expire_at);
-                Ok(Ok(None))
-            }
-            Found::Missing(None) => Ok(Ok(None)),
-        }
-    }
-
     /// Removes `key` whatever it is; returns whether it was live.
     pub fn delete(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<bool> {
         let (h, live) = match self.find(txn, key)? {
@@ -310,7 +300,7 @@ impl Db {
             Found::Missing(Some(h)) => (h, false),
             Found::Missing(None) => return Ok(false),
         };
-        if h.kind == Kind::Hash {
+        if h.kind.has_elements() {
             self.delete_fields(txn, key)?;
         }
         let mut expires = 0;
@@ -323,7 +313,7 @@ impl Db {
         Ok(live)
     }
 
-    /// Removes every field of hash `key`.
+    /// Removes every element row of `key`.
     pub fn delete_fields(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<()> {
         for (k, _) in self.fields(txn, key, usize::MAX)? {
             field_key(key, &k, &mut self.key);
@@ -332,15 +322,15 @@ impl Db {
         Ok(())
     }
 
-    /// Up to `limit` fields of hash `key` as `(field, value)`, in order.
+    /// Up to `limit` element rows of `key` as `(element, value)`, in order.
     pub fn fields(&mut self, txn: &mut Txn<'_>, key: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut rows = Vec::new();
         self.scan_fields(txn, key, limit, |_, field, v| rows.push((field.to_vec(), v.to_vec())))?;
         Ok(rows)
     }
 
-    /// Calls `f` with up to `limit` fields of hash `key`, in order, each
-    /// as `(row key, field, value)`: the rows under its field prefix.
+    /// Calls `f` with up to `limit` element rows of `key`, in order, each
+    /// as `(row key, element, value)`: the rows under its element prefix.
     fn scan_fields(
         &mut self,
         txn: &mut Txn<'_>,
@@ -348,18 +338,34 @@ impl Db {
         limit: usize,
         mut f: impl FnMut(&[u8], &[u8], &[u8]),
     ) -> Result<()> {
-        field_prefix(key, &mut self.key);
-        let (lo, skip) = (&self.key[..], self.key.len());
-        let hi = prefix_end(lo);
-        let range = (Bound::Included(lo), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
-        txn.scan(self.table, range, limit, |k, v| {
-            f(k, &k[skip..], v);
+        self.elements_from(txn, key, b"", limit, |k, e, v| {
+            f(k, e, v);
             true
-        })?;
+        })
+    }
+
+    /// Calls `f` with `key`'s element rows from element `from` on, in
+    /// order, at most `limit`, while it returns true; each as `(row key,
+    /// element, value)`.
+    pub fn elements_from(
+        &mut self,
+        txn: &mut Txn<'_>,
+        key: &[u8],
+        from: &[u8],
+        limit: usize,
+        mut f: impl FnMut(&[u8], &[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        field_prefix(key, &mut self.key);
+        let skip = self.key.len();
+        let hi = prefix_end(&self.key);
+        self.key.extend_from_slice(from);
+        let range = (Bound::Included(&self.key[..]), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
+        txn.scan(self.table, range, limit, |k, v| f(k, &k[skip..], v))?;
         Ok(())
     }
 
-    /// Field `field` of hash `key`.
+    /// Element `field` of `key`: a hash's field, a set's member, a list's
+    /// position.
     pub fn field<'t>(&mut self, txn: &'t mut Txn<'_>, key: &[u8], field: &[u8]) -> Result<Option<&'t [u8]>> {
         field_key(key, field, &mut self.key);
         txn.get(self.table, &self.key)
@@ -376,7 +382,7 @@ impl Db {
     }
 
     /// The engine's bytes for live `key` (MEMORY USAGE): its head, its
-    /// expiry index entry, and every field of a hash, each at
+    /// expiry index entry, and every element row, each at
     /// [`epochdb::row_footprint`]; `None` if the key is missing.
     pub fn footprint(&mut self, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<u64>> {
         let row = |k: usize, v: usize| epochdb::row_footprint(k, v).unwrap_or(k + v) as u64;
@@ -389,7 +395,7 @@ impl Db {
         if head.expire_at != 0 {
             bytes += row(expiry_key(head.expire_at, key).len(), 0);
         }
-        if head.kind == Kind::Hash {
+        if head.kind.has_elements() {
             self.scan_fields(txn, key, usize::MAX, |k, _, v| bytes += row(k.len(), v.len()))?;
         }
         Ok(Some(bytes))

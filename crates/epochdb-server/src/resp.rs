@@ -59,7 +59,7 @@ impl Default for Limits {
 
 /// A request's arguments, stored one after another in one buffer that is
 /// reused from request to request.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Args {
     data: Vec<u8>,
     ends: Vec<usize>,

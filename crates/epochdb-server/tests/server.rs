@@ -3,6 +3,8 @@
 //! clients, pipelining, expiry, AUTH and ACL denial, limits, and a parser
 //! fed arbitrary bytes.
 
+mod types;
+
 use epochdb::{Durability, Options};
 use epochdb_server::{AppendFsync, Config, Server};
 use redis::{Commands, Connection, RedisResult, Value};

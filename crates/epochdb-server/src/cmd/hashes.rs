@@ -2,49 +2,31 @@
 
 use super::keys::{cursor_position, scan_opts};
 use super::strings::{add_float, add_int};
-use super::{int_arg, NOT_FLOAT};
+use super::{element_too_long, for_write, int_arg, typed, Typed, NOT_FLOAT};
 use crate::command::Exec;
 use crate::glob;
-use crate::keyspace::{Head, Kind, WRONGTYPE};
+use crate::keyspace::{Head, Kind};
 use crate::resp::{parse_f64, Args};
 use epochdb::{Result, Txn};
 
 /// The live hash at `key` for a write (created if missing); `None` after
 /// writing WRONGTYPE.
 fn hash_for_write(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<(Head, Option<u64>)>> {
-    let mut stale = None;
-    Ok(match x.db.for_write(txn, key, Kind::Hash, &mut stale)? {
-        Err(()) => {
-            x.out.error(WRONGTYPE);
-            None
-        }
-        Ok(Some(h)) => Some((h, Some(h.expire_at))),
-        Ok(None) => Some((Head { kind: Kind::Hash, expire_at: 0 }, stale)),
-    })
+    Ok(for_write(x, txn, key, Kind::Hash)?.map(|w| (w.head, w.old)))
 }
 
 /// The live hash at `key` for a read: `Ok(true)` a hash, `Ok(false)`
 /// missing (the empty reply is the caller's), `Err(())` WRONGTYPE written.
 fn hash_for_read(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<std::result::Result<bool, ()>> {
-    Ok(match x.db.head(txn, key)? {
-        Some(Head { kind: Kind::Hash, .. }) => Ok(true),
-        Some(_) => {
-            x.out.error(WRONGTYPE);
-            Err(())
-        }
-        None => Ok(false),
+    Ok(match typed(x, txn, key, Kind::Hash)? {
+        Typed::Live(..) => Ok(true),
+        Typed::Missing => Ok(false),
+        Typed::Wrong => Err(()),
     })
 }
 
 fn field_too_long(x: &mut Exec<'_>, key: &[u8], field: &[u8]) -> bool {
-    let long = key.len() + field.len() > epochdb::MAX_KEY_LEN - 3;
-    if long {
-        x.out.error(&format!(
-            "ERR key and field are too long (epochdb allows {} bytes together)",
-            epochdb::MAX_KEY_LEN - 3
-        ));
-    }
-    long
+    element_too_long(&mut x.out, key, field, "field")
 }
 
 pub fn hset(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {

@@ -155,31 +155,36 @@ pub fn scan(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     Ok(())
 }
 
-/// A key's whole value, for RENAME and COPY.
-enum Value {
-    String(Vec<u8>),
-    Hash(Vec<(Vec<u8>, Vec<u8>)>),
+/// A key's whole value, for RENAME and COPY: its head's payload and its
+/// element rows.
+struct Value {
+    payload: Vec<u8>,
+    elements: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 fn load(db: &mut Db, txn: &mut Txn<'_>, key: &[u8]) -> Result<Option<(Head, Value)>> {
+    let (head, payload) = match db.find(txn, key)? {
+        Found::Live(h, v) => (h, v.to_vec()),
+        Found::Missing(_) => return Ok(None),
+    };
+    let elements = if head.kind.has_elements() { db.fields(txn, key, usize::MAX)? } else { Vec::new() };
+    Ok(Some((head, Value { payload, elements })))
+}
+
+/// The payload of `key`'s head (empty if it is missing).
+fn payload_of(db: &mut Db, txn: &mut Txn<'_>, key: &[u8]) -> Result<Vec<u8>> {
     Ok(match db.find(txn, key)? {
-        Found::Live(h @ Head { kind: Kind::String, .. }, v) => Some((h, Value::String(v.to_vec()))),
-        Found::Live(h, _) => Some((h, Value::Hash(db.fields(txn, key, usize::MAX)?))),
-        Found::Missing(_) => None,
+        Found::Live(_, v) => v.to_vec(),
+        Found::Missing(_) => Vec::new(),
     })
 }
 
 fn store(db: &mut Db, txn: &mut Txn<'_>, key: &[u8], head: Head, value: &Value) -> Result<()> {
     db.delete(txn, key)?;
-    match value {
-        Value::String(v) => db.write_head(txn, key, head, v, None),
-        Value::Hash(fields) => {
-            for (f, v) in fields {
-                db.put_field(txn, key, f, v)?;
-            }
-            db.write_head(txn, key, head, b"", None)
-        }
+    for (e, v) in &value.elements {
+        db.put_field(txn, key, e, v)?;
     }
+    db.write_head(txn, key, head, &value.payload, None)
 }
 
 fn rename_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, nx: bool) -> Result<()> {
@@ -381,10 +386,7 @@ fn expire_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, unit: u64, absolut
     if at <= x.db.now as i64 {
         x.db.delete(txn, key)?;
     } else {
-        let payload = match load(x.db, txn, key)? {
-            Some((_, Value::String(v))) => v,
-            _ => Vec::new(),
-        };
+        let payload = payload_of(x.db, txn, key)?;
         x.db.write_head(txn, key, Head { expire_at: at as u64, ..head }, &payload, Some(cur))?;
     }
     x.out.int(1);
@@ -437,12 +439,9 @@ pub fn pexpiretime(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> 
 
 pub fn persist(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     let key = a.get(1);
-    match load(x.db, txn, key)? {
-        Some((h, v)) if h.expire_at != 0 => {
-            let payload = match v {
-                Value::String(s) => s,
-                Value::Hash(_) => Vec::new(),
-            };
+    match x.db.head(txn, key)? {
+        Some(h) if h.expire_at != 0 => {
+            let payload = payload_of(x.db, txn, key)?;
             x.db.write_head(txn, key, Head { expire_at: 0, ..h }, &payload, Some(h.expire_at))?;
             x.out.int(1);
         }

@@ -5,23 +5,28 @@
 //! Data commands ([`Run::Data`]) run inside an epochdb transaction, alone
 //! or in EXEC, and write their reply as they go; connection-local ones
 //! ([`Run::Local`]) touch only the connection; the rest ([`Run::Conn`])
-//! the connection and the server. DBSIZE ([`Run::Either`]) answers from
-//! the key counts alone, and scans inside EXEC.
+//! the connection and the server. The [`Run::Either`] commands run one way
+//! alone and another inside EXEC: DBSIZE answers from the key counts
+//! alone and scans inside EXEC; a blocking pop blocks alone and does not
+//! inside EXEC.
 
+pub mod blocking;
 pub mod connection;
 pub mod hashes;
 pub mod keys;
+pub mod lists;
 pub mod replication;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub mod transactions;
 
 use crate::acl::Rights;
-use crate::command::{Command, Run};
+use crate::command::{Command, Exec, Run};
 use crate::fasthash::FastHash;
-use crate::keyspace::MAX_KEY;
+use crate::keyspace::{Found, Head, Kind, MAX_KEY, WRONGTYPE};
 use crate::resp::{parse_i64, Args, Out};
-use epochdb::Error;
+use epochdb::{Error, Txn};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -38,6 +43,96 @@ pub fn key_too_long(args: &Args, keys: impl Iterator<Item = usize>) -> bool {
 
 pub fn key_too_long_msg() -> String {
     format!("ERR key is too long (epochdb keys are at most {MAX_KEY} bytes)")
+}
+
+/// A key of one type as a command found it.
+pub(crate) enum Typed {
+    /// Missing (or expired).
+    Missing,
+    /// Live, with its head's payload.
+    Live(Vec<u8>),
+    /// Of another type: WRONGTYPE has been replied.
+    Wrong,
+}
+
+/// `key` read as a `kind`, WRONGTYPE replied if it is another type.
+pub(crate) fn typed(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], kind: Kind) -> epochdb::Result<Typed> {
+    Ok(match x.db.find(txn, key)? {
+        Found::Live(h, v) if h.kind == kind => Typed::Live(v.to_vec()),
+        Found::Live(..) => {
+            x.out.error(WRONGTYPE);
+            Typed::Wrong
+        }
+        Found::Missing(_) => Typed::Missing,
+    })
+}
+
+/// A key of one type about to be written: its head (a new one if it was
+/// missing), its payload, whether it was live, and `old`, the expiry of the
+/// head it replaces (`None`: there is none), for
+/// [`crate::keyspace::Db::write_head`].
+pub(crate) struct Writing {
+    pub head: Head,
+    pub payload: Vec<u8>,
+    pub live: bool,
+    pub old: Option<u64>,
+}
+
+/// `key` prepared for a write as a `kind` (an expired one cleaned up);
+/// `None` after replying WRONGTYPE.
+pub(crate) fn for_write(
+    x: &mut Exec<'_>,
+    txn: &mut Txn<'_>,
+    key: &[u8],
+    kind: Kind,
+) -> epochdb::Result<Option<Writing>> {
+    let old = match x.db.find(txn, key)? {
+        Found::Live(head, v) if head.kind == kind => {
+            return Ok(Some(Writing { head, payload: v.to_vec(), live: true, old: Some(head.expire_at) }));
+        }
+        Found::Live(..) => {
+            x.out.error(WRONGTYPE);
+            return Ok(None);
+        }
+        Found::Missing(old) => old,
+    };
+    if old.is_some_and(|h| h.kind.has_elements()) {
+        x.db.delete_fields(txn, key)?;
+    }
+    let head = Head { kind, expire_at: 0 };
+    Ok(Some(Writing { head, payload: Vec::new(), live: false, old: old.map(|h| h.expire_at) }))
+}
+
+/// Replies that an element does not fit beside its key, if it does not.
+pub(crate) fn element_too_long(out: &mut Out<'_>, key: &[u8], element: &[u8], noun: &str) -> bool {
+    let max = epochdb::MAX_KEY_LEN - 3;
+    let long = key.len() + element.len() > max;
+    if long {
+        out.error(&format!("ERR key and {noun} are too long (epochdb allows {max} bytes together)"));
+    }
+    long
+}
+
+/// A small random number generator for the commands that pick at random
+/// (SPOP, SRANDMEMBER): seeded afresh each time from the process's random
+/// keys and the clock.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub fn new() -> Rng {
+        use std::hash::BuildHasher;
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Rng(std::collections::hash_map::RandomState::new().hash_one(t.as_nanos()) | 1)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        ((self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) % n as u64) as usize
+    }
 }
 
 /// The integer argument `a`, or `None` with the error replied.
@@ -92,7 +187,6 @@ macro_rules! cmds {
     };
 }
 
-/// Every command epochdb serves.
 /// Every command epochdb serves.
 pub static COMMANDS: &[Command] = cmds! {
     // connection and server
@@ -186,6 +280,47 @@ pub static COMMANDS: &[Command] = cmds! {
     "hincrby" 4 true W (1 1 1) Run::Data(hashes::hincrby);
     "hincrbyfloat" 4 true W (1 1 1) Run::Data(hashes::hincrbyfloat);
     "hscan" -3 false RS (1 1 1) Run::Data(hashes::hscan);
+    // sets
+    "sadd" -3 true W (1 1 1) Run::Data(sets::sadd);
+    "srem" -3 true W (1 1 1) Run::Data(sets::srem);
+    "sismember" 3 false R (1 1 1) Run::Data(sets::sismember);
+    "smismember" -3 false R (1 1 1) Run::Data(sets::smismember);
+    "smembers" 2 false RS (1 1 1) Run::Data(sets::smembers);
+    "scard" 2 false R (1 1 1) Run::Data(sets::scard);
+    "spop" -2 true W (1 1 1) Run::Data(sets::spop);
+    "srandmember" -2 false RS (1 1 1) Run::Data(sets::srandmember);
+    "smove" 4 true W (1 2 1) Run::Data(sets::smove);
+    "sinter" -2 false RS (1 -1 1) Run::Data(sets::sinter);
+    "sunion" -2 false RS (1 -1 1) Run::Data(sets::sunion);
+    "sdiff" -2 false RS (1 -1 1) Run::Data(sets::sdiff);
+    "sinterstore" -3 true WS (1 -1 1) Run::Data(sets::sinterstore);
+    "sunionstore" -3 true WS (1 -1 1) Run::Data(sets::sunionstore);
+    "sdiffstore" -3 true WS (1 -1 1) Run::Data(sets::sdiffstore);
+    "sintercard" -3 false RS (0 0 0) Run::Data(sets::sintercard);
+    "sscan" -3 false RS (1 1 1) Run::Data(sets::sscan);
+    // lists
+    "lpush" -3 true W (1 1 1) Run::Data(lists::lpush);
+    "rpush" -3 true W (1 1 1) Run::Data(lists::rpush);
+    "lpushx" -3 true W (1 1 1) Run::Data(lists::lpushx);
+    "rpushx" -3 true W (1 1 1) Run::Data(lists::rpushx);
+    "lpop" -2 true W (1 1 1) Run::Data(lists::lpop);
+    "rpop" -2 true W (1 1 1) Run::Data(lists::rpop);
+    "llen" 2 false R (1 1 1) Run::Data(lists::llen);
+    "lrange" 4 false RS (1 1 1) Run::Data(lists::lrange);
+    "lindex" 3 false RS (1 1 1) Run::Data(lists::lindex);
+    "lset" 4 true WS (1 1 1) Run::Data(lists::lset);
+    "linsert" 5 true WS (1 1 1) Run::Data(lists::linsert);
+    "lrem" 4 true WS (1 1 1) Run::Data(lists::lrem);
+    "ltrim" 4 true WS (1 1 1) Run::Data(lists::ltrim);
+    "lpos" -3 false RS (1 1 1) Run::Data(lists::lpos);
+    "lmove" 5 true WS (1 2 1) Run::Data(lists::lmove);
+    "rpoplpush" 3 true WS (1 2 1) Run::Data(lists::rpoplpush);
+    "lmpop" -4 true WS (0 0 0) Run::Data(lists::lmpop);
+    "blpop" -3 true WS (1 -2 1) Run::Either { alone: blocking::blpop, queued: blocking::blpop_queued };
+    "brpop" -3 true WS (1 -2 1) Run::Either { alone: blocking::brpop, queued: blocking::brpop_queued };
+    "blmove" 6 true WS (1 2 1) Run::Either { alone: blocking::blmove, queued: blocking::blmove_queued };
+    "brpoplpush" 4 true WS (1 2 1) Run::Either { alone: blocking::brpoplpush, queued: blocking::brpoplpush_queued };
+    "blmpop" -5 true WS (0 0 0) Run::Either { alone: blocking::blmpop, queued: blocking::blmpop_queued };
     // epochdb's own
     "epochdb.range" -3 false RS (0 0 0) Run::Data(keys::range);
 };

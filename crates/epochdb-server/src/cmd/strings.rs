@@ -1,6 +1,6 @@
 //! Strings: GET, SET and its options, the counters, ranges.
 
-use super::{expire_time, int_arg, NOT_FLOAT, NOT_INT, OVERFLOW, SYNTAX};
+use super::{expire_time, for_write, int_arg, NOT_FLOAT, NOT_INT, OVERFLOW, SYNTAX};
 use crate::command::Exec;
 use crate::keyspace::{Found, Head, Kind, WRONGTYPE};
 use crate::resp::{format_f64, parse_f64, parse_i64, Args};
@@ -250,21 +250,10 @@ struct Current {
 /// The string at `key` for a read-modify-write; `Err(())` after writing
 /// WRONGTYPE.
 fn string_for_update(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<std::result::Result<Current, ()>> {
-    let stale = match x.db.find(txn, key)? {
-        Found::Live(h @ Head { kind: Kind::String, .. }, v) => {
-            return Ok(Ok(Current { head: h, value: Some(v.to_vec()), old_expire: Some(h.expire_at) }));
-        }
-        Found::Live(..) => {
-            x.out.error(WRONGTYPE);
-            return Ok(Err(()));
-        }
-        Found::Missing(stale) => stale,
-    };
-    if stale.is_some_and(|h| h.kind == Kind::Hash) {
-        x.db.delete_fields(txn, key)?;
-    }
-    let head = Head { kind: Kind::String, expire_at: 0 };
-    Ok(Ok(Current { head, value: None, old_expire: stale.map(|h| h.expire_at) }))
+    Ok(match for_write(x, txn, key, Kind::String)? {
+        Some(w) => Ok(Current { head: w.head, value: w.live.then_some(w.payload), old_expire: w.old }),
+        None => Err(()),
+    })
 }
 
 /// INCRBY's arithmetic on a stored value (missing: 0); `Err` is the reply

@@ -119,12 +119,14 @@ pub enum Blocked {
 }
 
 /// A client in a blocking pop: command `cmd` (its index in the command
-/// table) with `args`, until `deadline` (`None`: no limit).
+/// table) with `args`, until `deadline` (`None`: no limit); `ticket`, its
+/// place among the waiters (`Shared::waiters`).
 #[derive(Debug, Clone)]
 pub struct PopWait {
     pub cmd: usize,
     pub args: Args,
     pub deadline: Option<Instant>,
+    pub ticket: u64,
 }
 
 /// A client in WAIT or WAITAOF: it wants `replicas` backups to have

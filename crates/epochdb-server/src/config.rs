@@ -207,6 +207,28 @@ pub fn parse_memory(text: &str) -> Option<u64> {
     };
     n.parse::<u64>().ok()?.checked_mul(scale)
 }
+/// Redis's encoding thresholds (the size below which a type is kept in a
+/// compact encoding), with their Redis 7.0 defaults. epochdb has one
+/// representation per type, so they change nothing; CONFIG SET keeps what
+/// is set and CONFIG GET shows it, for tools and tests that set them. A
+/// name and its older alias (`ziplist` for `listpack`) share one value.
+pub const ENCODINGS: &[(&str, Option<&str>, i64)] = &[
+    ("hash-max-listpack-entries", Some("hash-max-ziplist-entries"), 128),
+    ("hash-max-listpack-value", Some("hash-max-ziplist-value"), 64),
+    ("set-max-intset-entries", None, 512),
+    ("zset-max-listpack-entries", Some("zset-max-ziplist-entries"), 128),
+    ("zset-max-listpack-value", Some("zset-max-ziplist-value"), 64),
+    ("list-max-listpack-size", Some("list-max-ziplist-size"), -2),
+    ("list-compress-depth", None, 0),
+    ("stream-node-max-bytes", None, 4096),
+    ("stream-node-max-entries", None, 100),
+];
+
+/// The index in [`ENCODINGS`] of a threshold, by name or alias.
+pub fn encoding_index(name: &str) -> Option<usize> {
+    ENCODINGS.iter().position(|&(n, alias, _)| n == name || alias == Some(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_memory;

@@ -70,18 +70,30 @@ const SWEEP_ROUNDS: usize = 16;
 
 /// Binds `threads` listening sockets to one address with SO_REUSEPORT.
 /// With port 0 the first picks a port and the others take the same.
+///
+/// SO_REUSEPORT would also let a second server (of the same user) bind
+/// the port and take half its connections, so a port given is first bound
+/// once without it: that fails, as Redis does, while anything listens
+/// there.
 pub fn listen(bind: &str, port: u16, threads: usize) -> std::io::Result<Vec<TcpListener>> {
     use socket2::{Domain, Protocol, Socket, Type};
     let ip: std::net::IpAddr = bind
         .parse()
         .map_err(|_| std::io::Error::new(ErrorKind::InvalidInput, format!("'{bind}' is not an IP address")))?;
     let mut addr = SocketAddr::new(ip, port);
-    let mut out = Vec::new();
-    for _ in 0..threads {
+    let socket = |addr: SocketAddr, reuse_port: bool| -> std::io::Result<Socket> {
         let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         s.set_reuse_address(true)?;
-        s.set_reuse_port(true)?;
+        s.set_reuse_port(reuse_port)?;
         s.set_nonblocking(true)?;
+        Ok(s)
+    };
+    if port != 0 {
+        socket(addr, false)?.bind(&addr.into())?;
+    }
+    let mut out = Vec::new();
+    for _ in 0..threads {
+        let s = socket(addr, true)?;
         s.bind(&addr.into())?;
         s.listen(1024)?;
         let l: std::net::TcpListener = s.into();
@@ -796,6 +808,9 @@ impl EventLoop {
 
     pub fn close(&mut self, t: Token) {
         if let Some(mut c) = self.clients.remove(&t) {
+            if let Some(Blocked::Pop(w)) = &c.blocked {
+                self.shared.waiters.leave(w.ticket);
+            }
             c.stream.close_notify();
             let _ = self.poll.registry().deregister(&mut c.stream.sock);
             self.shared.clients().remove(&c.info.id);

@@ -31,6 +31,7 @@ mod server;
 mod shared;
 mod stats;
 mod tls;
+mod waiters;
 
 pub use config::{parse_memory, parse_yes_no, AppendFsync, Config, InfoLines, Members, ReplicaOf, Switchover};
 pub use server::{Promoter, Server, StartError, Stopper};

@@ -8,6 +8,7 @@ use crate::cursors::Cursors;
 use crate::resp::Limits;
 use crate::stats::{Slowlog, ThreadStats};
 use crate::tls::Tls;
+use crate::waiters::Waiters;
 use epochdb::{Backup, Database, Durability, TableId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -41,6 +42,8 @@ pub struct Settings {
     pub max_bulk: AtomicUsize,
     pub query_buffer_limit: AtomicUsize,
     pub protected_mode: AtomicBool,
+    /// The values of [`crate::config::ENCODINGS`], which change nothing.
+    pub encodings: Vec<AtomicI64>,
 }
 
 /// State the event loops share; touched rarely on the request path.
@@ -64,6 +67,8 @@ pub struct Shared {
     pub(crate) slowlog: Mutex<Slowlog>,
     /// SCAN and HSCAN cursors, which any connection may continue.
     pub cursors: Cursors,
+    /// Clients blocked in a pop, in the order they began to wait.
+    pub waiters: Waiters,
     pub shutdown: AtomicBool,
     pub started: Instant,
     pub wakeups: Arc<Wakeups>,

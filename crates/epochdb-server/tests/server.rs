@@ -35,6 +35,18 @@ fn err(c: &mut Connection, args: &[&str]) -> String {
     }
 }
 
+/// A port in use is refused, as Redis refuses it, though the event loops
+/// share theirs with SO_REUSEPORT.
+#[test]
+fn a_second_server_cannot_take_a_port_in_use() {
+    let server = start(Config::default());
+    let port = server.local_addr().port();
+    let second = Server::start(Config { port, threads: 2, ..Config::default() });
+    assert!(second.is_err(), "a second server started on port {port}");
+    let mut c = connect(&server);
+    assert_eq!(cmd(&mut c, &["PING"]).unwrap(), Value::SimpleString("PONG".into()));
+}
+
 #[test]
 fn strings_behave_as_in_redis() {
     let server = start(Config::default());

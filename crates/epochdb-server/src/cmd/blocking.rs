@@ -10,8 +10,9 @@ use super::lists;
 use super::lookup;
 use crate::client::{Blocked, PopWait};
 use crate::command::{Call, DataFn, Exec};
-use crate::resp::{parse_f64, Args, Out};
+use crate::resp::{parse_f64, parse_i64, Args, Out};
 use epochdb::{Result, Txn};
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 /// What a blocking pop replies when its time is up.
@@ -48,28 +49,90 @@ fn deadline(arg: &[u8], now: Instant) -> std::result::Result<Option<Instant>, &'
     Ok(Some(now.checked_add(Duration::from_secs_f64(secs)).unwrap_or(now + Duration::from_secs(1 << 32))))
 }
 
+/// Where a blocking pop's source keys are among its arguments, and where
+/// its key count is (BLMPOP's `numkeys`).
+fn sources(a: &Args) -> (Range<usize>, Option<usize>) {
+    let name = a.get(0).to_ascii_lowercase();
+    match &name[..] {
+        b"blmpop" => {
+            let n = parse_i64(a.get(2)).unwrap_or(0).clamp(0, a.len() as i64) as usize;
+            (3..(3 + n).min(a.len()), Some(2))
+        }
+        b"blmove" | b"brpoplpush" => (1..2, None),
+        _ => (1..a.len() - 1, None),
+    }
+}
+
+/// The arguments of a waiting client's pop with only the source keys it
+/// may take from now (see [`crate::waiters`]); `None` if there are none.
+fn takeable(x: &Call<'_>, a: &Args, ticket: u64) -> Option<Args> {
+    let (keys, count_at) = sources(a);
+    let db = x.client.db;
+    let ok: Vec<usize> = keys.clone().filter(|&i| x.shared.waiters.may_take(ticket, db, a.get(i))).collect();
+    if ok.is_empty() {
+        return None;
+    }
+    let mut out = Args::default();
+    for i in 0..keys.start {
+        if Some(i) == count_at {
+            out.push(ok.len().to_string().as_bytes());
+        } else {
+            out.push(a.get(i));
+        }
+    }
+    for &i in &ok {
+        out.push(a.get(i));
+    }
+    for i in keys.end..a.len() {
+        out.push(a.get(i));
+    }
+    Some(out)
+}
+
 /// Runs `try_` for the client and blocks it if the try replied nothing;
-/// the timeout is argument `timeout_at`. Run again by the event loop while
-/// blocked, with the deadline it set the first time.
-fn block_on(x: &mut Call<'_>, a: &Args, timeout_at: usize, try_: DataFn, on_timeout: Timeout) {
-    let deadline = match &x.client.blocked {
-        Some(Blocked::Pop(w)) => w.deadline,
+/// the timeout is argument `timeout_at`. The event loop runs the command
+/// again while the client is blocked: then `wait` (the try for a waiting
+/// client) runs, on the keys no earlier waiter waits on, until the
+/// deadline set the first time.
+fn block_on(x: &mut Call<'_>, a: &Args, timeout_at: usize, [try_, wait]: [DataFn; 2], on_timeout: Timeout) {
+    let (deadline, ticket) = match &x.client.blocked {
+        Some(Blocked::Pop(w)) => (w.deadline, Some(w.ticket)),
         _ => match deadline(a.get(timeout_at), Instant::now()) {
-            Ok(d) => d,
+            Ok(d) => (d, None),
             Err(e) => return x.client.out().error(e),
         },
     };
     x.client.blocked = None;
-    x.run_data(try_, a, true);
-    if !x.scratch.is_empty() || !matches!(x.finished, Some((Ok(_), _))) {
-        return;
-    }
-    if deadline.is_some_and(|d| Instant::now() >= d) {
-        on_timeout.reply(&mut Out { buf: x.scratch, resp3: x.client.resp3 });
+    let tried = match ticket {
+        None => {
+            x.run_data(try_, a, true);
+            true
+        }
+        Some(t) => match takeable(x, a, t) {
+            Some(args) => {
+                x.run_data(wait, &args, true);
+                true
+            }
+            None => false,
+        },
+    };
+    let answered = tried && (!x.scratch.is_empty() || !matches!(x.finished, Some((Ok(_), _))));
+    let timed_out = !answered && deadline.is_some_and(|d| Instant::now() >= d);
+    if answered || timed_out {
+        if let Some(t) = ticket {
+            x.shared.waiters.leave(t);
+        }
+        if timed_out {
+            on_timeout.reply(&mut x.client.out());
+        }
         return;
     }
     let Some((cmd, _)) = lookup(a.get(0)) else { return };
-    x.client.blocked = Some(Blocked::Pop(PopWait { cmd, args: a.to_owned_args(), deadline }));
+    let ticket = ticket.unwrap_or_else(|| {
+        let keys = sources(a).0.map(|i| a.get(i).to_vec()).collect();
+        x.shared.waiters.enter(x.client.db, keys)
+    });
+    x.client.blocked = Some(Blocked::Pop(PopWait { cmd, args: a.to_owned_args(), deadline, ticket }));
 }
 
 /// A try inside MULTI: once, and the timeout's reply if it found nothing.
@@ -83,7 +146,7 @@ fn once(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, try_: DataFn, on_timeout:
 }
 
 pub fn blpop(x: &mut Call<'_>, a: &Args) {
-    block_on(x, a, a.len() - 1, lists::blpop_try, Timeout::NullArray)
+    block_on(x, a, a.len() - 1, [lists::blpop_try, lists::blpop_wait], Timeout::NullArray)
 }
 
 pub fn blpop_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
@@ -91,7 +154,7 @@ pub fn blpop_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()>
 }
 
 pub fn brpop(x: &mut Call<'_>, a: &Args) {
-    block_on(x, a, a.len() - 1, lists::brpop_try, Timeout::NullArray)
+    block_on(x, a, a.len() - 1, [lists::brpop_try, lists::brpop_wait], Timeout::NullArray)
 }
 
 pub fn brpop_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
@@ -99,7 +162,7 @@ pub fn brpop_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()>
 }
 
 pub fn blmove(x: &mut Call<'_>, a: &Args) {
-    block_on(x, a, 5, lists::blmove_try, Timeout::Null)
+    block_on(x, a, 5, [lists::blmove_try, lists::blmove_wait], Timeout::Null)
 }
 
 pub fn blmove_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
@@ -107,7 +170,7 @@ pub fn blmove_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()
 }
 
 pub fn brpoplpush(x: &mut Call<'_>, a: &Args) {
-    block_on(x, a, 3, lists::brpoplpush_try, Timeout::Null)
+    block_on(x, a, 3, [lists::brpoplpush_try, lists::brpoplpush_wait], Timeout::Null)
 }
 
 pub fn brpoplpush_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
@@ -115,7 +178,7 @@ pub fn brpoplpush_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Resul
 }
 
 pub fn blmpop(x: &mut Call<'_>, a: &Args) {
-    block_on(x, a, 1, lists::blmpop_try, Timeout::NullArray)
+    block_on(x, a, 1, [lists::blmpop_try, lists::blmpop_wait], Timeout::NullArray)
 }
 
 pub fn blmpop_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {

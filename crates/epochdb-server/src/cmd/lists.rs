@@ -10,7 +10,7 @@
 use super::sets::numkeys;
 use super::{for_write, int_arg, typed, Typed, Writing, NO_KEY, SYNTAX};
 use crate::command::{DataFn, Exec};
-use crate::keyspace::Kind;
+use crate::keyspace::{Found, Kind};
 use crate::resp::{parse_i64, Args};
 use epochdb::{Result, Txn};
 
@@ -567,11 +567,20 @@ pub fn rpoplpush(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     or_null(x, txn, a, brpoplpush_try)
 }
 
+/// Whether `key` holds a list. While a client waits in a blocking pop, a
+/// source of another type is not ready rather than an error, as in Redis.
+fn is_list(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<bool> {
+    Ok(matches!(x.db.find(txn, key)?, Found::Live(h, _) if h.kind == Kind::List))
+}
+
 /// BLPOP and BRPOP's try: pops one item from the first non-empty list of
 /// `a[1..len-1]` and replies `[key, item]`; replies nothing if all are
-/// empty.
-fn bpop_try(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, end: End) -> Result<()> {
+/// empty (or, `waiting`, of another type).
+fn bpop_try(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, end: End, waiting: bool) -> Result<()> {
     for key in a.iter_from(1).take(a.len() - 2) {
+        if waiting && !is_list(x, txn, key)? {
+            continue;
+        }
         match span_of(x, txn, key)? {
             Err(()) => return Ok(()),
             Ok(None) => {}
@@ -588,17 +597,57 @@ fn bpop_try(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, end: End) -> Result<(
 }
 
 pub fn blpop_try(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
-    bpop_try(x, txn, a, End::Left)
+    bpop_try(x, txn, a, End::Left, false)
+}
+
+pub fn blpop_wait(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    bpop_try(x, txn, a, End::Left, true)
 }
 
 pub fn brpop_try(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
-    bpop_try(x, txn, a, End::Right)
+    bpop_try(x, txn, a, End::Right, false)
+}
+
+pub fn brpop_wait(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    bpop_try(x, txn, a, End::Right, true)
+}
+
+/// BLMOVE's try while it waits: a source of another type is not ready.
+pub fn blmove_wait(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    if is_list(x, txn, a.get(1))? {
+        blmove_try(x, txn, a)?;
+    }
+    Ok(())
+}
+
+pub fn brpoplpush_wait(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    if is_list(x, txn, a.get(1))? {
+        brpoplpush_try(x, txn, a)?;
+    }
+    Ok(())
 }
 
 /// BLMPOP's try: `BLMPOP timeout numkeys key... LEFT|RIGHT [COUNT n]`.
-pub fn blmpop_try(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
-    let Some((keys, end, count)) = mpop_args(x, a, 2) else { return Ok(()) };
+fn blmpop_with(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args, waiting: bool) -> Result<()> {
+    let Some((mut keys, end, count)) = mpop_args(x, a, 2) else { return Ok(()) };
+    if waiting {
+        let mut lists = Vec::with_capacity(keys.len());
+        for key in keys {
+            if is_list(x, txn, key)? {
+                lists.push(key);
+            }
+        }
+        keys = lists;
+    }
     mpop(x, txn, &keys, end, count).map(|_| ())
+}
+
+pub fn blmpop_try(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    blmpop_with(x, txn, a, false)
+}
+
+pub fn blmpop_wait(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    blmpop_with(x, txn, a, true)
 }
 
 /// LMPOP's (and BLMPOP's) arguments from `at` on: `numkeys key... LEFT|RIGHT

@@ -12,6 +12,7 @@
 
 pub mod blocking;
 pub mod connection;
+pub mod functions;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
@@ -214,6 +215,7 @@ pub static COMMANDS: &[Command] = cmds! {
     "replicaof" 3 false ADMIN (0 0 0) Run::Conn(replication::replicaof);
     "epochdb.member" -3 false ADMIN (0 0 0) Run::Conn(replication::member);
     "flushall" -1 true WS (0 0 0) Run::Conn(server::flushall);
+    "function" -2 false SRV (0 0 0) Run::Local(functions::function);
     // transactions
     "multi" 1 false TXN (0 0 0) Run::Conn(transactions::multi);
     "exec" 1 false TXN (0 0 0) Run::Conn(transactions::exec);

@@ -6,7 +6,7 @@ use super::replication::{primary_info, primary_of, replica_info};
 use super::{lookup, printable, COMMANDS, SYNTAX};
 use crate::client::Blocked;
 use crate::command::{Call, Command, Local};
-use crate::config::AppendFsync;
+use crate::config::{encoding_index, AppendFsync, ENCODINGS};
 use crate::glob;
 use crate::keyspace::Tally;
 use crate::resp::{parse_i64, Args, Out};
@@ -206,7 +206,7 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String)> {
     let o = shared.db.options();
     let logging = o.durability != Durability::Off;
     let tls = shared.tls.as_ref().map(|t| &t.config);
-    vec![
+    let mut values = vec![
         ("bind", cfg.bind.clone()),
         ("port", shared.addr.port().to_string()),
         ("databases", cfg.databases.to_string()),
@@ -236,7 +236,13 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String)> {
         ("tls-auth-clients", tls.map_or("yes", |t| t.auth_clients.name()).into()),
         ("tls-replication", if tls.is_some_and(|t| t.replication) { "yes" } else { "no" }.into()),
         ("epochdb-epoch-interval-ms", o.epoch_interval.as_millis().to_string()),
-    ]
+    ];
+    for (i, &(name, alias, _)) in ENCODINGS.iter().enumerate() {
+        let v = set.encodings[i].load(Ordering::Relaxed).to_string();
+        values.extend(alias.map(|a| (a, v.clone())));
+        values.push((name, v));
+    }
+    values
 }
 
 /// CONFIG SET's error for parameter `name`.
@@ -255,6 +261,8 @@ enum Change {
     ProtoMaxBulkLen(usize),
     QueryBufferLimit(usize),
     ProtectedMode(bool),
+    /// An encoding threshold: kept, to no effect.
+    Encoding(usize, i64),
     /// The value the server has already: nothing to do.
     Unchanged,
 }
@@ -314,7 +322,10 @@ fn config_change(shared: &Shared, name: &str, v: &[u8]) -> Result<Change, String
         }
         "timeout" if text == "0" => Change::Unchanged,
         "timeout" => return Err(failed("epochdb does not close idle clients: only 0 is accepted")),
-        _ => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
+        _ => match encoding_index(name) {
+            Some(i) => Change::Encoding(i, int()?),
+            None => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
+        },
     })
 }
 
@@ -333,6 +344,7 @@ fn apply_config(shared: &Shared, change: Change) {
         Change::ProtoMaxBulkLen(n) => set.max_bulk.store(n, Ordering::Relaxed),
         Change::QueryBufferLimit(n) => set.query_buffer_limit.store(n, Ordering::Relaxed),
         Change::ProtectedMode(on) => set.protected_mode.store(on, Ordering::Relaxed),
+        Change::Encoding(i, v) => set.encodings[i].store(v, Ordering::Relaxed),
         Change::Unchanged => {}
     }
 }

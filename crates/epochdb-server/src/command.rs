@@ -140,6 +140,12 @@ impl Command {
                 | "rpoplpush"
                 | "blmove"
                 | "brpoplpush"
+                | "zadd"
+                | "zincrby"
+                | "zrangestore"
+                | "zunionstore"
+                | "zinterstore"
+                | "zdiffstore"
         )
     }
 }

@@ -17,6 +17,8 @@
 //! | hash | empty | field | the field's value |
 //! | set | member count (u64 LE) | member | empty |
 //! | list | first and next position (two u64 LE) | position (u64 BE) | the item |
+//! | sorted set | member count (u64 LE) | `m` member | the score (f64 LE) |
+//! | | | `s` score (8 bytes, in order) member | empty: the score index |
 //!
 //! Every write to a key rewrites its head (an element write too), so a
 //! WATCH, which keeps the head's version, sees any change to the key. An
@@ -38,10 +40,11 @@ pub enum Kind {
     Hash = 1,
     Set = 2,
     List = 3,
+    ZSet = 4,
 }
 
 impl Kind {
-    const ALL: [Kind; 4] = [Kind::String, Kind::Hash, Kind::Set, Kind::List];
+    const ALL: [Kind; 5] = [Kind::String, Kind::Hash, Kind::Set, Kind::List, Kind::ZSet];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -49,6 +52,7 @@ impl Kind {
             Kind::Hash => "hash",
             Kind::Set => "set",
             Kind::List => "list",
+            Kind::ZSet => "zset",
         }
     }
 
@@ -361,6 +365,36 @@ impl Db {
         self.key.extend_from_slice(from);
         let range = (Bound::Included(&self.key[..]), hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded));
         txn.scan(self.table, range, limit, |k, v| f(k, &k[skip..], v))?;
+        Ok(())
+    }
+
+    /// Calls `f` with the element rows of `key` whose elements lie between
+    /// `lo` and `hi`, in element order (or reversed), while it returns
+    /// true; each as `(element, value)`.
+    pub fn element_range(
+        &mut self,
+        txn: &mut Txn<'_>,
+        key: &[u8],
+        (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+        rev: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        field_prefix(key, &mut self.key);
+        let p = &self.key[..];
+        let join = |e: &[u8]| [p, e].concat();
+        let lo = match lo {
+            Bound::Included(e) => Bound::Included(join(e)),
+            Bound::Excluded(e) => Bound::Excluded(join(e)),
+            Bound::Unbounded => Bound::Included(p.to_vec()),
+        };
+        let hi = match hi {
+            Bound::Included(e) => Bound::Included(join(e)),
+            Bound::Excluded(e) => Bound::Excluded(join(e)),
+            Bound::Unbounded => prefix_end(p).map_or(Bound::Unbounded, Bound::Excluded),
+        };
+        let skip = p.len();
+        let range = (lo.as_ref().map(Vec::as_slice), hi.as_ref().map(Vec::as_slice));
+        txn.scan_dir(self.table, range, rev, usize::MAX, |k, v| f(&k[skip..], v))?;
         Ok(())
     }
 

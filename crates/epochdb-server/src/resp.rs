@@ -387,6 +387,35 @@ pub fn format_f64(v: f64) -> String {
     s
 }
 
+/// Formats a double as Redis replies one (a sorted set's score): an
+/// integral value as an integer, others as C's `%.17g`.
+pub fn format_double(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == v.trunc() && v.abs() < (1u64 << 52) as f64 {
+        return format!("{}", v as i64);
+    }
+    // %.17g: 17 significant digits, fixed notation for exponents -4..17,
+    // trailing zeros cut.
+    let sci = format!("{v:.16e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if (-4..17).contains(&exp) {
+        trim(format!("{v:.*}", (16 - exp).max(0) as usize))
+    } else {
+        let m = trim(mantissa.to_string());
+        format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    }
+}
+
 /// A reply writer over a connection's output buffer, in RESP2 or RESP3.
 #[derive(Debug)]
 pub struct Out<'a> {
@@ -462,9 +491,9 @@ impl Out<'_> {
         self.line(if self.resp3 { b'~' } else { b'*' }, n as i64);
     }
 
-    /// A double: RESP3 `,`, RESP2 a bulk string.
+    /// A double: RESP3 `,`, RESP2 a bulk string ([`format_double`]).
     pub fn double(&mut self, v: f64) {
-        let s = format_f64(v);
+        let s = format_double(v);
         if self.resp3 {
             self.buf.push(b',');
             self.buf.extend_from_slice(s.as_bytes());
@@ -516,6 +545,26 @@ pub fn push_decimal(buf: &mut Vec<u8>, n: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doubles_format_as_redis_percent_17g() {
+        // What redis-server 7.0 replies for these scores.
+        for (v, want) in [
+            (0.1, "0.10000000000000001"),
+            (1.5, "1.5"),
+            (3.0, "3"),
+            (0.30000000000000004, "0.30000000000000004"),
+            (1e300, "1.0000000000000001e+300"),
+            (f64::NEG_INFINITY, "-inf"),
+            (1.3, "1.3"),
+            (-2.5e-7, "-2.4999999999999999e-07"),
+            (123456.789, "123456.789"),
+            (1e17, "1e+17"),
+            (12345678901234567.0, "12345678901234568"),
+        ] {
+            assert_eq!(format_double(v), want, "{v}");
+        }
+    }
 
     fn parse_all(input: &[u8], chunk: usize) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let (mut p, mut args, limits) = (Parser::default(), Args::default(), Limits::default());

@@ -1,13 +1,13 @@
-//! The blocking pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP), around
-//! their tries: data commands that reply nothing when every list is
-//! empty. Alone, a client whose try replied nothing blocks, and its event
+//! The blocking pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN,
+//! BZPOPMAX, BZMPOP), around their tries: data commands that reply
+//! nothing when every list or sorted set is empty. Alone, a client whose try replied nothing blocks, and its event
 //! loop runs the command again on each pass (at least every few
 //! milliseconds) until the try replies or the timeout passes; the client's
 //! later input waits, as in Redis. Inside MULTI the try runs once, and
 //! replies as a timeout would if it found nothing.
 
-use super::lists;
 use super::lookup;
+use super::{lists, zsets};
 use crate::client::{Blocked, PopWait};
 use crate::command::{Call, DataFn, Exec};
 use crate::resp::{parse_f64, parse_i64, Args, Out};
@@ -54,7 +54,7 @@ fn deadline(arg: &[u8], now: Instant) -> std::result::Result<Option<Instant>, &'
 fn sources(a: &Args) -> (Range<usize>, Option<usize>) {
     let name = a.get(0).to_ascii_lowercase();
     match &name[..] {
-        b"blmpop" => {
+        b"blmpop" | b"bzmpop" => {
             let n = parse_i64(a.get(2)).unwrap_or(0).clamp(0, a.len() as i64) as usize;
             (3..(3 + n).min(a.len()), Some(2))
         }
@@ -63,14 +63,25 @@ fn sources(a: &Args) -> (Range<usize>, Option<usize>) {
     }
 }
 
-/// The arguments of a waiting client's pop with only the source keys it
-/// may take from now (see [`crate::waiters`]); `None` if there are none.
-fn takeable(x: &Call<'_>, a: &Args, ticket: u64) -> Option<Args> {
+/// Which source keys a pop may take from now (see [`crate::waiters`]).
+enum Takeable {
+    All,
+    /// Some: the arguments with only those.
+    Some(Args),
+    None,
+}
+
+/// The source keys of a pop by the waiter `ticket` (`u64::MAX`: a client
+/// not yet waiting, after every waiter) that no earlier waiter waits on.
+fn takeable(x: &Call<'_>, a: &Args, ticket: u64) -> Takeable {
     let (keys, count_at) = sources(a);
     let db = x.client.db;
     let ok: Vec<usize> = keys.clone().filter(|&i| x.shared.waiters.may_take(ticket, db, a.get(i))).collect();
+    if ok.len() == keys.len() {
+        return Takeable::All;
+    }
     if ok.is_empty() {
-        return None;
+        return Takeable::None;
     }
     let mut out = Args::default();
     for i in 0..keys.start {
@@ -86,14 +97,14 @@ fn takeable(x: &Call<'_>, a: &Args, ticket: u64) -> Option<Args> {
     for i in keys.end..a.len() {
         out.push(a.get(i));
     }
-    Some(out)
+    Takeable::Some(out)
 }
 
 /// Runs `try_` for the client and blocks it if the try replied nothing;
 /// the timeout is argument `timeout_at`. The event loop runs the command
 /// again while the client is blocked: then `wait` (the try for a waiting
-/// client) runs, on the keys no earlier waiter waits on, until the
-/// deadline set the first time.
+/// client) runs instead, until the deadline set the first time. Either
+/// tries only the keys no earlier waiter waits on.
 fn block_on(x: &mut Call<'_>, a: &Args, timeout_at: usize, [try_, wait]: [DataFn; 2], on_timeout: Timeout) {
     let (deadline, ticket) = match &x.client.blocked {
         Some(Blocked::Pop(w)) => (w.deadline, Some(w.ticket)),
@@ -103,18 +114,18 @@ fn block_on(x: &mut Call<'_>, a: &Args, timeout_at: usize, [try_, wait]: [DataFn
         },
     };
     x.client.blocked = None;
-    let tried = match ticket {
-        None => {
-            x.run_data(try_, a, true);
+    // A client not yet waiting comes after every waiter.
+    let f = if ticket.is_some() { wait } else { try_ };
+    let tried = match takeable(x, a, ticket.unwrap_or(u64::MAX)) {
+        Takeable::All => {
+            x.run_data(f, a, true);
             true
         }
-        Some(t) => match takeable(x, a, t) {
-            Some(args) => {
-                x.run_data(wait, &args, true);
-                true
-            }
-            None => false,
-        },
+        Takeable::Some(args) => {
+            x.run_data(f, &args, true);
+            true
+        }
+        Takeable::None => false,
     };
     let answered = tried && (!x.scratch.is_empty() || !matches!(x.finished, Some((Ok(_), _))));
     let timed_out = !answered && deadline.is_some_and(|d| Instant::now() >= d);
@@ -183,4 +194,28 @@ pub fn blmpop(x: &mut Call<'_>, a: &Args) {
 
 pub fn blmpop_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     once(x, txn, a, lists::blmpop_try, Timeout::NullArray)
+}
+
+pub fn bzpopmin(x: &mut Call<'_>, a: &Args) {
+    block_on(x, a, a.len() - 1, [zsets::bzpopmin_try, zsets::bzpopmin_wait], Timeout::NullArray)
+}
+
+pub fn bzpopmin_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    once(x, txn, a, zsets::bzpopmin_try, Timeout::NullArray)
+}
+
+pub fn bzpopmax(x: &mut Call<'_>, a: &Args) {
+    block_on(x, a, a.len() - 1, [zsets::bzpopmax_try, zsets::bzpopmax_wait], Timeout::NullArray)
+}
+
+pub fn bzpopmax_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    once(x, txn, a, zsets::bzpopmax_try, Timeout::NullArray)
+}
+
+pub fn bzmpop(x: &mut Call<'_>, a: &Args) {
+    block_on(x, a, 1, [zsets::bzmpop_try, zsets::bzmpop_wait], Timeout::NullArray)
+}
+
+pub fn bzmpop_queued(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    once(x, txn, a, zsets::bzmpop_try, Timeout::NullArray)
 }

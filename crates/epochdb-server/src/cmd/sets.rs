@@ -25,8 +25,9 @@ fn set_for_write(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<Opti
     }))
 }
 
-/// Ends a write to set `key`: its head with `count` members, or no key at
-/// all if none is left.
+/// Ends a write that changed set `key`: its head with `count` members, or
+/// no key at all if none is left. A write that changed nothing leaves the
+/// head alone, so that a WATCH on the key holds, as in Redis.
 fn finish(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], w: &Writing, count: u64) -> Result<()> {
     if count == 0 {
         if w.old.is_some() {
@@ -74,13 +75,14 @@ pub fn sadd(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     if a.iter_from(2).any(|m| element_too_long(&mut x.out, key, m, "member")) {
         return Ok(());
     }
-    let Some((w, mut n)) = set_for_write(x, txn, key)? else { return Ok(()) };
+    let Some((w, n)) = set_for_write(x, txn, key)? else { return Ok(()) };
     let mut added = 0;
     for m in a.iter_from(2) {
         added += add(x, txn, key, m)? as u64;
     }
-    n += added;
-    finish(x, txn, key, &w, n)?;
+    if added > 0 {
+        finish(x, txn, key, &w, n + added)?;
+    }
     x.out.int(added as i64);
     Ok(())
 }
@@ -96,7 +98,9 @@ pub fn srem(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     for m in a.iter_from(2) {
         removed += x.db.delete_field(txn, key, m)? as u64;
     }
-    finish(x, txn, key, &w, n - removed)?;
+    if removed > 0 {
+        finish(x, txn, key, &w, n - removed)?;
+    }
     x.out.int(removed as i64);
     Ok(())
 }
@@ -269,8 +273,10 @@ pub fn smove(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     x.db.delete_field(txn, src, member)?;
     finish(x, txn, src, &w, n - 1)?;
     let Some((w, n)) = set_for_write(x, txn, dst)? else { return Ok(()) };
-    let added = add(x, txn, dst, member)? as u64;
-    finish(x, txn, dst, &w, n + added)?;
+    // A member dst has already leaves dst unchanged (a WATCH on it holds).
+    if add(x, txn, dst, member)? {
+        finish(x, txn, dst, &w, n + 1)?;
+    }
     x.out.int(1);
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod lists;
 mod sets;
+mod zsets;
 
 use crate::{cmd, connect, start};
 use epochdb::{Durability, Options};

@@ -118,11 +118,18 @@ impl Drop for Args {
 /// Why a request could not be parsed. The connection is answered with
 /// `-ERR Protocol error: ...` and closed, as Redis does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub &'static str);
+pub enum ProtocolError {
+    Invalid(&'static str),
+    /// A byte other than `$` where an argument should begin.
+    Unexpected(u8),
+}
 
 impl std::fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Protocol error: {}", self.0)
+        match self {
+            ProtocolError::Invalid(what) => write!(f, "Protocol error: {what}"),
+            ProtocolError::Unexpected(b) => write!(f, "Protocol error: expected '$', got '{}'", *b as char),
+        }
     }
 }
 
@@ -149,7 +156,7 @@ impl Parser {
                         return Ok((0, false));
                     };
                     if n > limits.max_args as i64 {
-                        return Err(ProtocolError("invalid multibulk length"));
+                        return Err(ProtocolError::Invalid("invalid multibulk length"));
                     }
                     pos = next;
                     if n <= 0 {
@@ -164,24 +171,18 @@ impl Parser {
         while self.pending > 0 {
             let Some(&first) = buf.get(pos) else { break };
             if first != b'$' {
-                return Err(ProtocolError(match first {
-                    b'+' => "expected '$', got '+'",
-                    b':' => "expected '$', got ':'",
-                    b'*' => "expected '$', got '*'",
-                    b'-' => "expected '$', got '-'",
-                    _ => "expected '$', got something else",
-                }));
+                return Err(ProtocolError::Unexpected(first));
             }
             let Some((len, body)) = header(&buf[pos..], 1, "too big bulk count string")? else { break };
             if len < 0 || len as u64 > limits.max_bulk as u64 {
-                return Err(ProtocolError("invalid bulk length"));
+                return Err(ProtocolError::Invalid("invalid bulk length"));
             }
             let (len, body) = (len as usize, pos + body);
             if buf.len() < body + len + 2 {
                 break;
             }
             if &buf[body + len..body + len + 2] != b"\r\n" {
-                return Err(ProtocolError("bulk string not terminated by CRLF"));
+                return Err(ProtocolError::Invalid("bulk string not terminated by CRLF"));
             }
             args.push(&buf[body..body + len]);
             pos = body + len + 2;
@@ -213,7 +214,7 @@ impl Parser {
 fn header(buf: &[u8], from: usize, too_long: &'static str) -> Result<Option<(i64, usize)>, ProtocolError> {
     let Some(cr) = buf[from..].iter().position(|&b| b == b'\r') else {
         if buf.len() > MAX_INLINE {
-            return Err(ProtocolError(too_long));
+            return Err(ProtocolError::Invalid(too_long));
         }
         return Ok(None);
     };
@@ -222,11 +223,17 @@ fn header(buf: &[u8], from: usize, too_long: &'static str) -> Result<Option<(i64
         return Ok(None);
     }
     if buf[end + 1] != b'\n' {
-        return Err(ProtocolError(if buf[0] == b'*' { "invalid multibulk length" } else { "invalid bulk length" }));
+        return Err(ProtocolError::Invalid(if buf[0] == b'*' {
+            "invalid multibulk length"
+        } else {
+            "invalid bulk length"
+        }));
     }
     match parse_i64(&buf[from..end]) {
         Some(n) => Ok(Some((n, end + 2))),
-        None => Err(ProtocolError(if buf[0] == b'*' { "invalid multibulk length" } else { "invalid bulk length" })),
+        None => {
+            Err(ProtocolError::Invalid(if buf[0] == b'*' { "invalid multibulk length" } else { "invalid bulk length" }))
+        }
     }
 }
 
@@ -234,15 +241,15 @@ fn header(buf: &[u8], from: usize, too_long: &'static str) -> Result<Option<(i64
 fn inline(buf: &[u8], args: &mut Args) -> Result<(usize, bool), ProtocolError> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > MAX_INLINE {
-            return Err(ProtocolError("too big inline request"));
+            return Err(ProtocolError::Invalid("too big inline request"));
         }
         return Ok((0, false));
     };
     if nl > MAX_INLINE {
-        return Err(ProtocolError("too big inline request"));
+        return Err(ProtocolError::Invalid("too big inline request"));
     }
     let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
-    split_args(line, args).map_err(|_| ProtocolError("unbalanced quotes in request"))?;
+    split_args(line, args).map_err(|_| ProtocolError::Invalid("unbalanced quotes in request"))?;
     Ok((nl + 1, !args.is_empty()))
 }
 
@@ -606,7 +613,10 @@ mod tests {
         assert_eq!(e(b"*1\r\n$600000000\r\n"), "Protocol error: invalid bulk length");
         assert_eq!(e(b"*1\r\n:1\r\n"), "Protocol error: expected '$', got ':'");
         assert_eq!(e(b"SET \"a\r\n"), "Protocol error: unbalanced quotes in request");
-        assert_eq!(parse_all(&vec![b'a'; MAX_INLINE + 1], MAX_INLINE + 1).unwrap_err().0, "too big inline request");
+        assert_eq!(
+            parse_all(&vec![b'a'; MAX_INLINE + 1], MAX_INLINE + 1).unwrap_err(),
+            ProtocolError::Invalid("too big inline request")
+        );
         // Empty arrays and blank lines are skipped, not errors.
         assert_eq!(parse_all(b"*0\r\n\r\n*-1\r\nPING\r\n", 3).unwrap(), vec![vec![b"PING".to_vec()]]);
     }

@@ -257,3 +257,67 @@ pub fn hscan(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     }
     Ok(())
 }
+
+/// HRANDFIELD key [count [WITHVALUES]]: a positive count picks distinct
+/// fields, a negative one may repeat them.
+pub fn hrandfield(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    let values = a.len() == 4 && a.get(3).eq_ignore_ascii_case(b"WITHVALUES");
+    if a.len() > 4 || (a.len() == 4 && !values) {
+        x.out.error(super::SYNTAX);
+        return Ok(());
+    }
+    let count = if a.len() >= 3 {
+        let Some(n) = int_arg(&mut x.out, a.get(2)) else { return Ok(()) };
+        if n < i64::MIN / 2 {
+            x.out.error("ERR value is out of range");
+            return Ok(());
+        }
+        Some(n)
+    } else {
+        None
+    };
+    let fields = match hash_for_read(x, txn, a.get(1))? {
+        Ok(true) => x.db.fields(txn, a.get(1), usize::MAX)?,
+        Ok(false) => Vec::new(),
+        Err(()) => return Ok(()),
+    };
+    let mut rng = super::Rng::new();
+    let Some(n) = count else {
+        match fields.is_empty() {
+            true => x.out.null(),
+            false => x.out.bulk(&fields[rng.below(fields.len())].0),
+        }
+        return Ok(());
+    };
+    let picked: Vec<usize> = if fields.is_empty() {
+        Vec::new()
+    } else if n < 0 {
+        (0..n.unsigned_abs()).map(|_| rng.below(fields.len())).collect()
+    } else {
+        let mut idx: Vec<usize> = (0..fields.len()).collect();
+        let n = (n as usize).min(fields.len());
+        for i in 0..n {
+            let j = i + rng.below(fields.len() - i);
+            idx.swap(i, j);
+        }
+        idx.truncate(n);
+        idx
+    };
+    if values && x.out.resp3 {
+        x.out.array(picked.len());
+        for &i in &picked {
+            x.out.array(2);
+            x.out.bulk(&fields[i].0);
+            x.out.bulk(&fields[i].1);
+        }
+    } else {
+        x.out.array(picked.len() * if values { 2 } else { 1 });
+        for &i in &picked {
+            x.out.bulk(&fields[i].0);
+            if values {
+                x.out.bulk(&fields[i].1);
+            }
+        }
+    }
+    Ok(())
+}

@@ -37,6 +37,52 @@ pub fn memory(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     Ok(())
 }
 
+/// OBJECT ENCODING | REFCOUNT | FREQ | IDLETIME key. epochdb keeps one
+/// representation per type: ENCODING names the Redis encoding closest to
+/// it (a string's as Redis picks it; `hashtable` for hashes and sets,
+/// `quicklist` for lists, `skiplist` for sorted sets, which sit on an
+/// ordered index). Nothing is shared, so REFCOUNT is 1; access is not
+/// tracked, so FREQ and IDLETIME say so.
+pub fn object(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
+    let sub = a.get(1).to_ascii_uppercase();
+    if &sub[..] == b"HELP" && a.len() == 2 {
+        x.out.array(4);
+        x.out.simple("OBJECT ENCODING <key>");
+        x.out.simple("OBJECT FREQ <key>");
+        x.out.simple("OBJECT IDLETIME <key>");
+        x.out.simple("OBJECT REFCOUNT <key>");
+        return Ok(());
+    }
+    if a.len() != 3 || !matches!(&sub[..], b"ENCODING" | b"REFCOUNT" | b"FREQ" | b"IDLETIME") {
+        let name = String::from_utf8_lossy(a.get(1));
+        x.out.error(&format!("ERR unknown subcommand or wrong number of arguments for '{name}'. Try OBJECT HELP."));
+        return Ok(());
+    }
+    let (head, payload) = match x.db.find(txn, a.get(2))? {
+        Found::Live(h, v) => (h, v),
+        Found::Missing(_) => {
+            x.out.null();
+            return Ok(());
+        }
+    };
+    match &sub[..] {
+        b"ENCODING" => x.out.bulk_str(match head.kind {
+            Kind::String if payload.len() <= 20 && parse_i64(payload).is_some() => "int",
+            Kind::String if payload.len() <= 44 => "embstr",
+            Kind::String => "raw",
+            Kind::Hash | Kind::Set => "hashtable",
+            Kind::List => "quicklist",
+            Kind::ZSet => "skiplist",
+        }),
+        b"REFCOUNT" => x.out.int(1),
+        b"FREQ" => x.out.error(
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ),
+        _ => x.out.error("ERR epochdb does not track when a key was last accessed"),
+    }
+    Ok(())
+}
+
 pub fn del(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     let mut n = 0;
     for key in a.iter_from(1) {
@@ -226,7 +272,8 @@ pub fn copy(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         match &opt[..] {
             b"REPLACE" => replace = true,
             b"DB" if i + 1 < a.len() => {
-                match parse_i64(a.get(i + 1)).and_then(|n| usize::try_from(n).ok()).and_then(|n| x.tables.get(n)) {
+                let Some(n) = int_arg(&mut x.out, a.get(i + 1)) else { return Ok(()) };
+                match usize::try_from(n).ok().and_then(|n| x.tables.get(n)) {
                     Some(&t) => target = t,
                     None => {
                         x.out.error("ERR DB index is out of range");

@@ -162,6 +162,18 @@ fn rewrite(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], l: &mut List, new: &
     Ok(())
 }
 
+/// Replaces whatever `key` holds with a list of `items` (none: no key).
+pub(crate) fn store(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], items: &[Vec<u8>]) -> Result<()> {
+    x.db.delete(txn, key)?;
+    let head = crate::keyspace::Head { kind: Kind::List, expire_at: 0 };
+    let w = Writing { head, payload: Vec::new(), live: false, old: None };
+    let mut l = List { w, span: Span { first: MIDDLE, next: MIDDLE } };
+    for item in items {
+        push(x, txn, key, &mut l, End::Right, item)?;
+    }
+    finish(x, txn, key, &l)
+}
+
 /// The list at `key` for a read: `Ok(Some(span))`, `Ok(None)` missing,
 /// `Err(())` after replying WRONGTYPE.
 fn span_of(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<std::result::Result<Option<Span>, ()>> {

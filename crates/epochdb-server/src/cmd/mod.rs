@@ -19,6 +19,7 @@ pub mod lists;
 pub mod replication;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -243,6 +244,7 @@ pub static COMMANDS: &[Command] = cmds! {
     "append" 3 true W (1 1 1) Run::Data(strings::append);
     "strlen" 2 false R (1 1 1) Run::Data(strings::strlen);
     "memory" -2 false RS (2 2 1) Run::Data(keys::memory);
+    "object" -2 false RS (2 2 1) Run::Data(keys::object);
     "getrange" 4 false RS (1 1 1) Run::Data(strings::getrange);
     "setrange" 4 true WS (1 1 1) Run::Data(strings::setrange);
     // keyspace
@@ -256,6 +258,8 @@ pub static COMMANDS: &[Command] = cmds! {
     "renamenx" 3 true W (1 2 1) Run::Data(keys::renamenx);
     "copy" -3 true WS (1 2 1) Run::Data(keys::copy);
     "randomkey" 1 false RS (0 0 0) Run::Data(keys::randomkey);
+    "sort" -2 true WS (1 1 1) Run::Data(sort::sort);
+    "sort_ro" -2 false RS (1 1 1) Run::Data(sort::sort_ro);
     "dbsize" 1 false R (0 0 0) Run::Either { alone: keys::dbsize, queued: keys::dbsize_scan };
     "flushdb" -1 true WS (0 0 0) Run::Data(keys::flushdb);
     "expire" -3 true W (1 1 1) Run::Data(keys::expire);
@@ -283,6 +287,7 @@ pub static COMMANDS: &[Command] = cmds! {
     "hincrby" 4 true W (1 1 1) Run::Data(hashes::hincrby);
     "hincrbyfloat" 4 true W (1 1 1) Run::Data(hashes::hincrbyfloat);
     "hscan" -3 false RS (1 1 1) Run::Data(hashes::hscan);
+    "hrandfield" -2 false RS (1 1 1) Run::Data(hashes::hrandfield);
     // sets
     "sadd" -3 true W (1 1 1) Run::Data(sets::sadd);
     "srem" -3 true W (1 1 1) Run::Data(sets::srem);

@@ -297,6 +297,11 @@ fn range(
     scan(x, txn, key, &span, r.rev, offset, limit).map(Ok)
 }
 
+/// The members of the sorted set at `key`, in its order.
+pub(crate) fn members(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8]) -> Result<Vec<Vec<u8>>> {
+    Ok(scan(x, txn, key, &whole_index(), false, 0, usize::MAX)?.into_iter().map(|(m, _)| m).collect())
+}
+
 /// Replies members, with their scores if `scores`: RESP2 flat, RESP3
 /// pairs.
 fn reply_members(x: &mut Exec<'_>, items: &[(Vec<u8>, f64)], scores: bool) {

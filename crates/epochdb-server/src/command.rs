@@ -140,6 +140,8 @@ impl Command {
                 | "rpoplpush"
                 | "blmove"
                 | "brpoplpush"
+                | "setbit"
+                | "bitop"
                 | "zadd"
                 | "zincrby"
                 | "zrangestore"

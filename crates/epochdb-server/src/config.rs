@@ -207,12 +207,13 @@ pub fn parse_memory(text: &str) -> Option<u64> {
     };
     n.parse::<u64>().ok()?.checked_mul(scale)
 }
-/// Redis's encoding thresholds (the size below which a type is kept in a
-/// compact encoding), with their Redis 7.0 defaults. epochdb has one
-/// representation per type, so they change nothing; CONFIG SET keeps what
-/// is set and CONFIG GET shows it, for tools and tests that set them. A
-/// name and its older alias (`ziplist` for `listpack`) share one value.
-pub const ENCODINGS: &[(&str, Option<&str>, i64)] = &[
+/// Settings Redis has that change nothing in epochdb, with their Redis
+/// 7.0 defaults: the encoding thresholds (the size below which Redis keeps
+/// a type in a compact encoding; epochdb has one representation per type)
+/// and the script time limit (epochdb runs no scripts). CONFIG SET keeps
+/// what is set and CONFIG GET shows it, for tools and tests that set them.
+/// A name and its older alias share one value.
+pub const INERT: &[(&str, Option<&str>, i64)] = &[
     ("hash-max-listpack-entries", Some("hash-max-ziplist-entries"), 128),
     ("hash-max-listpack-value", Some("hash-max-ziplist-value"), 64),
     ("set-max-intset-entries", None, 512),
@@ -222,11 +223,12 @@ pub const ENCODINGS: &[(&str, Option<&str>, i64)] = &[
     ("list-compress-depth", None, 0),
     ("stream-node-max-bytes", None, 4096),
     ("stream-node-max-entries", None, 100),
+    ("busy-reply-threshold", Some("lua-time-limit"), 5000),
 ];
 
-/// The index in [`ENCODINGS`] of a threshold, by name or alias.
-pub fn encoding_index(name: &str) -> Option<usize> {
-    ENCODINGS.iter().position(|&(n, alias, _)| n == name || alias == Some(name))
+/// The index in [`INERT`] of a threshold, by name or alias.
+pub fn inert_index(name: &str) -> Option<usize> {
+    INERT.iter().position(|&(n, alias, _)| n == name || alias == Some(name))
 }
 
 #[cfg(test)]

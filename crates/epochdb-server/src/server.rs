@@ -190,7 +190,7 @@ impl Server {
                 max_bulk: AtomicUsize::new(config.limits.max_bulk),
                 query_buffer_limit: AtomicUsize::new(config.query_buffer_limit),
                 protected_mode: AtomicBool::new(config.protected_mode),
-                encodings: crate::config::ENCODINGS.iter().map(|e| AtomicI64::new(e.2)).collect(),
+                inert: crate::config::INERT.iter().map(|e| AtomicI64::new(e.2)).collect(),
             },
             cursors: Cursors::default(),
             waiters: Default::default(),

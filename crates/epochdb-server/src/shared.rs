@@ -42,8 +42,8 @@ pub struct Settings {
     pub max_bulk: AtomicUsize,
     pub query_buffer_limit: AtomicUsize,
     pub protected_mode: AtomicBool,
-    /// The values of [`crate::config::ENCODINGS`], which change nothing.
-    pub encodings: Vec<AtomicI64>,
+    /// The values of [`crate::config::INERT`], which change nothing.
+    pub inert: Vec<AtomicI64>,
 }
 
 /// State the event loops share; touched rarely on the request path.

@@ -10,13 +10,14 @@
 //! alone and scans inside EXEC; a blocking pop blocks alone and does not
 //! inside EXEC.
 
+pub mod bits;
 pub mod blocking;
 pub mod connection;
-pub mod functions;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod replication;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -217,7 +218,8 @@ pub static COMMANDS: &[Command] = cmds! {
     "replicaof" 3 false ADMIN (0 0 0) Run::Conn(replication::replicaof);
     "epochdb.member" -3 false ADMIN (0 0 0) Run::Conn(replication::member);
     "flushall" -1 true WS (0 0 0) Run::Conn(server::flushall);
-    "function" -2 false SRV (0 0 0) Run::Local(functions::function);
+    "function" -2 false SRV (0 0 0) Run::Local(scripting::function);
+    "script" -2 false SRV (0 0 0) Run::Local(scripting::script);
     // transactions
     "multi" 1 false TXN (0 0 0) Run::Conn(transactions::multi);
     "exec" 1 false TXN (0 0 0) Run::Conn(transactions::exec);
@@ -247,6 +249,14 @@ pub static COMMANDS: &[Command] = cmds! {
     "object" -2 false RS (2 2 1) Run::Data(keys::object);
     "getrange" 4 false RS (1 1 1) Run::Data(strings::getrange);
     "setrange" 4 true WS (1 1 1) Run::Data(strings::setrange);
+    "setbit" 4 true W (1 1 1) Run::Data(bits::setbit);
+    "getbit" 3 false R (1 1 1) Run::Data(bits::getbit);
+    "bitcount" -2 false RS (1 1 1) Run::Data(bits::bitcount);
+    "bitpos" -3 false RS (1 1 1) Run::Data(bits::bitpos);
+    "bitop" -4 true WS (2 -1 1) Run::Data(bits::bitop);
+    "lcs" -3 false RS (1 2 1) Run::Data(bits::lcs);
+    "bitfield" -2 true W (1 1 1) Run::Data(bits::bitfield);
+    "bitfield_ro" -2 false R (1 1 1) Run::Data(bits::bitfield_ro);
     // keyspace
     "del" -2 true WS (1 -1 1) Run::Data(keys::del);
     "unlink" -2 true W (1 -1 1) Run::Data(keys::del);

@@ -6,7 +6,7 @@ use super::replication::{primary_info, primary_of, replica_info};
 use super::{lookup, printable, COMMANDS, SYNTAX};
 use crate::client::Blocked;
 use crate::command::{Call, Command, Local};
-use crate::config::{encoding_index, AppendFsync, ENCODINGS};
+use crate::config::{inert_index, AppendFsync, INERT};
 use crate::glob;
 use crate::keyspace::Tally;
 use crate::resp::{parse_i64, Args, Out};
@@ -237,8 +237,8 @@ fn config_values(shared: &Shared) -> Vec<(&'static str, String)> {
         ("tls-replication", if tls.is_some_and(|t| t.replication) { "yes" } else { "no" }.into()),
         ("epochdb-epoch-interval-ms", o.epoch_interval.as_millis().to_string()),
     ];
-    for (i, &(name, alias, _)) in ENCODINGS.iter().enumerate() {
-        let v = set.encodings[i].load(Ordering::Relaxed).to_string();
+    for (i, &(name, alias, _)) in INERT.iter().enumerate() {
+        let v = set.inert[i].load(Ordering::Relaxed).to_string();
         values.extend(alias.map(|a| (a, v.clone())));
         values.push((name, v));
     }
@@ -261,8 +261,8 @@ enum Change {
     ProtoMaxBulkLen(usize),
     QueryBufferLimit(usize),
     ProtectedMode(bool),
-    /// An encoding threshold: kept, to no effect.
-    Encoding(usize, i64),
+    /// A setting that changes nothing here (`config::INERT`): kept.
+    Inert(usize, i64),
     /// The value the server has already: nothing to do.
     Unchanged,
 }
@@ -322,8 +322,8 @@ fn config_change(shared: &Shared, name: &str, v: &[u8]) -> Result<Change, String
         }
         "timeout" if text == "0" => Change::Unchanged,
         "timeout" => return Err(failed("epochdb does not close idle clients: only 0 is accepted")),
-        _ => match encoding_index(name) {
-            Some(i) => Change::Encoding(i, int()?),
+        _ => match inert_index(name) {
+            Some(i) => Change::Inert(i, int()?),
             None => return Err(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
         },
     })
@@ -344,7 +344,7 @@ fn apply_config(shared: &Shared, change: Change) {
         Change::ProtoMaxBulkLen(n) => set.max_bulk.store(n, Ordering::Relaxed),
         Change::QueryBufferLimit(n) => set.query_buffer_limit.store(n, Ordering::Relaxed),
         Change::ProtectedMode(on) => set.protected_mode.store(on, Ordering::Relaxed),
-        Change::Encoding(i, v) => set.encodings[i].store(v, Ordering::Relaxed),
+        Change::Inert(i, v) => set.inert[i].store(v, Ordering::Relaxed),
         Change::Unchanged => {}
     }
 }

@@ -1,5 +1,6 @@
 //! The data types beyond strings and hashes, each against Redis's replies.
 
+mod bits;
 mod lists;
 mod sets;
 mod zsets;

@@ -2,6 +2,7 @@
 //! and held replies, its database, user and permissions, its MULTI queue
 //! and WATCHed keys, and what it is blocked on.
 
+use crate::pubsub::Space;
 use crate::resp::{Args, Out, Parser};
 use crate::shared::ClientInfo;
 use crate::tls::Stream;
@@ -99,9 +100,55 @@ pub struct Client {
     /// In WAIT or WAITAOF: nothing more of its input runs until it is
     /// answered.
     pub blocked: Option<Blocked>,
+    /// Its pub/sub subscriptions.
+    pub subs: Subscriptions,
+    /// CLIENT REPLY: whether its commands' replies are sent.
+    pub reply: Reply,
     pub close_after_reply: bool,
     pub(crate) closed: bool,
     pub(crate) writable: bool,
+}
+
+/// CLIENT REPLY's modes: replies sent, none sent, or the next one
+/// dropped. Pub/sub messages and RESP3 pushes go out whatever the mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    On,
+    Off,
+    /// The next command's reply is dropped (SKIP's own reply too).
+    Skip,
+    /// Set by the loop after SKIP's own command: drop the next reply.
+    SkipNext,
+}
+
+/// A client's channels, patterns and shard channels, in the order it
+/// subscribed.
+#[derive(Debug, Default)]
+pub struct Subscriptions {
+    pub channels: Vec<Vec<u8>>,
+    pub patterns: Vec<Vec<u8>>,
+    pub shard: Vec<Vec<u8>>,
+}
+
+impl Subscriptions {
+    /// The list for one space.
+    pub fn of(&mut self, space: Space) -> &mut Vec<Vec<u8>> {
+        match space {
+            Space::Channel => &mut self.channels,
+            Space::Pattern => &mut self.patterns,
+            Space::Shard => &mut self.shard,
+        }
+    }
+
+    /// Channels and patterns (the count SUBSCRIBE replies; shard channels
+    /// are counted apart, as in Redis).
+    pub fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    pub fn any(&self) -> bool {
+        self.count() + self.shard.len() > 0
+    }
 }
 
 /// What a blocked client's reply waits for; its later input waits behind
@@ -184,6 +231,8 @@ impl Client {
             watched: Vec::new(),
             last_write_epoch: 0,
             blocked: None,
+            subs: Subscriptions::default(),
+            reply: Reply::On,
             close_after_reply: false,
             closed: false,
             writable: true,

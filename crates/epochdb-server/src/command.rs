@@ -186,6 +186,9 @@ pub struct Call<'a> {
     pub db: &'a mut Db,
     /// The event loop's index (its slot in the key counts).
     pub idx: usize,
+    /// The client's token in its loop (with `idx`, its address for
+    /// messages: [`crate::pubsub`]).
+    pub token: usize,
     /// The wall clock's milliseconds for this command.
     pub now: u64,
     /// Set by [`Call::finish`]: the transaction's release epoch (or its

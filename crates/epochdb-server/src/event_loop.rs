@@ -12,7 +12,8 @@
 //! wakes it, so a lone client's write costs about one log sync.
 
 use crate::ahead::{Ahead, AHEAD};
-use crate::client::{Blocked, Client, READ_CHUNK};
+use crate::client::{Blocked, Client, Reply, READ_CHUNK};
+use crate::cmd::pubsub;
 use crate::cmd::replication::{acknowledged, durable_here, write_wait_reply};
 use crate::cmd::{engine_error, key_too_long, key_too_long_msg, lookup, printable, COMMANDS};
 use crate::command::{Call, Command, Local, Run};
@@ -247,6 +248,7 @@ impl EventLoop {
                 self.process(t);
                 self.flush(t);
             }
+            self.deliver();
             if !self.waiting.is_empty() {
                 self.release();
             }
@@ -484,8 +486,34 @@ impl EventLoop {
         let _ = self.worker.run(|txn| txn.prefetch(&keys));
     }
 
-    /// Runs one request and writes its reply.
+    /// Runs one request, and drops its reply if CLIENT REPLY says so.
     fn execute(&mut self, t: Token, args: &Args) {
+        let Some(c) = self.clients.get(&t) else { return };
+        let (before, mode) = (c.out.len(), c.reply);
+        self.execute_one(t, args);
+        let Some(c) = self.clients.get_mut(&t) else { return };
+        let drop = match (mode, c.reply) {
+            (Reply::SkipNext, _) => {
+                c.reply = Reply::On;
+                true
+            }
+            (_, Reply::Skip) => {
+                c.reply = Reply::SkipNext;
+                true
+            }
+            (_, Reply::Off) => true,
+            _ => false,
+        };
+        // A RESP3 push (a subscription's confirmation) goes out anyway.
+        let push = c.resp3 && c.out.get(before) == Some(&b'>');
+        if drop && !push && c.out.len() > before {
+            c.out.truncate(before);
+            c.holds.retain(|&(at, _)| at < before);
+        }
+    }
+
+    /// Runs one request and writes its reply.
+    fn execute_one(&mut self, t: Token, args: &Args) {
         let Some(c) = self.clients.get_mut(&t) else { return };
         let start = Instant::now();
         let Some((i, cmd)) = lookup(args.get(0)) else {
@@ -522,6 +550,24 @@ impl EventLoop {
             return;
         }
         let Some(c) = self.clients.get_mut(&t) else { return };
+        // RESP2 has no room for replies among messages: a subscribed
+        // client may only manage its subscriptions, as in Redis.
+        if c.subs.any() && !c.resp3 {
+            if !pubsub::allowed_while_subscribed(cmd.name) {
+                c.out().error(&format!(
+                    "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                    cmd.name
+                ));
+                return;
+            }
+            if cmd.name == "ping" {
+                let mut out = c.out();
+                out.array(2);
+                out.bulk_str("pong");
+                out.bulk(if args.len() > 1 { args.get(1) } else { b"" });
+                return;
+            }
+        }
         if c.multi.is_some() && !cmd.runs_in_multi() {
             if matches!(cmd.run, Run::Conn(_)) {
                 c.multi_failed = true;
@@ -613,6 +659,7 @@ impl EventLoop {
             scratch: &mut self.scratch,
             db: &mut self.db,
             idx: self.idx,
+            token: t.0,
             now,
             finished: None,
         };
@@ -756,6 +803,24 @@ impl EventLoop {
         self.count_blocked();
     }
 
+    /// Writes the pub/sub messages published to this loop's clients.
+    fn deliver(&mut self) {
+        let mail = self.shared.pubsub.take(self.idx);
+        let mut to = Vec::new();
+        for d in &mail {
+            let t = Token(d.token);
+            if let Some(c) = self.clients.get_mut(&t) {
+                pubsub::write_message(&mut c.out(), d);
+                if !to.contains(&t) {
+                    to.push(t);
+                }
+            }
+        }
+        for t in to {
+            self.flush(t);
+        }
+    }
+
     /// Publishes how many of this loop's clients are blocked (INFO's
     /// `blocked_clients`). A closed client leaves the list at the next
     /// `unblock`.
@@ -811,6 +876,7 @@ impl EventLoop {
             if let Some(Blocked::Pop(w)) = &c.blocked {
                 self.shared.waiters.leave(w.ticket);
             }
+            pubsub::leave_all(&self.shared, &mut c, (self.idx, t.0));
             c.stream.close_notify();
             let _ = self.poll.registry().deregister(&mut c.stream.sock);
             self.shared.clients().remove(&c.info.id);

@@ -26,6 +26,7 @@ mod event_loop;
 mod fasthash;
 mod glob;
 mod keyspace;
+mod pubsub;
 pub mod resp;
 mod server;
 mod shared;

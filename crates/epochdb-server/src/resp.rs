@@ -484,6 +484,11 @@ impl Out<'_> {
         self.line(b'*', n as i64);
     }
 
+    /// Out-of-band data (pub/sub messages): RESP3 `>`, RESP2 an array.
+    pub fn push(&mut self, n: usize) {
+        self.line(if self.resp3 { b'>' } else { b'*' }, n as i64);
+    }
+
     /// A map of `n` pairs: RESP3 `%`, RESP2 a flat array of `2n`.
     pub fn map(&mut self, n: usize) {
         if self.resp3 {

@@ -194,6 +194,7 @@ impl Server {
             },
             cursors: Cursors::default(),
             waiters: Default::default(),
+            pubsub: crate::pubsub::PubSub::new(threads),
             slowlog: Mutex::new(Slowlog::new(config.slowlog_max_len)),
             config,
             db,

@@ -5,6 +5,7 @@ use crate::acl::Users;
 use crate::config::{AppendFsync, Config};
 use crate::counts::Counts;
 use crate::cursors::Cursors;
+use crate::pubsub::PubSub;
 use crate::resp::Limits;
 use crate::stats::{Slowlog, ThreadStats};
 use crate::tls::Tls;
@@ -69,6 +70,8 @@ pub struct Shared {
     pub cursors: Cursors,
     /// Clients blocked in a pop, in the order they began to wait.
     pub waiters: Waiters,
+    /// Pub/sub subscriptions and the loops' inboxes of messages.
+    pub pubsub: PubSub,
     pub shutdown: AtomicBool,
     pub started: Instant,
     pub wakeups: Arc<Wakeups>,

@@ -2,7 +2,7 @@
 
 use super::server::REDIS_VERSION;
 use super::{printable, COMMANDS, NOT_INT, SYNTAX};
-use crate::client::Client;
+use crate::client::{Client, Reply};
 use crate::command::{Call, Local};
 use crate::resp::{parse_i64, Args};
 use crate::shared::{ClientInfo, Shared};
@@ -43,6 +43,7 @@ pub fn quit(x: &mut Call<'_>, _: &Args) {
 /// RESET: the connection as it was when it connected.
 pub fn reset(x: &mut Call<'_>, _: &Args) {
     let (c, shared) = (&mut *x.client, &**x.shared);
+    super::pubsub::leave_all(shared, c, (x.idx, x.token));
     c.multi = None;
     c.multi_failed = false;
     c.watched.clear();
@@ -182,6 +183,16 @@ pub fn client(x: &mut Call<'_>, a: &Args) {
             *c.info.name.lock().unwrap_or_else(|e| e.into_inner()) = a.get(2).to_vec();
             c.out().ok();
         }
+        (b"REPLY", 3) => match &a.get(2).to_ascii_uppercase()[..] {
+            b"ON" => {
+                c.reply = Reply::On;
+                c.out().ok();
+            }
+            // The loop drops this command's reply too.
+            b"OFF" => c.reply = Reply::Off,
+            b"SKIP" => c.reply = Reply::Skip,
+            _ => c.out().error(super::SYNTAX),
+        },
         (b"GETNAME", 2) => {
             let name = c.info.name.lock().unwrap_or_else(|e| e.into_inner()).clone();
             c.out().opt_bulk((!name.is_empty()).then_some(&name[..]));

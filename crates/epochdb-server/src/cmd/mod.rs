@@ -16,6 +16,7 @@ pub mod connection;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod pubsub;
 pub mod replication;
 pub mod scripting;
 pub mod server;
@@ -184,6 +185,7 @@ const CONN: &[&str] = &["connection", "fast"];
 const ADMIN: &[&str] = &["admin", "slow", "dangerous"];
 const TXN: &[&str] = &["transaction", "fast"];
 const SRV: &[&str] = &["slow"];
+const PUBSUB: &[&str] = &["pubsub", "slow"];
 
 macro_rules! cmds {
     ($($name:literal $arity:literal $write:literal $cats:ident ($f:literal $l:literal $s:literal) $run:expr;)*) => {
@@ -298,6 +300,16 @@ pub static COMMANDS: &[Command] = cmds! {
     "hincrbyfloat" 4 true W (1 1 1) Run::Data(hashes::hincrbyfloat);
     "hscan" -3 false RS (1 1 1) Run::Data(hashes::hscan);
     "hrandfield" -2 false RS (1 1 1) Run::Data(hashes::hrandfield);
+    // pub/sub
+    "subscribe" -2 false PUBSUB (0 0 0) Run::Conn(pubsub::subscribe);
+    "psubscribe" -2 false PUBSUB (0 0 0) Run::Conn(pubsub::psubscribe);
+    "ssubscribe" -2 false PUBSUB (0 0 0) Run::Conn(pubsub::ssubscribe);
+    "unsubscribe" -1 false PUBSUB (0 0 0) Run::Conn(pubsub::unsubscribe);
+    "punsubscribe" -1 false PUBSUB (0 0 0) Run::Conn(pubsub::punsubscribe);
+    "sunsubscribe" -1 false PUBSUB (0 0 0) Run::Conn(pubsub::sunsubscribe);
+    "publish" 3 false PUBSUB (0 0 0) Run::Conn(pubsub::publish);
+    "spublish" 3 false PUBSUB (0 0 0) Run::Conn(pubsub::spublish);
+    "pubsub" -2 false PUBSUB (0 0 0) Run::Conn(pubsub::pubsub);
     // sets
     "sadd" -3 true W (1 1 1) Run::Data(sets::sadd);
     "srem" -3 true W (1 1 1) Run::Data(sets::srem);

@@ -2,6 +2,7 @@
 
 mod bits;
 mod lists;
+mod pubsub;
 mod sets;
 mod zsets;
 

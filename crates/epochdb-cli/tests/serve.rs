@@ -89,6 +89,110 @@ fn a_killed_durable_server_keeps_every_acknowledged_write() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A queue (RPUSH by producers, LPOP by consumers) and a leaderboard
+/// (points moved between members by MULTI/EXEC of two ZINCRBYs) on a
+/// durable server killed with SIGKILL: after a restart every acknowledged
+/// push is in the list or was popped, no acknowledged pop is in the list,
+/// nothing is there twice, and the leaderboard's sum holds.
+#[test]
+fn a_killed_durable_server_keeps_its_queue_and_leaderboard_whole() {
+    let dir = std::env::temp_dir().join(format!("epochdb-serve-kill-types-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (players, start) = (6, 1000.0);
+    let mut pushed: Vec<String> = Vec::new();
+    let mut popped: Vec<String> = Vec::new();
+    for round in 0..2u64 {
+        let mut server = serve(&dir);
+        let addr = format!("redis://127.0.0.1:{}/", server.port);
+        let mut c = redis::Client::open(addr.as_str()).unwrap().get_connection().unwrap();
+        if round == 0 {
+            for p in 0..players {
+                let _: i64 = redis::cmd("ZADD").arg("board").arg(start).arg(format!("p{p}")).query(&mut c).unwrap();
+            }
+        }
+        let producers: Vec<_> = (0..2)
+            .map(|p| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
+                    let mut acked = Vec::new();
+                    for i in 0.. {
+                        let item = format!("{round}:{p}:{i}");
+                        let r: redis::RedisResult<i64> = redis::cmd("RPUSH").arg("queue").arg(&item).query(&mut c);
+                        if r.is_err() {
+                            break;
+                        }
+                        acked.push(item);
+                    }
+                    acked
+                })
+            })
+            .collect();
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
+                    let mut got = Vec::new();
+                    loop {
+                        let r: redis::RedisResult<Option<String>> = redis::cmd("LPOP").arg("queue").query(&mut c);
+                        match r {
+                            Ok(Some(item)) => got.push(item),
+                            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                            Err(_) => return got,
+                        }
+                        let (from, to) = (got.len() % players, (got.len() * 7 + 3) % players);
+                        let r: redis::RedisResult<redis::Value> = redis::pipe()
+                            .atomic()
+                            .cmd("ZINCRBY")
+                            .arg("board")
+                            .arg(-3)
+                            .arg(format!("p{from}"))
+                            .cmd("ZINCRBY")
+                            .arg("board")
+                            .arg(3)
+                            .arg(format!("p{to}"))
+                            .query(&mut c);
+                        if r.is_err() {
+                            return got;
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(400));
+        server.child.kill().unwrap(); // SIGKILL
+        server.child.wait().unwrap();
+        for t in producers {
+            pushed.extend(t.join().unwrap());
+        }
+        for t in consumers {
+            popped.extend(t.join().unwrap());
+        }
+        let mut server = serve(&dir);
+        let mut c =
+            redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap().get_connection().unwrap();
+        let list: Vec<String> = redis::cmd("LRANGE").arg("queue").arg(0).arg(-1).query(&mut c).unwrap();
+        let in_list: std::collections::HashSet<&String> = list.iter().collect();
+        assert_eq!(in_list.len(), list.len(), "round {round}: an item is in the queue twice");
+        let popped_set: std::collections::HashSet<&String> = popped.iter().collect();
+        assert_eq!(popped_set.len(), popped.len(), "round {round}: an item was popped twice");
+        assert!(popped.iter().all(|p| !in_list.contains(p)), "round {round}: a popped item is back in the queue");
+        // Each consumer may have had one pop in flight, whose reply the
+        // kill took: its item is gone, unacknowledged.
+        let lost = pushed.iter().filter(|i| !in_list.contains(i) && !popped_set.contains(i)).count();
+        assert!(lost <= 2 * (round as usize + 1), "round {round}: {lost} acknowledged pushes are gone");
+        let board: Vec<(String, f64)> =
+            redis::cmd("ZRANGE").arg("board").arg(0).arg(-1).arg("WITHSCORES").query(&mut c).unwrap();
+        assert_eq!(board.len(), players);
+        assert_eq!(board.iter().map(|(_, s)| s).sum::<f64>(), start * players as f64, "round {round}");
+        assert!(pushed.len() > 10 && popped.len() > 10, "round {round}: too little traffic to test");
+        server.child.kill().unwrap();
+        server.child.wait().unwrap();
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// SIGTERM (what `systemctl stop` and `docker stop` send) and SIGINT stop
 /// the server as SHUTDOWN does: status 0, and with `--appendfsync
 /// everysec`, whose replies go at commit, before the log is synced, a

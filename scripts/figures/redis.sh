@@ -16,6 +16,11 @@
 # whose count is not a multiple of the pipeline.
 # Usage: scripts/figures/redis.sh [REPS] [SECS] (defaults 3, 4). Needs
 # redis-server, redis-benchmark (apt install redis-server redis-tools).
+# TESTS, PAIRINGS and CLIENTS (space-separated) choose other redis-benchmark
+# tests, pairings and client counts, FIGURE the result's name; e.g. the
+# data types: TESTS="lpush rpush lpop rpop sadd hset spop zadd zpopmin
+# lrange_100 lrange_600 mset" PAIRINGS="off always" CLIENTS=50
+# FIGURE=redis-types.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 reps=${1:-3}
@@ -53,11 +58,11 @@ source scripts/figures/results.sh      # record, write_result
 
 echo "# redis-benchmark, epochdb $(git rev-parse --short HEAD), $(redis-server --version | awk '{print $3}'), $(date -u +%Y-%m-%d), $reps runs each of about $secs s, interleaved"
 printf "| pairing | -c | -P | test | requests | redis rps | epochdb rps | epochdb / redis |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"
-for pairing in off always everysec; do
+for pairing in ${PAIRINGS:-off always everysec}; do
   start_pair $pairing
-  for c in 1 50; do
+  for c in ${CLIENTS:-1 50}; do
     for P in 1 16; do
-      for t in set get incr mset; do
+      for t in ${TESTS:-set get incr mset}; do
         # Calibration on redis: grow the run until it reports 1 s or more
         # (so its rate is off by a third at most), then aim for SECS s.
         n=$(( 1000 * P * c ))
@@ -90,4 +95,4 @@ for pairing in off always everysec; do
   done
   stop_pair
 done
-write_result redis pairing,clients,pipeline,test "$(redis-server --version | awk '{print $3}')"
+write_result "${FIGURE:-redis}" pairing,clients,pipeline,test "$(redis-server --version | awk '{print $3}')"

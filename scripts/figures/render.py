@@ -16,6 +16,8 @@ TITLES = {
     "bench": "`epochdb bench`: YCSB and TPC-C throughput (transactions per second)",
     "churn": "Range scans under insert/delete churn",
     "redis": "`epochdb serve` beside redis-server (requests per second)",
+    "redis-types": "`epochdb serve` beside redis-server on lists, sets, sorted sets and hashes (requests per second)",
+    "redis-suite": "Redis 7.0's own test suite, unit by unit: tests passed by epochdb and by redis-server",
     "tls": "TLS beside redis-server's TLS (requests per second)",
 }
 

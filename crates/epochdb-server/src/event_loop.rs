@@ -121,8 +121,11 @@ pub struct EventLoop {
     waiting: Vec<Token>,
     /// Clients with input left to parse (output was over the high water).
     backlog: Vec<Token>,
-    /// Clients in WAIT.
+    /// Clients in WAIT, WAITAOF, SAVE or a blocking pop.
     pub(crate) blocked: Vec<Token>,
+    /// Inside `unblock` (which runs the input of the clients it answers,
+    /// whose writes would call it again).
+    unblocking: bool,
     /// The pipeline read-ahead's buffers.
     ahead: Ahead,
     /// The newest epoch a reply held in this pass waits on; hastened once
@@ -174,6 +177,7 @@ impl EventLoop {
             waiting: Vec::new(),
             backlog: Vec::new(),
             blocked: Vec::new(),
+            unblocking: false,
             ahead: Ahead::default(),
             hasten_to: 0,
             over_memory: false,
@@ -345,6 +349,8 @@ impl EventLoop {
                 db: Default::default(),
                 last_cmd: Default::default(),
                 kill: Default::default(),
+                in_pop: Default::default(),
+                unblock: Default::default(),
             });
             self.shared.clients().insert(id, info.clone());
             let generation = self.shared.acl_generation();
@@ -491,6 +497,15 @@ impl EventLoop {
         let Some(c) = self.clients.get(&t) else { return };
         let (before, mode) = (c.out.len(), c.reply);
         self.execute_one(t, args);
+        // Not for a client the command blocked (it wrote nothing): its
+        // input, being parsed here, must not be run again from `unblock`.
+        let blocked = self.clients.get(&t).is_none_or(|c| c.blocked.is_some());
+        if !blocked
+            && self.shared.waiters.any()
+            && lookup(args.get(0)).is_some_and(|(_, c)| c.write || c.name == "exec")
+        {
+            self.wake_waiters();
+        }
         let Some(c) = self.clients.get_mut(&t) else { return };
         let drop = match (mode, c.reply) {
             (Reply::SkipNext, _) => {
@@ -758,6 +773,16 @@ impl EventLoop {
     /// whose time is up, and those in SAVE whose checkpoint is installed,
     /// and runs the input they sent meanwhile.
     fn unblock(&mut self) {
+        // Until a pass answers no one: one pop may feed another's source.
+        self.unblocking = true;
+        while self.unblock_pass() > 0 && !self.blocked.is_empty() {}
+        self.unblocking = false;
+        self.count_blocked();
+    }
+
+    /// One look at every blocked client; returns how many were answered.
+    fn unblock_pass(&mut self) -> usize {
+        let mut answered = 0;
         let acked = acknowledged(&self.shared);
         let durable = durable_here(&self.shared);
         let now = Instant::now();
@@ -797,10 +822,28 @@ impl EventLoop {
             }
             let Some(c) = self.clients.get_mut(&t) else { continue };
             c.blocked = None;
+            answered += 1;
             self.process(t);
             self.flush(t);
         }
-        self.count_blocked();
+        answered
+    }
+
+    /// After a write, while clients wait in blocking pops: this loop's try
+    /// again now, before its next command (so a push feeds a waiter, and a
+    /// chain of BLMOVEs moves, before the pusher's next command, as in
+    /// Redis); other loops with waiters are woken to try at once.
+    fn wake_waiters(&mut self) {
+        let loops = self.shared.waiters.loops();
+        if loops.contains(&self.idx) && !self.unblocking {
+            self.unblock();
+        }
+        let wakers = self.shared.wakeups.wakers.lock().unwrap_or_else(|e| e.into_inner());
+        for l in loops.into_iter().filter(|&l| l != self.idx) {
+            if let Some(w) = wakers.get(l) {
+                let _ = w.wake();
+            }
+        }
     }
 
     /// Writes the pub/sub messages published to this loop's clients.

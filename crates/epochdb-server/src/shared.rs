@@ -31,6 +31,11 @@ pub struct ClientInfo {
     /// Index of the last command in the command table (+1; 0: none).
     pub last_cmd: AtomicUsize,
     pub kill: AtomicBool,
+    /// In a blocking pop (CLIENT UNBLOCK may end it).
+    pub in_pop: AtomicBool,
+    /// Set by CLIENT UNBLOCK: 1 to end the pop as a timeout, 2 with an
+    /// error; the client's loop acts on it at its next look.
+    pub unblock: AtomicU8,
 }
 
 /// The settings CONFIG SET may change, read on the request path: atomics,

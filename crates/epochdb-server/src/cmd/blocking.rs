@@ -13,6 +13,7 @@ use crate::command::{Call, DataFn, Exec};
 use crate::resp::{parse_f64, parse_i64, Args, Out};
 use epochdb::{Result, Txn};
 use std::ops::Range;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// What a blocking pop replies when its time is up.
@@ -114,6 +115,21 @@ fn block_on(x: &mut Call<'_>, a: &Args, timeout_at: usize, [try_, wait]: [DataFn
         },
     };
     x.client.blocked = None;
+    // CLIENT UNBLOCK: the wait ends as a timeout, or with an error.
+    match x.client.info.unblock.swap(0, Ordering::AcqRel) {
+        0 => {}
+        how => {
+            if let Some(t) = ticket {
+                x.shared.waiters.leave(t);
+            }
+            x.client.info.in_pop.store(false, Ordering::Release);
+            match how {
+                1 => on_timeout.reply(&mut x.client.out()),
+                _ => x.client.out().error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+            }
+            return;
+        }
+    }
     // A client not yet waiting comes after every waiter.
     let f = if ticket.is_some() { wait } else { try_ };
     let tried = match takeable(x, a, ticket.unwrap_or(u64::MAX)) {
@@ -133,6 +149,7 @@ fn block_on(x: &mut Call<'_>, a: &Args, timeout_at: usize, [try_, wait]: [DataFn
         if let Some(t) = ticket {
             x.shared.waiters.leave(t);
         }
+        x.client.info.in_pop.store(false, Ordering::Release);
         if timed_out {
             on_timeout.reply(&mut x.client.out());
         }
@@ -141,8 +158,9 @@ fn block_on(x: &mut Call<'_>, a: &Args, timeout_at: usize, [try_, wait]: [DataFn
     let Some((cmd, _)) = lookup(a.get(0)) else { return };
     let ticket = ticket.unwrap_or_else(|| {
         let keys = sources(a).0.map(|i| a.get(i).to_vec()).collect();
-        x.shared.waiters.enter(x.client.db, keys)
+        x.shared.waiters.enter(x.idx, x.client.db, keys)
     });
+    x.client.info.in_pop.store(true, Ordering::Release);
     x.client.blocked = Some(Blocked::Pop(PopWait { cmd, args: a.to_owned_args(), deadline, ticket }));
 }
 

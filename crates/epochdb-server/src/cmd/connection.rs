@@ -183,6 +183,25 @@ pub fn client(x: &mut Call<'_>, a: &Args) {
             *c.info.name.lock().unwrap_or_else(|e| e.into_inner()) = a.get(2).to_vec();
             c.out().ok();
         }
+        (b"UNBLOCK", 3 | 4) => {
+            let Some(id) = parse_i64(a.get(2)) else { return c.out().error(NOT_INT) };
+            let how = match a.len() {
+                3 => 1,
+                _ if a.get(3).eq_ignore_ascii_case(b"TIMEOUT") => 1,
+                _ if a.get(3).eq_ignore_ascii_case(b"ERROR") => 2,
+                _ => return c.out().error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+            };
+            let target = shared.clients().get(&(id as u64)).cloned();
+            let done = match target {
+                Some(info) if info.in_pop.load(Ordering::Acquire) => {
+                    info.unblock.store(how, Ordering::Release);
+                    true
+                }
+                _ => false,
+            };
+            // Its loop looks again within a few ms (it has a blocked client).
+            c.out().int(done as i64);
+        }
         (b"REPLY", 3) => match &a.get(2).to_ascii_uppercase()[..] {
             b"ON" => {
                 c.reply = Reply::On;

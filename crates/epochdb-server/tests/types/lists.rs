@@ -126,6 +126,28 @@ fn blocking_pops_wait_for_a_push_or_time_out() {
         cmd(&mut c, &["BLMPOP", "0", "2", "none", "q3", "LEFT"]).unwrap(),
         Value::Array(vec![bulk("q3"), bulks(&["b"])])
     );
+    // CLIENT UNBLOCK ends a wait as a timeout, or with an error.
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c).unwrap();
+    let addr = server.local_addr();
+    for (how, want) in [("TIMEOUT", "nil"), ("ERROR", "client unblocked via CLIENT UNBLOCK")] {
+        let unblocker = std::thread::spawn(move || {
+            let mut u = redis::Client::open(format!("redis://{addr}/")).unwrap().get_connection().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                let n: i64 = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).arg(how).query(&mut u).unwrap();
+                if n == 1 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!("the client never blocked");
+        });
+        match cmd(&mut c, &["BLPOP", "never", "0"]) {
+            Ok(v) => assert_eq!((want, v), ("nil", Value::Nil)),
+            Err(e) => assert!(e.to_string().contains(want), "{e}"),
+        }
+        unblocker.join().unwrap();
+    }
     let mut pipe = redis::pipe();
     pipe.cmd("MULTI").cmd("BLPOP").arg("none").arg("0").cmd("BLMOVE").arg("none").arg("x").arg("LEFT").arg("LEFT");
     pipe.arg("0").cmd("EXEC");

@@ -56,6 +56,11 @@ impl Kind {
         }
     }
 
+    /// The type whose tag (the head's first byte) is `b`.
+    pub fn from_byte(b: u8) -> Option<Kind> {
+        Kind::ALL.get(usize::from(b)).copied()
+    }
+
     /// Whether the key keeps element rows besides its head.
     pub fn has_elements(self) -> bool {
         self != Kind::String
@@ -125,7 +130,7 @@ pub fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn decode(v: &[u8]) -> Option<(Head, &[u8])> {
-    let kind = *Kind::ALL.get(usize::from(*v.first()?))?;
+    let kind = Kind::from_byte(*v.first()?)?;
     let expire_at = u64::from_le_bytes(v.get(1..HEAD)?.try_into().ok()?);
     Some((Head { kind, expire_at }, &v[HEAD..]))
 }

@@ -369,7 +369,7 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     i64::try_from(v).ok()
 }
 
-/// Parses a float as Redis does for INCRBYFLOAT: no blanks, finite.
+/// Parses a float as Redis does for INCRBYFLOAT: no blanks, not NaN.
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(s).ok()?;
     if t.is_empty() || t.starts_with(|c: char| c.is_whitespace()) || t.ends_with(|c: char| c.is_whitespace()) {

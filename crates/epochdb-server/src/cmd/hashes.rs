@@ -202,6 +202,10 @@ pub fn hincrbyfloat(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()>
         x.out.error(NOT_FLOAT);
         return Ok(());
     };
+    if by.is_infinite() {
+        x.out.error("ERR value is NaN or Infinity");
+        return Ok(());
+    }
     if let Some(s) = update_field(x, txn, a, |old| add_float(old, by, "ERR hash value is not a float"))? {
         x.out.bulk(s.as_bytes());
     }

@@ -270,6 +270,8 @@ pub static COMMANDS: &[Command] = cmds! {
     "renamenx" 3 true W (1 2 1) Run::Data(keys::renamenx);
     "copy" -3 true WS (1 2 1) Run::Data(keys::copy);
     "randomkey" 1 false RS (0 0 0) Run::Data(keys::randomkey);
+    "dump" 2 false RS (1 1 1) Run::Data(keys::dump);
+    "restore" -4 true WS (1 1 1) Run::Data(keys::restore);
     "sort" -2 true WS (1 1 1) Run::Data(sort::sort);
     "sort_ro" -2 false RS (1 1 1) Run::Data(sort::sort_ro);
     "dbsize" 1 false R (0 0 0) Run::Either { alone: keys::dbsize, queued: keys::dbsize_scan };

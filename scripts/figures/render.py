@@ -17,6 +17,7 @@ TITLES = {
     "churn": "Range scans under insert/delete churn",
     "redis": "`epochdb serve` beside redis-server (requests per second)",
     "redis-types": "`epochdb serve` beside redis-server on lists, sets, sorted sets and hashes (requests per second)",
+    "memory": "Memory per element of one large list, set, sorted set and hash, beside redis-server (INFO used_memory)",
     "redis-suite": "Redis 7.0's own test suite, unit by unit: tests passed by epochdb and by redis-server",
     "tls": "TLS beside redis-server's TLS (requests per second)",
 }

@@ -162,6 +162,69 @@ fn sample(rng: &mut Rng, len: usize, n: usize) -> Vec<usize> {
     all
 }
 
+/// Up to this many members, random picks read the whole set and sample it
+/// uniformly.
+const SMALL: u64 = 1024;
+
+/// `n` members of set `key` (of `total`) at random, distinct or not. A
+/// small set, or a pick of most of one, is read whole and sampled
+/// uniformly; otherwise each pick seeks to a random point between the
+/// first and last members (past their common prefix): O(log n) a pick,
+/// though not exactly uniform.
+fn pick(x: &mut Exec<'_>, txn: &mut Txn<'_>, key: &[u8], total: u64, n: usize, distinct: bool) -> Result<Vec<Vec<u8>>> {
+    let mut rng = Rng::new();
+    if total <= SMALL || (distinct && n as u64 * 2 >= total) {
+        let all: Vec<Vec<u8>> = x.db.fields(txn, key, usize::MAX)?.into_iter().map(|(m, _)| m).collect();
+        if all.is_empty() {
+            return Ok(Vec::new());
+        }
+        return Ok(if distinct {
+            sample(&mut rng, all.len(), n.min(all.len())).into_iter().map(|i| all[i].clone()).collect()
+        } else {
+            (0..n).map(|_| all[rng.below(all.len())].clone()).collect()
+        });
+    }
+    let mut ends = Vec::with_capacity(2);
+    for rev in [false, true] {
+        x.db.element_range(txn, key, (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded), rev, |m, _| {
+            ends.push(m.to_vec());
+            false
+        })?;
+    }
+    let (first, last) = (&ends[0], &ends[1]);
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let (lo, hi) = (first.get(common).copied().unwrap_or(0), last.get(common).copied().unwrap_or(255));
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(n);
+    let mut tries = 0;
+    while out.len() < n && tries < 4 * n + 16 {
+        tries += 1;
+        let mut at = first[..common].to_vec();
+        at.push(lo + rng.below(usize::from(hi - lo) + 1) as u8);
+        at.extend((0..8).map(|_| rng.below(256) as u8));
+        let mut got = None;
+        x.db.elements_from(txn, key, &at, 1, |_, m, _| {
+            got = Some(m.to_vec());
+            false
+        })?;
+        let m = got.unwrap_or_else(|| first.clone());
+        if !distinct || !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    // Seeks that kept landing on members already picked: the rest in order.
+    if out.len() < n {
+        let mut rest = Vec::new();
+        x.db.elements_from(txn, key, b"", usize::MAX, |_, m, _| {
+            if !out.iter().any(|o| o == m) {
+                rest.push(m.to_vec());
+            }
+            out.len() + rest.len() < n
+        })?;
+        out.extend(rest);
+    }
+    Ok(out)
+}
+
 pub fn spop(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
     let key = a.get(1);
     if a.len() > 3 {
@@ -191,19 +254,17 @@ pub fn spop(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
         }
         return Ok(());
     }
-    let all: Vec<Vec<u8>> = x.db.fields(txn, key, usize::MAX)?.into_iter().map(|(m, _)| m).collect();
-    let n = count.unwrap_or(1).min(all.len());
-    let picked = sample(&mut Rng::new(), all.len(), n);
-    for &i in &picked {
-        x.db.delete_field(txn, key, &all[i])?;
+    let picked = pick(x, txn, key, left, count.unwrap_or(1).min(left as usize), true)?;
+    for m in &picked {
+        x.db.delete_field(txn, key, m)?;
     }
-    finish(x, txn, key, &w, left - n as u64)?;
+    finish(x, txn, key, &w, left - picked.len() as u64)?;
     match count {
-        None => x.out.opt_bulk(picked.first().map(|&i| &all[i][..])),
+        None => x.out.opt_bulk(picked.first().map(|m| &m[..])),
         Some(_) => {
             x.out.set(picked.len());
-            for &i in &picked {
-                x.out.bulk(&all[i]);
+            for m in &picked {
+                x.out.bulk(m);
             }
         }
     }
@@ -225,27 +286,24 @@ pub fn srandmember(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> 
     } else {
         None
     };
-    let all = match members(x, txn, a.get(1))? {
-        Ok(m) => m.unwrap_or_default(),
-        Err(()) => return Ok(()),
+    let total = match typed(x, txn, a.get(1), Kind::Set)? {
+        Typed::Live(p) => count_of(&p),
+        Typed::Missing => 0,
+        Typed::Wrong => return Ok(()),
     };
-    let mut rng = Rng::new();
+    // A negative count may repeat members; a positive one does not.
+    let (n, distinct) = match count {
+        None => (1, true),
+        Some(n) if n < 0 => (if total == 0 { 0 } else { n.unsigned_abs() as usize }, false),
+        Some(n) => ((n as u64).min(total) as usize, true),
+    };
+    let picked = if total == 0 { Vec::new() } else { pick(x, txn, a.get(1), total, n, distinct)? };
     match count {
-        None if all.is_empty() => x.out.null(),
-        None => x.out.bulk(&all[rng.below(all.len())]),
-        // A negative count may repeat members; a positive one does not.
-        Some(n) if n < 0 => {
-            let n = if all.is_empty() { 0 } else { n.unsigned_abs() as usize };
-            x.out.array(n);
-            for _ in 0..n {
-                x.out.bulk(&all[rng.below(all.len())]);
-            }
-        }
-        Some(n) => {
-            let picked = sample(&mut rng, all.len(), (n as usize).min(all.len()));
+        None => x.out.opt_bulk(picked.first().map(|m| &m[..])),
+        Some(_) => {
             x.out.array(picked.len());
-            for i in picked {
-                x.out.bulk(&all[i]);
+            for m in &picked {
+                x.out.bulk(m);
             }
         }
     }

@@ -133,7 +133,8 @@ impl PubSub {
 
     /// The messages waiting for loop `l`'s clients.
     pub fn take(&self, l: usize) -> Vec<Delivery> {
-        if !self.pending[l].swap(false, Ordering::Acquire) {
+        // A plain load on every pass; the swap only when there is mail.
+        if !self.pending[l].load(Ordering::Relaxed) || !self.pending[l].swap(false, Ordering::Acquire) {
             return Vec::new();
         }
         std::mem::take(&mut *self.inboxes[l].lock().unwrap_or_else(|e| e.into_inner()))

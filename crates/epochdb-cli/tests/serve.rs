@@ -53,7 +53,11 @@ fn assert_kept(server: &Served, round: u64, acked: &[Acked], incrs: i64) {
     let addr = format!("redis://127.0.0.1:{}/", server.port);
     let mut c = redis::Client::open(addr).unwrap().get_connection().unwrap();
     let total: i64 = redis::cmd("GET").arg("total").query(&mut c).unwrap();
-    assert!(total >= incrs, "round {round}: {incrs} INCRs acknowledged, total is {total}");
+    assert!(
+        total >= incrs,
+        "round {round}: {incrs} INCRs acknowledged, total is {total}; restarted server said: {}",
+        server.log()
+    );
     for (w, (a, _)) in acked.iter().enumerate() {
         let got: Option<u64> = redis::cmd("GET").arg(format!("w{w}")).query(&mut c).unwrap();
         if let Some(a) = a {

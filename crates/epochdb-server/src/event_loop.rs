@@ -497,15 +497,6 @@ impl EventLoop {
         let Some(c) = self.clients.get(&t) else { return };
         let (before, mode) = (c.out.len(), c.reply);
         self.execute_one(t, args);
-        // Not for a client the command blocked (it wrote nothing): its
-        // input, being parsed here, must not be run again from `unblock`.
-        let blocked = self.clients.get(&t).is_none_or(|c| c.blocked.is_some());
-        if !blocked
-            && self.shared.waiters.any()
-            && lookup(args.get(0)).is_some_and(|(_, c)| c.write || c.name == "exec")
-        {
-            self.wake_waiters();
-        }
         let Some(c) = self.clients.get_mut(&t) else { return };
         let drop = match (mode, c.reply) {
             (Reply::SkipNext, _) => {
@@ -524,6 +515,15 @@ impl EventLoop {
         if drop && !push && c.out.len() > before {
             c.out.truncate(before);
             c.holds.retain(|&(at, _)| at < before);
+        }
+        // Not for a client the command blocked (it wrote nothing): its
+        // input, being parsed here, must not be run again from `unblock`.
+        let blocked = c.blocked.is_some();
+        if !blocked
+            && self.shared.waiters.any()
+            && lookup(args.get(0)).is_some_and(|(_, c)| c.write || c.name == "exec")
+        {
+            self.wake_waiters();
         }
     }
 

@@ -656,30 +656,9 @@ pub fn zrevrangebylex(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<(
 
 /// ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count].
 pub fn zrangestore(x: &mut Exec<'_>, txn: &mut Txn<'_>, a: &Args) -> Result<()> {
-    let mut r = Range { by: By::Rank, rev: false, limit: None };
-    let mut i = 5;
-    while i < a.len() {
-        match &a.get(i).to_ascii_uppercase()[..] {
-            b"BYSCORE" => r.by = By::Score,
-            b"BYLEX" => r.by = By::Lex,
-            b"REV" => r.rev = true,
-            b"LIMIT" if i + 2 < a.len() => {
-                let (Some(o), Some(c)) = (parse_i64(a.get(i + 1)), parse_i64(a.get(i + 2))) else {
-                    x.out.error(NOT_INT);
-                    return Ok(());
-                };
-                r.limit = Some((o, c));
-                i += 2;
-            }
-            _ => {
-                x.out.error(SYNTAX);
-                return Ok(());
-            }
-        }
-        i += 1;
-    }
-    if r.limit.is_some() && r.by == By::Rank {
-        x.out.error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+    let Some((r, scores)) = range_opts(x, a, 5, By::Rank, false, true) else { return Ok(()) };
+    if scores {
+        x.out.error(SYNTAX);
         return Ok(());
     }
     let (dst, src) = (a.get(1), a.get(2));
